@@ -1,0 +1,17 @@
+"""daskgb: gradient-boosted decision trees on Dask clusters of GPUs (and on CPUs), XGBoost-compatible."""
+
+from .booster import Booster, train
+from .matrix import QuantileMatrix
+
+__version__ = "0.1.0"
+
+__all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "__version__"]
+
+
+def __getattr__(name):
+    # The estimators import lazily so that `import daskgb` stays light.
+    if name in ("GBRegressor", "GBClassifier"):
+        from . import sklearn
+
+        return getattr(sklearn, name)
+    raise AttributeError(f"module 'daskgb' has no attribute {name!r}")

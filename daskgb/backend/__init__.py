@@ -1,0 +1,65 @@
+"""The one numpy/CuPy switch: which backend runs the hot loops for a device."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def array_module(*arrays):
+    """numpy, or cupy if any of the arrays lives on a GPU."""
+    for a in arrays:
+        if type(a).__module__.split(".")[0] == "cupy":
+            import cupy
+
+            return cupy
+    return np
+
+
+def to_host(a):
+    """A numpy copy of a numpy or cupy array (no copy for numpy)."""
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_available() -> bool:
+    """True when CuPy imports and sees at least one GPU."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no cupy, no driver, or no device: all mean "no GPU here"
+        return False
+
+
+def resolve_device(device: str | None) -> str:
+    """'auto' (or None) picks 'cuda' when CuPy sees a GPU, else 'cpu'."""
+    device = "auto" if device is None else str(device).lower()
+    if device.startswith("gpu") or device.startswith("cuda"):
+        device = "cuda"
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if device == "cuda" and not cuda_available():
+        raise RuntimeError(
+            "device='cuda' was asked for, but CuPy is not installed or sees no GPU; "
+            "install daskgb[cuda12] or daskgb[cuda13], or use device='cpu'"
+        )
+    return device
+
+
+def get_backend(device: str):
+    """The backend module for a resolved device ('cpu' or 'cuda')."""
+    if device == "cpu":
+        from . import numpy_backend
+
+        return numpy_backend
+    if device == "cuda":
+        from . import cupy_backend
+
+        return cupy_backend
+    raise ValueError(f"no backend for device {device!r}")

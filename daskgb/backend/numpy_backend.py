@@ -1,0 +1,253 @@
+"""NumPy backend: the readable reference of every hot loop, the test oracle, and what CPU workers run.
+
+cupy_backend.py implements the same functions with CUDA kernels; tests run both on
+the same random input and compare.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import split as _split
+
+xp = np
+name = "cpu"
+
+# Rows are packed in chunks of a multiple of 32 entries, so a chunk starts on a
+# word boundary whatever the bit width and chunks never share a word.
+_PACK_CHUNK_ENTRIES = 32 * 65536
+
+
+# --------------------------------------------------------------------------- ELLPACK
+def count_missing(X, missing: float) -> int:
+    """Number of entries of a dense array that are NaN or equal to `missing`."""
+    miss = np.isnan(X)
+    if not np.isnan(missing):
+        miss |= X == np.float32(missing)
+    return int(miss.sum())
+
+
+def bin_dense(X, cuts, missing: float, null_symbol: int):
+    """(n_rows, n_features) uint32 feature-local bins; null_symbol where missing.
+
+    A value's bin is the first cut strictly greater than it (upper bound),
+    clamped to the feature's last bin, as XGBoost's SearchBin.
+    """
+    ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
+    values = np.asarray(cuts.values)
+    out = np.empty(X.shape, dtype=np.uint32)
+    for f in range(X.shape[1]):
+        col = X[:, f]
+        lo, hi = ptrs[f], ptrs[f + 1]
+        b = np.minimum(np.searchsorted(values[lo:hi], col, side="right"), hi - lo - 1)
+        miss = np.isnan(col) if np.isnan(missing) else np.isnan(col) | (col == np.float32(missing))
+        out[:, f] = np.where(miss, null_symbol, b)
+    return out
+
+
+def pack_symbols(symbols, bits: int):
+    """Bit-pack a flat array of symbols (see ellpack.py for the stream layout)."""
+    from ..ellpack import n_words
+
+    symbols = np.asarray(symbols).ravel()
+    n = symbols.size
+    words = np.zeros(n_words(n, bits), dtype=np.uint32)
+    for start in range(0, n, _PACK_CHUNK_ENTRIES):
+        sym = symbols[start : start + _PACK_CHUNK_ENTRIES].astype(np.uint64)
+        pos = (np.arange(sym.size, dtype=np.uint64) + np.uint64(start)) * np.uint64(bits)
+        word = (pos >> np.uint64(5)).astype(np.int64)
+        off = pos & np.uint64(31)
+        lo = (sym << off) & np.uint64(0xFFFFFFFF)
+        hi = np.where(off + np.uint64(bits) > 32, sym >> (np.uint64(32) - off), np.uint64(0))
+        first = int(word[0])
+        span = int(word[-1]) - first + 2
+        # The bit fields of different entries never overlap, so OR equals ADD, and
+        # float64 sums of values below 2**32 are exact.
+        acc = np.bincount(word - first, weights=lo.astype(np.float64), minlength=span)
+        acc += np.bincount(word - first + 1, weights=hi.astype(np.float64), minlength=span)
+        words[first : first + span] |= acc.astype(np.uint64).astype(np.uint32)
+    return words
+
+
+def unpack_symbols(words, bits: int, n: int, start: int = 0):
+    """Symbols start..start+n of a packed stream, as uint32."""
+    pos = (np.arange(n, dtype=np.uint64) + np.uint64(start)) * np.uint64(bits)
+    word = (pos >> np.uint64(5)).astype(np.int64)
+    pair = words[word].astype(np.uint64) | (words[word + 1].astype(np.uint64) << np.uint64(32))
+    return ((pair >> (pos & np.uint64(31))) & np.uint64((1 << bits) - 1)).astype(np.uint32)
+
+
+def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
+    """Quantise a dense (n_rows, n_features) array and pack it (dense layout)."""
+    return pack_symbols(bin_dense(X, cuts, missing, null_symbol), bits)
+
+
+def csr_symbols(indptr, indices, data, n_rows: int, row_stride: int, cuts, missing: float, null_symbol: int):
+    """(n_rows, row_stride) global bins of each row's non-missing entries, in feature order."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    data = np.asarray(data, dtype=np.float32)
+    rows = np.repeat(np.arange(n_rows), np.diff(indptr))
+    keep = ~np.isnan(data)
+    if not np.isnan(missing):
+        keep &= data != np.float32(missing)
+    rows, cols, vals = rows[keep], indices[keep], data[keep]
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
+    values = np.asarray(cuts.values)
+    gbin = np.empty(vals.size, dtype=np.int64)
+    by_col = np.argsort(cols, kind="stable")
+    bounds = np.searchsorted(cols[by_col], np.arange(ptrs.size))
+    for f in range(ptrs.size - 1):
+        seg = by_col[bounds[f] : bounds[f + 1]]
+        lo, hi = ptrs[f], ptrs[f + 1]
+        gbin[seg] = lo + np.minimum(np.searchsorted(values[lo:hi], vals[seg], side="right"), hi - lo - 1)
+    counts = np.bincount(rows, minlength=n_rows)
+    slot = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    out = np.full((n_rows, row_stride), null_symbol, dtype=np.uint32)
+    out[rows, slot] = gbin
+    return out
+
+
+def pack_csr(indptr, indices, data, n_rows, row_stride, cuts, missing, null_symbol, bits):
+    """Quantise CSR arrays and pack them (sparse layout)."""
+    return pack_symbols(csr_symbols(indptr, indices, data, n_rows, row_stride, cuts, missing, null_symbol), bits)
+
+
+def symbols(ell):
+    """The unpacked (n_rows, row_stride) symbol matrix, cached on the matrix.
+
+    The CPU path trades memory for speed here: unpacking every level would cost
+    more than the histogram itself. The narrowest unsigned type holds it.
+    """
+    cached = ell.__dict__.get("_symbols")
+    if cached is None:
+        dtype = np.uint8 if ell.null_symbol < 256 else np.uint16 if ell.null_symbol < 65536 else np.uint32
+        cached = unpack_symbols(ell.words, ell.bits, ell.n_rows * ell.row_stride).astype(dtype)
+        cached = cached.reshape(ell.n_rows, ell.row_stride)
+        ell.__dict__["_symbols"] = cached
+    return cached
+
+
+def feature_bins(ell, rows, features):
+    """Feature-local bin of (rows[i], features[i]), or -1 where missing."""
+    sym = symbols(ell)
+    if ell.is_dense:
+        b = sym[rows, features].astype(np.int64)
+        return np.where(b == ell.null_symbol, -1, b)
+    ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+    lo, hi = ptrs[features][:, None], ptrs[features + 1][:, None]
+    row_sym = sym[rows].astype(np.int64)
+    inside = (row_sym >= lo) & (row_sym < hi)
+    found = inside.any(axis=1)
+    local = np.where(inside, row_sym - lo, 0).max(axis=1)
+    return np.where(found, local, -1)
+
+
+# --------------------------------------------------------------------------- gradients
+def prepare_gradients(gpair):
+    """Per-row gradient pairs in the histogram's type, and the scale back to double."""
+    return np.asarray(gpair, dtype=np.float32), np.ones(2, dtype=np.float64)
+
+
+def sum_gradients(gpair_native):
+    """Sum of all rows' gradient pairs, accumulated row by row in double as XGBoost does."""
+    if gpair_native.shape[0] == 0:
+        return np.zeros(2, dtype=np.float64)
+    return np.cumsum(gpair_native.astype(np.float64), axis=0)[-1]
+
+
+# --------------------------------------------------------------------------- rows per node
+class RowPartition:
+    """Which node each row is in: positions[r] is the node id of row r."""
+
+    def __init__(self, n_rows: int):
+        self.positions = np.zeros(n_rows, dtype=np.int32)
+
+
+def new_partition(n_rows: int) -> RowPartition:
+    return RowPartition(n_rows)
+
+
+def _node_lookup(node_ids, positions, values):
+    """values[i] for rows whose node is node_ids[i]; -1 for rows in other nodes."""
+    size = int(max(int(np.max(node_ids)) if len(node_ids) else 0, int(positions.max()) if positions.size else 0)) + 1
+    table = np.full(size, -1, dtype=np.int64)
+    table[np.asarray(node_ids)] = values
+    return table[positions]
+
+
+def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids):
+    """Move the rows of each split node nids[i] to its left or right child.
+
+    A row goes left when its bin of the split feature is <= bins[i], or when the
+    value is missing and default_left[i] is set. Returns nothing: the numpy
+    partition has no segments to size.
+    """
+    which = _node_lookup(nids, part.positions, np.arange(len(nids)))
+    rows = np.flatnonzero(which >= 0)
+    s = which[rows]
+    features = np.asarray(features, dtype=np.int64)
+    b = feature_bins(ell, rows, features[s])
+    go_left = np.where(b < 0, np.asarray(default_left)[s] != 0, b <= np.asarray(bins)[s])
+    part.positions[rows] = np.where(go_left, np.asarray(left_ids)[s], np.asarray(right_ids)[s])
+
+
+# --------------------------------------------------------------------------- histograms
+def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
+    """(len(build_nodes), total_bins, 2) float64 gradient sums per bin of each node.
+
+    Rows are added in row order, so every bin's sum is accumulated as XGBoost's
+    single-threaded CPU builder accumulates it.
+    """
+    k = len(build_nodes)
+    total_bins = ell.cuts.total_bins
+    slot = _node_lookup(build_nodes, part.positions, np.arange(k))
+    rows = np.flatnonzero(slot >= 0)
+    sym = symbols(ell)[rows].astype(np.int64)
+    if ell.is_dense:
+        present = sym != ell.null_symbol
+        gbin = sym + np.asarray(ell.cuts.ptrs[:-1], dtype=np.int64)[None, :]
+    else:
+        present = sym != ell.null_symbol
+        gbin = sym
+    key = (slot[rows][:, None] * total_bins + gbin)[present]
+    g = np.broadcast_to(gpair_native[rows, 0:1], sym.shape)[present]
+    h = np.broadcast_to(gpair_native[rows, 1:2], sym.shape)[present]
+    hist = np.empty((k, total_bins, 2), dtype=np.float64)
+    hist[..., 0] = np.bincount(key, weights=g, minlength=k * total_bins).reshape(k, total_bins)
+    hist[..., 1] = np.bincount(key, weights=h, minlength=k * total_bins).reshape(k, total_bins)
+    return hist
+
+
+def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
+    """Best split of each node (see split.evaluate_splits)."""
+    return _split.evaluate_splits(
+        np, hist, parent, scale, cuts.ptrs, cuts.values, cuts.min_values, params, feature_mask
+    )
+
+
+# --------------------------------------------------------------------------- prediction
+def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
+    """Add the leaf values of every tree to out (float32), tree after tree.
+
+    X: (n_rows, n_features) float32; nodes: PREDICT_NODE_DTYPE of all trees
+    concatenated, tree t owning nodes[tree_offsets[t]:tree_offsets[t+1]].
+    A value goes left when it is < threshold; a missing one takes default_left.
+    """
+    n = X.shape[0]
+    rows = np.arange(n)
+    for t in range(len(tree_offsets) - 1):
+        tree = nodes[tree_offsets[t] : tree_offsets[t + 1]]
+        nid = np.zeros(n, dtype=np.int64)
+        active = rows[tree["left"][nid] >= 0]
+        while active.size:
+            node = tree[nid[active]]
+            v = X[active, node["feature"]]
+            miss = np.isnan(v) if np.isnan(missing) else np.isnan(v) | (v == np.float32(missing))
+            left = np.where(miss, node["default_left"] != 0, v < node["threshold"])
+            nid[active] = np.where(left, node["left"], node["right"])
+            active = active[tree["left"][nid[active]] >= 0]
+        out += tree["value"][nid]
+    return out

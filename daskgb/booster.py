@@ -1,0 +1,275 @@
+"""Booster (trees, parameters, prediction, save/load) and the in-process train() loop."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import metric as _metric
+from ._types import PREDICT_NODE_DTYPE
+from .backend import array_module, get_backend, resolve_device, to_host
+from .collective import LocalCommunicator
+from .grower import grow_tree
+from .inputs import as_features
+from .matrix import QuantileMatrix
+from .objective import get_objective
+from .params import TrainParams
+from .tree import Tree
+
+MODEL_FORMAT = "daskgb-model"
+MODEL_VERSION = 1
+
+
+class Booster:
+    """A trained gradient-boosted tree ensemble."""
+
+    def __init__(self, params: dict | None = None, trees=None, base_score: float = 0.5, n_features: int = 0,
+                 feature_names=None):
+        self.params = TrainParams.from_dict(params or {})
+        self._raw_params = dict(params or {})
+        self.trees: list[Tree] = list(trees or [])
+        self.base_score = float(base_score)
+        self.n_features = int(n_features)
+        self.feature_names = feature_names
+        self.best_iteration: int | None = None
+        self._packed = None  # (n_trees, nodes, offsets) cache for prediction
+
+    # ------------------------------------------------------------------ introspection
+    @property
+    def objective(self):
+        return get_objective(self.params.objective)
+
+    @property
+    def num_features(self) -> int:
+        return self.n_features
+
+    def num_boosted_rounds(self) -> int:
+        return len(self.trees)
+
+    def __len__(self) -> int:
+        return len(self.trees)
+
+    def get_score(self, importance_type: str = "weight") -> dict:
+        """Feature importance as XGBoost's get_score: weight (splits), gain and cover (mean per split),
+        total_gain and total_cover."""
+        kinds = ("weight", "gain", "cover", "total_gain", "total_cover")
+        if importance_type not in kinds:
+            raise ValueError(f"importance_type must be one of {kinds}, got {importance_type!r}")
+        count = np.zeros(self.n_features)
+        gain = np.zeros(self.n_features)
+        cover = np.zeros(self.n_features)
+        for t in self.trees:
+            split = ~t.is_leaf
+            np.add.at(count, t.feature[split], 1)
+            np.add.at(gain, t.feature[split], t.gain[split].astype(np.float64))
+            np.add.at(cover, t.feature[split], t.cover[split].astype(np.float64))
+        names = self.feature_names or [f"f{i}" for i in range(self.n_features)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = {"weight": count, "gain": gain / count, "cover": cover / count, "total_gain": gain,
+                     "total_cover": cover}[importance_type]
+        return {names[i]: float(value[i]) for i in range(self.n_features) if count[i] > 0}
+
+    # ------------------------------------------------------------------ prediction
+    def _tree_slice(self, iteration_range) -> tuple[int, int]:
+        start, end = iteration_range or (0, 0)
+        if end == 0:
+            end = len(self.trees) if self.best_iteration is None else self.best_iteration + 1
+        if not 0 <= start <= end <= len(self.trees):
+            raise ValueError(f"iteration_range {iteration_range} is outside the model's {len(self.trees)} trees")
+        return start, end
+
+    def _packed_trees(self, start: int, end: int):
+        nodes = [t.predict_nodes() for t in self.trees[start:end]]
+        offsets = np.zeros(len(nodes) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([n.size for n in nodes])
+        flat = np.concatenate(nodes) if nodes else np.zeros(0, dtype=PREDICT_NODE_DTYPE)
+        return flat, offsets
+
+    def predict(self, data, output_margin: bool = False, iteration_range=(0, 0), missing=np.nan,
+                base_margin=None):
+        """Predictions for raw features (numpy, pandas, cupy, scipy CSR) or a QuantileMatrix.
+
+        Returns numpy for host input and cupy for cupy input. Missing values (NaN
+        or `missing`) take each split's default direction.
+        """
+        start, end = self._tree_slice(iteration_range)
+        if isinstance(data, QuantileMatrix):
+            return self._predict_matrix(data, output_margin, start, end)
+        features = as_features(data)
+        if features.n_features != self.n_features:
+            raise ValueError(f"the model was trained on {self.n_features} features, the data has "
+                             f"{features.n_features}")
+        on_gpu = features.xp is not np
+        device = "cuda" if on_gpu else resolve_device(self.params.device)
+        backend = get_backend(device)
+        xp = backend.xp
+        X = features.to(xp).densify(missing)
+        margin = self._initial_margin(xp, features.n_rows, base_margin)
+        if end > start:
+            nodes, offsets = self._packed_trees(start, end)
+            backend.predict_margin(X, nodes, offsets, margin, float(missing))
+        out = margin if output_margin else self.objective.transform(xp, margin)
+        return out if on_gpu else to_host(out)
+
+    def _initial_margin(self, xp, n: int, base_margin=None):
+        if base_margin is not None:
+            from .inputs import as_vector
+
+            return as_vector(base_margin, n, "base_margin", xp).copy()
+        return xp.full(n, self.objective.base_score_to_margin(self.base_score), dtype=xp.float32)
+
+    def _predict_matrix(self, m: QuantileMatrix, output_margin: bool, start: int, end: int):
+        if m.n_features != self.n_features:
+            raise ValueError(f"the model was trained on {self.n_features} features, the data has {m.n_features}")
+        cuts_ok = getattr(self, "_train_cuts_id", None) == m._cuts_id
+        if not cuts_ok:
+            raise ValueError("a QuantileMatrix can be predicted only with the cuts the model was trained on "
+                             "(build it with ref=the training matrix); pass the raw features instead")
+        device = resolve_device(self.params.device)
+        backend = get_backend(device)
+        m = m.on(device)
+        margin = m.base_margin.copy() if m.base_margin is not None else self._initial_margin(backend.xp, m.n_rows)
+        for t in self.trees[start:end]:
+            add_tree_binned(backend, m.ellpack, t, margin)
+        out = margin if output_margin else self.objective.transform(backend.xp, margin)
+        return to_host(out)
+
+    # ------------------------------------------------------------------ save / load
+    def to_dict(self) -> dict:
+        return {
+            "format": MODEL_FORMAT,
+            "version": MODEL_VERSION,
+            "params": self._raw_params,
+            "objective": self.params.objective,
+            "base_score": self.base_score,
+            "num_features": self.n_features,
+            "feature_names": self.feature_names,
+            "best_iteration": self.best_iteration,
+            "trees": [t.to_dict() for t in self.trees],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Booster":
+        if d.get("format") != MODEL_FORMAT:
+            raise ValueError(f"not a daskgb model (format {d.get('format')!r})")
+        if d.get("version") != MODEL_VERSION:
+            raise ValueError(f"daskgb model version {d.get('version')!r} is not supported (this is version "
+                             f"{MODEL_VERSION})")
+        b = cls(d["params"], [Tree.from_dict(t) for t in d["trees"]], d["base_score"], d["num_features"],
+                d["feature_names"])
+        b.best_iteration = d.get("best_iteration")
+        return b
+
+    def save_model(self, path) -> None:
+        """Write the model as JSON (format documented in docs/model_format.md)."""
+        Path(path).write_text(json.dumps(self.to_dict()))
+
+    def load_model(self, path) -> "Booster":
+        """Replace this booster's content with the model in a JSON file."""
+        other = Booster.from_dict(json.loads(Path(path).read_text()))
+        self.__dict__.update(other.__dict__)
+        return self
+
+
+def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
+    """margin += the tree's leaf value for each row, routing rows by their bins.
+
+    Valid only for matrices binned with the training cuts; it reuses the row
+    partition step of training, one level at a time.
+    """
+    part = backend.new_partition(ell.n_rows)
+    internal = np.flatnonzero(~tree.is_leaf)
+    for depth in range(int(tree.depth.max()) + 1 if tree.n_nodes else 0):
+        nids = internal[tree.depth[internal] == depth]
+        if nids.size:
+            backend.apply_splits(ell, part, nids.astype(np.int32), tree.feature[nids], tree.bin[nids],
+                                 tree.default_left[nids].astype(np.int32), tree.left[nids], tree.right[nids])
+    margin += backend.xp.asarray(tree.value)[part.positions]
+
+
+def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
+          evals_result: dict | None = None, comm=None) -> Booster:
+    """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
+
+    evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
+    be dtrain itself or built with ref=dtrain. verbose_eval: True, False, or
+    print every n-th round. evals_result: a dict to fill with
+    {name: {metric: [value per round]}}.
+    """
+    p = TrainParams.from_dict(params)
+    if not isinstance(dtrain, QuantileMatrix):
+        raise ValueError("dtrain must be a daskgb.QuantileMatrix")
+    if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, (int, np.integer)) or num_boost_round < 0:
+        raise ValueError(f"num_boost_round must be an integer >= 0, got {num_boost_round!r}")
+    if dtrain.label is None:
+        raise ValueError("dtrain has no labels (y)")
+    evals = list(evals or [])
+    for item in evals:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], QuantileMatrix)):
+            raise ValueError("evals must be a list of (QuantileMatrix, name) pairs")
+        m, name = item
+        if m.label is None:
+            raise ValueError(f"eval set {name!r} has no labels")
+        if m.n_features != dtrain.n_features:
+            raise ValueError(f"eval set {name!r} has {m.n_features} features, dtrain has {dtrain.n_features}")
+        if not m.shares_cuts_with(dtrain):
+            raise ValueError(f"eval set {name!r} was quantised with its own cuts; build it with "
+                             f"QuantileMatrix(..., ref=dtrain)")
+    if dtrain.max_bin != p.max_bin and "max_bin" in (params or {}):
+        raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
+    obj = get_objective(p.objective)
+    device = resolve_device(p.device)
+    backend = get_backend(device)
+    xp = backend.xp
+    comm = comm or LocalCommunicator()
+
+    dtrain = dtrain.on(device)
+    obj.check_labels(xp, dtrain.label)
+    for m, _ in evals:
+        obj.check_labels(xp, m.on(device).label)
+    base_score = p.base_score if p.base_score is not None else obj.estimate_base_score(xp, dtrain.label, dtrain.weight)
+    base_score = float(np.float32(base_score))
+    booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
+    booster._train_cuts_id = dtrain._cuts_id
+    metrics = p.eval_metric or [obj.default_metric]
+
+    def initial_margin(m):
+        if m.base_margin is not None:
+            return m.base_margin.astype(xp.float32).copy()
+        return xp.full(m.n_rows, obj.base_score_to_margin(base_score), dtype=xp.float32)
+
+    margin = initial_margin(dtrain)
+    eval_state = []
+    for m, name in evals:
+        m = m.on(device)
+        eval_state.append((m, name, None if m is dtrain else initial_margin(m)))
+    history: dict = evals_result if evals_result is not None else {}
+    history.clear()
+    for _, name, _ in eval_state:
+        history[name] = {k: [] for k in metrics}
+
+    every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
+    for it in range(num_boost_round):
+        gpair = obj.gradient(xp, margin, dtrain.label, dtrain.weight)
+        gnative, scale = backend.prepare_gradients(gpair)
+        tree, positions = grow_tree(backend, dtrain.ellpack, gnative, scale, p, comm)
+        # Training margins come from the rows' final leaves: no re-prediction.
+        margin += xp.asarray(tree.value)[positions]
+        booster.trees.append(tree)
+        line = [f"[{it}]"]
+        for m, name, em in eval_state:
+            if em is None:
+                em = margin
+            else:
+                add_tree_binned(backend, m.ellpack, tree, em)
+            out = obj.transform(xp, em)
+            for k in metrics:
+                v = _metric.evaluate(k, xp, m.label, out, m.weight)
+                history[name][k].append(v)
+                line.append(f"{name}-{k}:{v:.5f}")
+        if every and eval_state and (it % every == 0 or it == num_boost_round - 1):
+            print("\t".join(line), flush=True)
+    return booster

@@ -1,0 +1,134 @@
+"""Input checks and conversion: features, labels and weights to float32 arrays, with errors that name the problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import array_module, to_host
+
+
+@dataclass
+class Features:
+    """Feature data ready for quantising: dense (n, F) float32, or CSR arrays."""
+
+    dense: object = None  # xp array (n_rows, n_features) float32, C-contiguous
+    indptr: object = None
+    indices: object = None
+    data: object = None
+    n_rows: int = 0
+    n_features: int = 0
+    feature_names: list | None = None
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.dense is None
+
+    @property
+    def xp(self):
+        return array_module(self.dense if self.dense is not None else self.data)
+
+    def to(self, xp) -> "Features":
+        if self.xp is xp:
+            return self
+        move = (lambda a: to_host(a)) if xp is np else xp.asarray
+        if self.is_sparse:
+            return Features(None, move(self.indptr), move(self.indices), move(self.data), self.n_rows,
+                            self.n_features, self.feature_names)
+        return Features(move(self.dense), n_rows=self.n_rows, n_features=self.n_features,
+                        feature_names=self.feature_names)
+
+    def densify(self, missing: float = np.nan):
+        """Dense float32 copy (absent CSR entries become `missing`)."""
+        if not self.is_sparse:
+            return self.dense
+        xp = self.xp
+        out = xp.full((self.n_rows, self.n_features), xp.float32(missing), dtype=xp.float32)
+        rows = xp.repeat(xp.arange(self.n_rows), xp.diff(self.indptr).astype(xp.int64))
+        out[rows, self.indices] = self.data
+        return out
+
+
+def _is_sparse(X) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def as_features(X, feature_names=None) -> Features:
+    """Check and convert X (numpy, pandas, cupy, scipy/cupyx sparse, or array-like)."""
+    names = None
+    if X is None:
+        raise ValueError("X is None: no feature data given")
+    if _is_sparse(X):
+        csr = X.tocsr()
+        n_rows, n_features = csr.shape
+        _check_shape(n_rows, n_features)
+        if not np.issubdtype(np.dtype(csr.dtype), np.number) and csr.dtype != bool:
+            raise ValueError(f"X has non-numeric dtype {csr.dtype}")
+        xp = array_module(csr.data)
+        f = Features(None, xp.asarray(csr.indptr, dtype=xp.int64), xp.asarray(csr.indices, dtype=xp.int64),
+                     xp.asarray(csr.data, dtype=xp.float32), n_rows, n_features)
+    else:
+        if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a dataframe
+            bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not _numeric_dtype(t)]
+            if bad:
+                raise ValueError(f"X has non-numeric columns: {bad[:10]}; convert or drop them first")
+            names = [str(c) for c in X.columns]
+            X = X.to_numpy(dtype=np.float32, na_value=np.nan) if hasattr(X, "to_numpy") else X.values
+        xp = array_module(X)
+        arr = xp.asarray(X) if xp is not np else np.asarray(X)
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"X has non-numeric dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional (rows x features), got {arr.ndim} dimension(s)")
+        _check_shape(*arr.shape)
+        arr = xp.ascontiguousarray(arr, dtype=xp.float32)
+        f = Features(arr, n_rows=arr.shape[0], n_features=arr.shape[1])
+    if feature_names is not None:
+        names = [str(n) for n in feature_names]
+        if len(names) != f.n_features:
+            raise ValueError(f"feature_names has {len(names)} names for {f.n_features} features")
+    f.feature_names = names
+    return f
+
+
+def _numeric_dtype(t) -> bool:
+    try:
+        return np.dtype(t).kind in "biuf"
+    except TypeError:  # pandas extension types
+        return str(t).lower().startswith(("int", "uint", "float", "bool"))
+
+
+def _check_shape(n_rows: int, n_features: int) -> None:
+    if n_rows == 0:
+        raise ValueError("X has no rows")
+    if n_features == 0:
+        raise ValueError("X has no features (0 columns)")
+
+
+def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative: bool = False):
+    """A length-n float32 vector on xp's device, checked."""
+    if v is None:
+        return None
+    if hasattr(v, "to_numpy"):
+        v = v.to_numpy()
+    src = array_module(v)
+    a = src.asarray(v)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{what} must be numeric, got dtype {a.dtype}")
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be 1-dimensional, got shape {a.shape}")
+    if a.shape[0] != n_rows:
+        raise ValueError(f"{what} has {a.shape[0]} entries but X has {n_rows} rows")
+    a = a.astype(src.float32)
+    if finite:
+        bad = int((~src.isfinite(a)).sum())
+        if bad:
+            raise ValueError(f"{what} has {bad} NaN or infinite values")
+    if nonnegative:
+        neg = int((a < 0).sum())
+        if neg:
+            raise ValueError(f"{what} has {neg} negative values")
+    return xp.asarray(a) if xp is not np else to_host(a)

@@ -1,0 +1,109 @@
+"""QuantileMatrix: training data quantised once into an ELLPACK matrix, with its labels and weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import ellpack as _ellpack
+from . import sketch
+from .backend import array_module, get_backend, resolve_device
+from .inputs import as_features, as_vector
+
+
+class QuantileMatrix:
+    """Features quantised to histogram bins (ELLPACK), plus labels, weights and base margins.
+
+    X may be numpy, pandas (numeric columns), cupy or scipy CSR; ``missing``
+    marks missing entries besides NaN. The matrix is built on the device of X
+    (cupy input: the GPU) unless ``device`` says otherwise, and moves to another
+    device when training asks for it. ``ref`` reuses another matrix's cuts, as
+    eval sets must, so that both are binned alike.
+    """
+
+    def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
+                 feature_names=None, device=None):
+        if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
+            raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
+        try:
+            missing = float(missing)
+        except (TypeError, ValueError):
+            raise ValueError(f"missing must be a number, got {missing!r}") from None
+        features = as_features(X, feature_names)
+        if device is None:
+            device = "cuda" if array_module(features.data if features.is_sparse else features.dense) is not np else "cpu"
+        device = resolve_device(device)
+        backend = get_backend(device)
+        xp = backend.xp
+        n = features.n_rows
+        self.label = as_vector(y, n, "y (labels)", xp)
+        self.weight = as_vector(weight, n, "weight", xp, nonnegative=True)
+        self.base_margin = as_vector(base_margin, n, "base_margin", xp)
+        if self.weight is not None and float(self.weight.sum()) <= 0:
+            raise ValueError("weight sums to 0: no row carries any weight")
+        self.n_rows = n
+        self.n_features = features.n_features
+        self.feature_names = features.feature_names
+        self.missing = missing
+        self.max_bin = int(max_bin)
+        self.device = device
+
+        features = features.to(xp)
+        if ref is not None:
+            if not isinstance(ref, QuantileMatrix):
+                raise ValueError("ref must be a QuantileMatrix")
+            if ref.n_features != self.n_features:
+                raise ValueError(f"ref has {ref.n_features} features, this data has {self.n_features}")
+            cuts = ref.cuts.to(xp)
+            self.max_bin = ref.max_bin
+            if self.feature_names is None:
+                self.feature_names = ref.feature_names
+        else:
+            cuts = _make_cuts(features, self.weight, missing, self.max_bin)
+        if features.is_sparse:
+            self.ellpack = _ellpack.from_csr(backend, features.indptr, features.indices, features.data, n, cuts,
+                                             missing)
+        else:
+            self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
+        self._cuts_id = ref._cuts_id if ref is not None else id(self)
+        self._on = {device: self}
+
+    @property
+    def cuts(self):
+        return self.ellpack.cuts
+
+    def shares_cuts_with(self, other: "QuantileMatrix") -> bool:
+        """True when both matrices were binned with the same cuts (one built with ref= the other)."""
+        return self._cuts_id == other._cuts_id
+
+    def on(self, device: str) -> "QuantileMatrix":
+        """This matrix on another device (moved once, then cached)."""
+        m = self._on.get(device)
+        if m is None:
+            xp = get_backend(device).xp
+            m = object.__new__(QuantileMatrix)
+            m.__dict__.update(self.__dict__)
+            m.device = device
+            m.ellpack = self.ellpack.to(xp)
+            for name in ("label", "weight", "base_margin"):
+                v = getattr(self, name)
+                setattr(m, name, None if v is None else (xp.asarray(v) if xp is not np else _host(v)))
+            self._on[device] = m
+        return m
+
+    def __repr__(self):
+        return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
+                f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB)")
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
+
+
+def _make_cuts(features, weight, missing, max_bin):
+    budget = sketch.sketch_budget(features.n_rows, max_bin)
+    if features.is_sparse:
+        s = sketch.summarize_csr(features.indptr, features.indices, features.data, features.n_features, weight,
+                                 missing, budget)
+    else:
+        s = sketch.summarize(features.dense, weight, missing, budget)
+    return sketch.make_cuts(s, max_bin)

@@ -1,0 +1,114 @@
+"""Loss functions: gradient and hessian, base score, and the margin -> output transform.
+
+Arithmetic is float32 as XGBoost's, and exp is glibc's expf to the bit
+(fmath.py), so numpy, CUDA and XGBoost compute the same gradients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fmath import expf
+
+
+def _sigmoid(xp, margin):
+    # XGBoost's Sigmoid: 1 / (exp(min(-x, 88.7)) + 1), in float.
+    e = expf(xp, xp.minimum(-margin, xp.float32(88.7)))
+    return xp.float32(1.0) / (e + xp.float32(1.0))
+
+
+class Objective:
+    """One learning objective (XGBoost's ObjFunction)."""
+
+    name = ""
+    default_metric = ""
+
+    def check_labels(self, xp, y) -> None:
+        """Raise ValueError if the labels are invalid for this objective."""
+
+    def gradient(self, xp, margin, y, weight):
+        """(n, 2) float32 gradient pairs at the current margins."""
+        raise NotImplementedError
+
+    def transform(self, xp, margin):
+        """Margins to outputs (probabilities, values)."""
+        return margin
+
+    def base_score_to_margin(self, base_score: float) -> np.float32:
+        return np.float32(base_score)
+
+    def estimate_base_score(self, xp, y, weight) -> float:
+        """The intercept when base_score is not given: the weighted mean label, as XGBoost 3 uses
+        for these objectives (checked against xgboost 3.2's saved base_score)."""
+        y64 = y.astype(xp.float64)
+        if weight is None:
+            return float(y64.mean())
+        w64 = weight.astype(xp.float64)
+        return float((w64 * y64).sum() / w64.sum())
+
+
+def _pack(xp, grad, hess):
+    out = xp.empty((grad.shape[0], 2), dtype=xp.float32)
+    out[:, 0] = grad
+    out[:, 1] = hess
+    return out
+
+
+class SquaredError(Objective):
+    name = "reg:squarederror"
+    default_metric = "rmse"
+
+    def gradient(self, xp, margin, y, weight):
+        grad = margin - y
+        if weight is None:
+            return _pack(xp, grad, xp.float32(1.0))
+        return _pack(xp, grad * weight, weight)
+
+
+class _Logistic(Objective):
+    def gradient(self, xp, margin, y, weight):
+        p = _sigmoid(xp, margin)
+        grad = p - y
+        hess = xp.maximum(p * (xp.float32(1.0) - p), xp.float32(1e-16))
+        if weight is None:
+            return _pack(xp, grad, hess)
+        return _pack(xp, grad * weight, hess * weight)
+
+    def transform(self, xp, margin):
+        return _sigmoid(xp, margin)
+
+    def base_score_to_margin(self, base_score: float) -> np.float32:
+        # XGBoost's ProbToMargin: -log(1/p - 1), in float.
+        p = np.float32(base_score)
+        with np.errstate(divide="ignore"):  # base_score 0 or 1 gives an infinite margin, as in XGBoost
+            return np.float32(-np.log(np.float32(1.0) / p - np.float32(1.0)))
+
+
+class BinaryLogistic(_Logistic):
+    name = "binary:logistic"
+    default_metric = "logloss"
+
+    def check_labels(self, xp, y):
+        bad = int(((y != 0) & (y != 1)).sum())
+        if bad:
+            raise ValueError(f"binary:logistic needs labels in {{0, 1}}; {bad} labels are not")
+
+
+class RegLogistic(_Logistic):
+    name = "reg:logistic"
+    default_metric = "rmse"
+
+    def check_labels(self, xp, y):
+        bad = int(((y < 0) | (y > 1)).sum())
+        if bad:
+            raise ValueError(f"reg:logistic needs labels in [0, 1]; {bad} labels are not")
+
+
+OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic)}
+
+
+def get_objective(name: str) -> Objective:
+    try:
+        return OBJECTIVES[name]()
+    except KeyError:
+        raise ValueError(f"unknown objective {name!r}; one of {sorted(OBJECTIVES)}") from None

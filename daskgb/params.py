@@ -1,0 +1,140 @@
+"""Training parameters: XGBoost's names and aliases, defaults, and range checks.
+
+Every check runs before any data is touched, so a bad parameter is an error that
+names it, never a failure deep inside training.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+# XGBoost's aliases, mapped to the canonical name used here.
+ALIASES = {
+    "eta": "learning_rate",
+    "lambda": "reg_lambda",
+    "alpha": "reg_alpha",
+    "gamma": "min_split_loss",
+    "random_state": "seed",
+    "n_jobs": "nthread",
+}
+
+OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic")
+METRICS = ("rmse", "logloss", "error", "auc")
+GROW_POLICIES = ("depthwise",)
+TREE_METHODS = ("hist", "auto", "gpu_hist")
+
+# Accepted and without effect here, so that XGBoost parameter dicts carry over.
+IGNORED = frozenset({"verbosity", "silent", "validate_parameters", "disable_default_eval_metric", "nthread"})
+
+
+@dataclass
+class TrainParams:
+    """Validated training parameters (canonical names)."""
+
+    objective: str = "reg:squarederror"
+    learning_rate: float = 0.3
+    max_depth: int = 6
+    min_child_weight: float = 1.0
+    reg_lambda: float = 1.0
+    reg_alpha: float = 0.0
+    min_split_loss: float = 0.0
+    max_delta_step: float = 0.0
+    max_bin: int = 256
+    base_score: float | None = None
+    eval_metric: list = field(default_factory=list)
+    device: str = "auto"
+    tree_method: str = "hist"
+    grow_policy: str = "depthwise"
+    seed: int = 0
+    nthread: int | None = None
+
+    @classmethod
+    def from_dict(cls, params: dict | None) -> "TrainParams":
+        """Validate an XGBoost-style parameter dict; raise ValueError naming any bad entry."""
+        params = dict(params or {})
+        known = {f.name for f in fields(cls)}
+        values: dict = {}
+        for key, value in params.items():
+            name = ALIASES.get(key, key)
+            if name not in known and name not in IGNORED:
+                raise ValueError(f"unknown parameter {key!r}")
+            if name in values:
+                raise ValueError(f"parameter {name!r} given twice (as {key!r} and an alias)")
+            if name in known:
+                values[name] = value
+        p = cls(**values)
+        p._check()
+        return p
+
+    def _check(self) -> None:
+        _choice("objective", self.objective, OBJECTIVES)
+        _choice("tree_method", self.tree_method, TREE_METHODS)
+        _choice("grow_policy", self.grow_policy, GROW_POLICIES)
+        self.learning_rate = _number("learning_rate", self.learning_rate, low=0.0, low_open=True)
+        self.max_depth = _integer("max_depth", self.max_depth, low=0)
+        self.max_bin = _integer("max_bin", self.max_bin, low=2)
+        self.min_child_weight = _number("min_child_weight", self.min_child_weight, low=0.0)
+        self.reg_lambda = _number("reg_lambda", self.reg_lambda, low=0.0)
+        self.reg_alpha = _number("reg_alpha", self.reg_alpha, low=0.0)
+        self.min_split_loss = _number("min_split_loss", self.min_split_loss, low=0.0)
+        self.max_delta_step = _number("max_delta_step", self.max_delta_step, low=0.0)
+        self.seed = _integer("seed", self.seed, low=None)
+        if self.base_score is not None:
+            self.base_score = _number("base_score", self.base_score, low=None)
+            if self.objective in ("binary:logistic", "reg:logistic") and not 0.0 < self.base_score < 1.0:
+                raise ValueError(f"base_score must be in (0, 1) for {self.objective}, got {self.base_score}")
+        metrics = self.eval_metric
+        if isinstance(metrics, str):
+            metrics = [metrics]
+        metrics = list(metrics or [])
+        for m in metrics:
+            _choice("eval_metric", m, METRICS)
+        self.eval_metric = metrics
+        if not isinstance(self.device, str):
+            raise ValueError(f"device must be a string, got {self.device!r}")
+        from .backend import DEVICES
+
+        dev = self.device.lower()
+        if not (dev in DEVICES or dev.startswith("cuda") or dev.startswith("gpu")):
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.tree_method == "gpu_hist":
+            self.device = "cuda"
+
+    def split_params(self):
+        from .split import SplitParams
+
+        return SplitParams(
+            reg_lambda=self.reg_lambda,
+            reg_alpha=self.reg_alpha,
+            min_child_weight=self.min_child_weight,
+            max_delta_step=self.max_delta_step,
+            min_split_loss=self.min_split_loss,
+        )
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+
+
+def _number(name, value, low, low_open=False):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or math.isnan(v) or math.isinf(v):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if low is not None and (v < low or (low_open and v == low)):
+        bound = f"> {low}" if low_open else f">= {low}"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return v
+
+
+def _integer(name, value, low):
+    if isinstance(value, bool) or not float(value).is_integer() if isinstance(value, (int, float)) else True:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    v = int(value)
+    if low is not None and v < low:
+        raise ValueError(f"{name} must be >= {low}, got {value!r}")
+    return v

@@ -1,0 +1,185 @@
+"""Split rules: leaf weight, gain, validity, and the best split of many nodes at once.
+
+The arithmetic mirrors XGBoost's `hist` updater type for type, because models are
+tested against it tree for tree: gradient sums are double; each child's gain is
+computed in double and rounded to float; the loss change is float; parameters are
+float32 (XGBoost stores them as float) promoted to double where they meet sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._types import SPLIT_DTYPE
+
+# A split must improve the loss by more than this to be applied (XGBoost's kRtEps).
+RT_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    """The training parameters that split evaluation reads, as float32 values."""
+
+    reg_lambda: float = 1.0
+    reg_alpha: float = 0.0
+    min_child_weight: float = 1.0
+    max_delta_step: float = 0.0
+    min_split_loss: float = 0.0
+
+    def __post_init__(self):
+        for name in ("reg_lambda", "reg_alpha", "min_child_weight", "max_delta_step", "min_split_loss"):
+            object.__setattr__(self, name, float(np.float32(getattr(self, name))))
+
+
+def threshold_l1(xp, g, alpha: float):
+    """sign(g) * max(|g| - alpha, 0)."""
+    return xp.where(g > alpha, g - alpha, xp.where(g < -alpha, g + alpha, 0.0))
+
+
+def calc_weight(xp, G, H, p: SplitParams):
+    """Optimal leaf weight for gradient sums (G, H), as float32 (XGBoost's CalcWeight)."""
+    G = xp.asarray(G, dtype=xp.float64)
+    H = xp.asarray(H, dtype=xp.float64)
+    ok = (H >= p.min_child_weight) & (H > 0.0)
+    denom = xp.where(ok, H + p.reg_lambda, 1.0)
+    w = -threshold_l1(xp, G, p.reg_alpha) / denom
+    if p.max_delta_step != 0.0:
+        w = xp.where(xp.abs(w) > p.max_delta_step, xp.copysign(p.max_delta_step, w), w)
+    return xp.where(ok, w, 0.0).astype(xp.float32)
+
+
+def child_gain(xp, G, H, p: SplitParams):
+    """Gain of one side of a split, as float32 (XGBoost's CalcGainGivenWeight)."""
+    G = xp.asarray(G, dtype=xp.float64)
+    H = xp.asarray(H, dtype=xp.float64)
+    positive = H > 0.0
+    if p.max_delta_step == 0.0:
+        t = threshold_l1(xp, G, p.reg_alpha)
+        gain = (t * t / xp.where(positive, H + p.reg_lambda, 1.0)).astype(xp.float32)
+    else:
+        # With a clipped weight the closed form no longer holds: evaluate the
+        # regularised objective at the weight, in float as XGBoost does.
+        w = calc_weight(xp, G, H, p)
+        g32, h32 = G.astype(xp.float32), H.astype(xp.float32)
+        lam, alpha = xp.float32(p.reg_lambda), xp.float32(p.reg_alpha)
+        gain = -(xp.float32(2.0) * g32 * w + (h32 + lam) * w * w + xp.float32(2.0) * alpha * xp.abs(w))
+    return xp.where(positive, gain, xp.float32(0.0)).astype(xp.float32)
+
+
+def split_is_applied(rec, depth: int, max_depth: int, p: SplitParams) -> bool:
+    """Whether a node's best split is applied (XGBoost driver's IsValid)."""
+    if rec["feature"] < 0 or not rec["gain"] > RT_EPS:
+        return False
+    if rec["left_hess"] == 0.0 or rec["right_hess"] == 0.0:
+        return False
+    if rec["gain"] < np.float32(p.min_split_loss):
+        return False
+    return not (max_depth > 0 and depth >= max_depth)
+
+
+def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p: SplitParams, feature_mask=None):
+    """Best split of each node, from its histogram. The reference implementation.
+
+    hist:   (k, total_bins, 2) sums per bin, float64 or int64 fixed point
+    parent: (k, 2) node sums in the same type
+    scale:  (2,) float64 multipliers from the histogram's type to double (ones for float64)
+    Returns (records (k,) SPLIT_DTYPE on the host, left (k, 2), right (k, 2)) where
+    left / right are the chosen children's sums in the histogram's type.
+
+    Candidates are ordered as XGBoost's CPU evaluator visits them: features in
+    order; within a feature the forward scan (missing goes right) over bins in
+    increasing order, then, only if the node has missing values for the feature,
+    the backward scan (missing goes left) over bins in decreasing order. The
+    first candidate with the largest loss change wins, and it must beat 0.
+    """
+    k, total_bins, _ = hist.shape
+    ptrs = np.asarray(_host(cut_ptrs), dtype=np.int64)
+    n_features = ptrs.size - 1
+    n_bins = np.diff(ptrs)
+    width = int(n_bins.max()) if n_features else 1
+    # Pad every feature to `width` bins with a zero bin (index total_bins), so the
+    # scans are plain cumulative sums along one axis.
+    j = np.arange(width)
+    gather = np.where(j[None, :] < n_bins[:, None], ptrs[:-1, None] + j[None, :], total_bins)
+    padded = xp.concatenate([hist, xp.zeros((k, 1, 2), dtype=hist.dtype)], axis=1)
+    h = padded[:, xp.asarray(gather)]  # (k, F, width, 2)
+    fwd = xp.cumsum(h, axis=2)  # bins 0..b
+    bwd = xp.cumsum(h[:, :, ::-1], axis=2)[:, :, ::-1]  # bins b..last (zeros pad first: exact)
+    par = parent[:, None, None, :]
+    last = xp.asarray(n_bins - 1)
+    total = fwd[:, xp.arange(n_features), last]  # (k, F, 2)
+    has_missing = xp.any(total != parent[:, None, :], axis=2)  # (k, F)
+
+    scale = xp.asarray(scale, dtype=xp.float64)
+
+    def loss_change(left, right):
+        lg, lh = left[..., 0] * scale[0], left[..., 1] * scale[1]
+        rg, rh = right[..., 0] * scale[0], right[..., 1] * scale[1]
+        valid = (lh >= p.min_child_weight) & (rh >= p.min_child_weight)
+        gain = child_gain(xp, lg, lh, p) + child_gain(xp, rg, rh, p)
+        return gain, valid
+
+    root_gain = child_gain(xp, parent[:, 0] * scale[0], parent[:, 1] * scale[1], p)[:, None, None]
+    in_feature = xp.asarray(j[None, :] < n_bins[:, None])[None]
+    allowed = in_feature if feature_mask is None else in_feature & xp.asarray(feature_mask)[None, :, None]
+
+    gain_f, valid_f = loss_change(fwd, par - fwd)
+    loss_f = (gain_f - root_gain).astype(xp.float32)
+    ok_f = valid_f & allowed & xp.isfinite(loss_f)
+    # Backward scan: the accumulated bins b..last form the right child.
+    gain_b, valid_b = loss_change(par - bwd, bwd)
+    loss_b = (gain_b - root_gain).astype(xp.float32)
+    ok_b = valid_b & allowed & has_missing[:, :, None] & xp.isfinite(loss_b)
+
+    neg = xp.float32(-np.inf)
+    cand_f = xp.where(ok_f, loss_f, neg)
+    # Visit the backward candidates of each feature from its last bin down.
+    rev = np.where(j[None, :] < n_bins[:, None], n_bins[:, None] - 1 - j[None, :], 0)
+    rev_x = xp.asarray(rev)
+    f_idx = xp.arange(n_features)[:, None]
+    cand_b = xp.where(ok_b, loss_b, neg)[:, f_idx, rev_x]
+    cand_b = xp.where(xp.asarray(j[None, :] < n_bins[:, None])[None], cand_b, neg)
+    cand = xp.stack([cand_f, cand_b], axis=2).reshape(k, -1)  # (k, F*2*width) in visiting order
+    best = xp.argmax(cand, axis=1)
+    best_loss = cand[xp.arange(k), best]
+
+    best_h = _host(best)
+    f = best_h // (2 * width)
+    backward = (best_h // width) % 2 == 1
+    pos = best_h % width
+    b = np.where(backward, rev[f, pos], pos)  # bin index the candidate was scored at
+    kk = xp.arange(k)
+    fx, bx = xp.asarray(f), xp.asarray(b)
+    # As XGBoost records them: the scanned sum on its side, the parent minus it on the other.
+    back_x = xp.asarray(backward)[:, None]
+    acc_f, acc_b = fwd[kk, fx, bx], bwd[kk, fx, bx]
+    left = xp.where(back_x, parent - acc_b, acc_f)
+    right = xp.where(back_x, acc_b, parent - acc_f)
+
+    rec = np.zeros(k, dtype=SPLIT_DTYPE)
+    found = _host(best_loss > 0)
+    left_d = _host(left.astype(xp.float64) * scale)
+    right_d = _host(right.astype(xp.float64) * scale)
+    last_left_bin = np.where(backward, b - 1, b)
+    cv = _host(cut_values)
+    mv = _host(min_values)
+    thr = np.where(last_left_bin >= 0, cv[np.minimum(ptrs[f] + np.maximum(last_left_bin, 0), cv.size - 1)], mv[f])
+    rec["left_grad"], rec["left_hess"] = left_d[:, 0], left_d[:, 1]
+    rec["right_grad"], rec["right_hess"] = right_d[:, 0], right_d[:, 1]
+    rec["gain"] = np.where(found, _host(best_loss), 0.0)
+    rec["threshold"] = thr
+    rec["feature"] = np.where(found, f, -1)
+    rec["bin"] = last_left_bin
+    rec["default_left"] = backward.astype(np.int32)
+    no = ~found
+    for name in ("left_grad", "left_hess", "right_grad", "right_hess"):
+        rec[name][no] = 0.0
+    zero = xp.zeros_like(left)
+    found_x = xp.asarray(found)[:, None]
+    return rec, xp.where(found_x, left, zero), xp.where(found_x, right, zero)
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)

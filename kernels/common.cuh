@@ -1,0 +1,69 @@
+// Record layouts shared with daskgb/_types.py (field order, sizes and padding equal).
+#pragma once
+#include <cstdint>
+
+struct SplitRecord {  // SPLIT_DTYPE, 56 bytes
+  double left_grad;
+  double left_hess;
+  double right_grad;
+  double right_hess;
+  float gain;
+  float threshold;
+  int32_t feature;
+  int32_t bin;
+  int32_t default_left;
+  int32_t _pad;
+};
+
+struct PredictNode {  // PREDICT_NODE_DTYPE, 24 bytes
+  int32_t left;
+  int32_t right;
+  int32_t feature;
+  int32_t default_left;
+  float threshold;
+  float value;
+};
+
+static_assert(sizeof(SplitRecord) == 56, "SplitRecord must match SPLIT_DTYPE");
+static_assert(sizeof(PredictNode) == 24, "PredictNode must match PREDICT_NODE_DTYPE");
+
+// Symbol i of a bit-packed ELLPACK stream (see daskgb/ellpack.py): bits
+// [i*bits, (i+1)*bits) of a little-endian stream of uint32 words.
+__device__ __forceinline__ uint32_t ellpack_symbol(const uint32_t* __restrict__ words, int bits,
+                                                   unsigned long long i) {
+  unsigned long long pos = i * (unsigned long long)bits;
+  unsigned long long w = pos >> 5;
+  unsigned long long pair = (unsigned long long)words[w] | ((unsigned long long)words[w + 1] << 32);
+  return (uint32_t)((pair >> (pos & 31)) & ((1ull << bits) - 1ull));
+}
+
+// Feature-local bin of feature f in the ELLPACK row whose first entry is row_begin,
+// or -1 when the value is missing (numpy_backend.feature_bins).
+//   dense:  slot f holds the local bin, null_symbol marks a missing value;
+//   sparse: the row holds ascending global bins padded with null_symbol (= total
+//           bins, above every bin), so the last entry below the feature's end is
+//           the feature's bin when it is not below the feature's start.
+template <bool kDense>
+__device__ __forceinline__ int ellpack_feature_bin(const uint32_t* __restrict__ words, int bits,
+                                                   unsigned long long row_begin, int row_stride,
+                                                   uint32_t null_symbol, const int32_t* __restrict__ ptrs,
+                                                   int f) {
+  if constexpr (kDense) {
+    uint32_t s = ellpack_symbol(words, bits, row_begin + (unsigned long long)f);
+    return s == null_symbol ? -1 : (int)s;
+  } else {
+    const uint32_t lo = (uint32_t)ptrs[f], hi = (uint32_t)ptrs[f + 1];
+    int a = 0, b = row_stride;  // a ends as the number of entries below hi
+    while (a < b) {
+      int mid = (a + b) >> 1;
+      if (ellpack_symbol(words, bits, row_begin + (unsigned long long)mid) < hi) {
+        a = mid + 1;
+      } else {
+        b = mid;
+      }
+    }
+    if (a == 0) return -1;
+    uint32_t s = ellpack_symbol(words, bits, row_begin + (unsigned long long)(a - 1));
+    return s >= lo ? (int)(s - lo) : -1;
+  }
+}
