@@ -1,0 +1,538 @@
+"""Weighted quantile sketch: per-feature summaries, merge, prune, and histogram cuts.
+
+The summary is the weighted quantile summary of the XGBoost paper (KDD'16 §3.3
+and its appendix): per feature, strictly increasing values, each with a lower
+bound ``rmin`` and an upper bound ``rmax`` of its rank (the total weight of the
+data below it, and at or below it) and ``wmin``, a lower bound of the weight of
+the data equal to it. An exact summary (every distinct value, true ranks) has
+error 0; merging an ε1- and an ε2-approximate summary gives a max(ε1, ε2)-
+approximate one; pruning to ``b + 1`` entries adds ``1/b``.
+
+All features live in one flat set of arrays (``ptrs`` marks where each starts),
+so merge, prune and cuts are a fixed number of array operations whatever the
+number of features: on a GPU that is what keeps the launch count down. The
+code is written once against an array module (numpy or cupy) and runs on
+whichever holds the input.
+
+XGBoost parity (src/common/quantile.h/.cc, XGBOOST_GPU_NOTES.md §2): prune is
+``WQSummary::SetPrune``, merge is ``SetCombine`` followed by ``FixError``, cuts
+are ``MakeCuts``/``AddCutPoint``. Where a feature has at most ``max_bin``
+distinct values no pruning happens and the cuts equal XGBoost's bit for bit.
+Ranks are float64 here where XGBoost's CPU sketch uses float32, so pruned
+features may pick different entries than XGBoost in near-ties.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from .backend import array_module, to_host
+
+# Dense input is sketched a block of columns at a time; a block holds at most this
+# many entries (or one column), so working memory is O(max(n_rows, this)).
+_BLOCK_ENTRIES = 1 << 22
+
+# XGBoost's padding below the first and above the last value: the float 1e-5f, which
+# its arithmetic then widens to double (see make_cuts).
+_KRT_EPS = np.float32(1e-5)
+_KRT_EPS64 = np.float64(_KRT_EPS)
+
+_SIGN32 = 0x80000000
+
+
+def _as_xp(xp, a):
+    """The array `a` in module xp (a device->host copy when xp is numpy)."""
+    return to_host(a) if xp is np else xp.asarray(a)
+
+
+@dataclass
+class Summary:
+    """Weighted quantile summaries of all features, stored flat: feature f owns entries ptrs[f]:ptrs[f+1]."""
+
+    ptrs: np.ndarray  # (n_features + 1,) int64, always on the host: sizes drive the host-side loop bounds
+    value: Any  # float32, strictly increasing within each feature
+    rmin: Any  # float64: rank lower bound (total weight of entries < value)
+    rmax: Any  # float64: rank upper bound (total weight of entries <= value)
+    wmin: Any  # float64: weight of entries equal to value
+
+    @property
+    def n_features(self) -> int:
+        return len(self.ptrs) - 1
+
+    def to(self, xp) -> "Summary":
+        """The same summary with its arrays in module xp (numpy or cupy)."""
+        return Summary(
+            self.ptrs, _as_xp(xp, self.value), _as_xp(xp, self.rmin), _as_xp(xp, self.rmax), _as_xp(xp, self.wmin)
+        )
+
+
+@dataclass
+class Cuts:
+    """Histogram bin boundaries: feature f owns global bins ptrs[f]:ptrs[f+1]; values[b] is bin b's upper bound (exclusive)."""
+
+    ptrs: Any  # (n_features + 1,) int32
+    values: Any  # float32
+    min_values: Any  # (n_features,) float32
+
+    @cached_property
+    def _host_ptrs(self) -> np.ndarray:
+        return to_host(self.ptrs).astype(np.int64)
+
+    @property
+    def n_features(self) -> int:
+        return len(self._host_ptrs) - 1
+
+    @property
+    def total_bins(self) -> int:
+        return int(self._host_ptrs[-1])
+
+    @cached_property
+    def max_bins_per_feature(self) -> int:
+        return int(np.diff(self._host_ptrs).max(initial=0))
+
+    def to(self, xp) -> "Cuts":
+        """The same cuts with their arrays in module xp (numpy or cupy)."""
+        return Cuts(_as_xp(xp, self.ptrs), _as_xp(xp, self.values), _as_xp(xp, self.min_values))
+
+
+# ----------------------------------------------------------------------------- budget
+def sketch_budget(n_rows: int, max_bin: int) -> int:
+    """Entries a column's summary keeps while sketching `n_rows` rows for `max_bin` bins.
+
+    XGBoost's LimitSizeLevel as XGBOOST_GPU_NOTES.md §2 gives it: eps = 1/min(max_bin, n);
+    the smallest nlevel with 2**nlevel * limit >= n, where
+    limit = min(n, ceil(nlevel / (eps/2)) + 1). The result is `limit` itself (factor 1):
+    the eps/2 already carries XGBoost's over-sampling factor, and it reproduces the
+    notes' figures (max_bin 256: 1e6 rows -> 4097, 1e8 rows -> 7169). Older XGBoost
+    sources (RequiredSampleCutsPerColumn, 2.x) use eps = 1/(8 max_bin) with nlevel/eps,
+    i.e. 14337 entries for 1e6 rows: larger sketches for the same cuts.
+    """
+    n = int(n_rows)
+    if n <= 0:
+        return 0
+    if max_bin < 1:
+        raise ValueError(f"max_bin must be positive, got {max_bin}")
+    b = min(int(max_bin), n)
+    nlevel = 1
+    while True:
+        # ceil(nlevel / (eps/2)) with eps = 1/b is the integer 2*nlevel*b: no float rounding.
+        limit = min(n, 2 * nlevel * b + 1)
+        if (limit << nlevel) >= n:
+            return limit
+        nlevel += 1
+
+
+# ----------------------------------------------------------------------------- helpers
+def _value_key(xp, values):
+    """uint32 keys ordered as the float32 values (NaN-free), with -0.0 and 0.0 one key.
+
+    Flipping the sign bit of non-negatives and all bits of negatives makes the IEEE
+    bit pattern sort as the number; with the feature in the high 32 bits a single
+    uint64 sort or searchsorted orders (feature, value) exactly.
+    """
+    v = values.astype(xp.float32, copy=False) + xp.float32(0.0)  # -0.0 + 0.0 == +0.0
+    bits = v.view(xp.uint32)
+    return xp.where(bits >= xp.uint32(_SIGN32), ~bits, bits | xp.uint32(_SIGN32))
+
+
+def _value_from_key(xp, key32):
+    key32 = key32.astype(xp.uint32)
+    bits = xp.where(key32 >= xp.uint32(_SIGN32), key32 ^ xp.uint32(_SIGN32), ~key32)
+    return bits.view(xp.float32)
+
+
+def _feature_value_key(xp, feature, values):
+    return (feature.astype(xp.uint64) << xp.uint64(32)) | _value_key(xp, values).astype(xp.uint64)
+
+
+def _entry_features(xp, ptrs_dev, n):
+    """Feature of every flat entry (int64), found on the device from the pointers."""
+    return xp.searchsorted(ptrs_dev, xp.arange(n, dtype=xp.int64), side="right") - 1
+
+
+def _segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):
+    """searchsorted of each v[q] in a[lo[q]:hi[q]] (each slice sorted), as an index into a.
+
+    A lock-step binary search over all queries: one pass per bit of the widest
+    slice, so the cost is a few array operations per bit whatever the number of
+    segments, and the comparisons are exact (no offset keys for float64 ranks).
+    """
+    lo = lo.astype(xp.int64, copy=True)
+    hi = hi.astype(xp.int64, copy=True)
+    last = max(a.size - 1, 0)
+    for _ in range(int(max_width).bit_length()):
+        active = lo < hi
+        mid = (lo + hi) >> 1
+        am = a[xp.minimum(mid, last)]
+        go = (am <= v) if right else (am < v)
+        lo = xp.where(active & go, mid + 1, lo)
+        hi = xp.where(active & ~go, mid, hi)
+    return lo
+
+
+def _segmented_cummax(xp, x, local, max_width: int):
+    """Running maximum of x within each segment (local: position within its segment).
+
+    Hillis-Steele doubling: log2(widest segment) steps of whole-array operations,
+    since a segmented ufunc.accumulate is not available on every backend.
+    """
+    d = 1
+    while d < max_width:
+        y = x.copy()
+        y[d:] = xp.where(local[d:] >= d, xp.maximum(x[d:], x[:-d]), x[d:])
+        x = y
+        d *= 2
+    return x
+
+
+def _empty_summary(xp, n_features: int) -> Summary:
+    return Summary(
+        np.zeros(n_features + 1, dtype=np.int64),
+        xp.empty(0, dtype=xp.float32),
+        xp.empty(0, dtype=xp.float64),
+        xp.empty(0, dtype=xp.float64),
+        xp.empty(0, dtype=xp.float64),
+    )
+
+
+def _concat_features(xp, parts: list[Summary], n_features: int) -> Summary:
+    """Summaries of consecutive blocks of features, joined into one."""
+    if not parts:
+        return _empty_summary(xp, n_features)
+    if len(parts) == 1:
+        return parts[0]
+    ptrs = [np.zeros(1, dtype=np.int64)]
+    offset = 0
+    for p in parts:
+        ptrs.append(p.ptrs[1:] + offset)
+        offset += int(p.ptrs[-1])
+    return Summary(
+        np.concatenate(ptrs),
+        xp.concatenate([p.value for p in parts]),
+        xp.concatenate([p.rmin for p in parts]),
+        xp.concatenate([p.rmax for p in parts]),
+        xp.concatenate([p.wmin for p in parts]),
+    )
+
+
+def _check_weight(xp, weight, n_rows: int):
+    if weight is None:
+        return None
+    w = xp.asarray(weight).astype(xp.float32, copy=False).ravel()  # XGBoost keeps weights as float32
+    if w.size != n_rows:
+        raise ValueError(f"weight has {w.size} entries for {n_rows} rows")
+    if n_rows and not bool(xp.all(w >= 0)):
+        raise ValueError("weights must be non-negative and not NaN")
+    return w
+
+
+def _summarize_entries(xp, feature, values, weights, n_features: int, missing: float, budget) -> Summary:
+    """Exact (then pruned to `budget`) summaries of (feature, value, weight) triples."""
+    valid = ~xp.isnan(values)
+    if not math.isnan(missing):
+        valid &= values != xp.float32(missing)
+    if weights is not None:
+        # XGBoost's sketch drops zero-weight entries on push: such a value is no candidate cut.
+        valid &= weights > 0
+    values = values[valid]
+    feature = feature[valid]
+    if values.size == 0:
+        return _empty_summary(xp, n_features)
+    if bool(xp.isinf(values).any()):
+        raise ValueError("input contains inf; use missing=inf to treat it as missing")
+
+    key = _feature_value_key(xp, feature, values)
+    if weights is None:
+        key = xp.sort(key)
+    else:
+        order = xp.argsort(key)
+        key = key[order]
+        weights = weights[valid][order]
+    n = key.size
+    is_start = xp.empty(n, dtype=bool)
+    is_start[0] = True
+    is_start[1:] = key[1:] != key[:-1]
+    starts = xp.flatnonzero(is_start)
+    # before[i]: total weight of the sorted entries before entry i. float64 where XGBoost's
+    # CPU sketch sums in float32: sums of float32 weights stay exact far longer.
+    before = xp.empty(n + 1, dtype=xp.float64)
+    before[0] = 0.0
+    if weights is None:
+        before[1:] = xp.arange(1, n + 1, dtype=xp.float64)
+    else:
+        xp.cumsum(weights, dtype=xp.float64, out=before[1:])
+    ends = xp.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1] = n
+
+    entry_feature = (key[starts] >> xp.uint64(32)).astype(xp.int64)
+    counts = to_host(xp.bincount(entry_feature, minlength=n_features))
+    ptrs = np.zeros(n_features + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptrs[1:])
+    # Ranks restart at 0 in every feature: subtract the weight before the feature's first entry.
+    first_start = starts[xp.asarray(ptrs[:-1])[entry_feature]]
+    rmin = before[starts] - before[first_start]
+    wmin = before[ends] - before[starts]
+    s = Summary(ptrs, _value_from_key(xp, key[starts] & xp.uint64(0xFFFFFFFF)), rmin, rmin + wmin, wmin)
+    return s if budget is None else prune(s, budget)
+
+
+# ----------------------------------------------------------------------------- build
+def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
+    """Per-feature summaries of a dense (n_rows, n_features) matrix.
+
+    An entry is missing when NaN or equal to `missing`. Exact summaries (duplicates
+    folded; rmin = weight strictly below, rmax = rmin + wmin), pruned to `budget`
+    entries where a feature has more. Columns are taken a block at a time so that
+    working memory stays O(n_rows) for tall inputs.
+    """
+    xp = array_module(X)
+    X = xp.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    n_rows, n_features = X.shape
+    w = _check_weight(xp, weight, n_rows)
+    step = max(1, _BLOCK_ENTRIES // max(n_rows, 1))
+    parts = []
+    for c0 in range(0, n_features, step):
+        block = X[:, c0 : c0 + step]
+        k = block.shape[1]
+        # Column-major copy of the block: a column's values become contiguous for the sort.
+        values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
+        feature = xp.repeat(xp.arange(k, dtype=xp.int64), n_rows)
+        weights = None if w is None else xp.tile(w, k)
+        parts.append(_summarize_entries(xp, feature, values, weights, k, missing, budget))
+    return _concat_features(xp, parts, n_features)
+
+
+def summarize_csr(indptr, indices, data, n_features, weight=None, missing=float("nan"), budget=None) -> Summary:
+    """Per-feature summaries of a CSR matrix (scipy.sparse layout, numpy or cupy arrays).
+
+    Absent entries are missing, and so are stored NaN or `missing`; stored zeros are values.
+    """
+    xp = array_module(data, indices, indptr)
+    indptr = xp.asarray(indptr).astype(xp.int64, copy=False)
+    n_rows = int(indptr.size) - 1
+    if n_rows < 0:
+        raise ValueError("indptr must have at least one entry")
+    lo, hi = int(indptr[0]), int(indptr[-1])
+    values = xp.asarray(data)[lo:hi].astype(xp.float32, copy=False)
+    feature = xp.asarray(indices)[lo:hi].astype(xp.int64, copy=False)
+    if feature.size and not (0 <= int(feature.min()) and int(feature.max()) < n_features):
+        raise ValueError(f"column indices must lie in [0, {n_features})")
+    w = _check_weight(xp, weight, n_rows)
+    weights = None
+    if w is not None:
+        rows = xp.searchsorted(indptr, xp.arange(lo, hi, dtype=xp.int64), side="right") - 1
+        weights = w[rows]
+    return _summarize_entries(xp, feature, values, weights, int(n_features), missing, budget)
+
+
+# ----------------------------------------------------------------------------- merge
+def _insert_ranks(xp, x: Summary, y: Summary, x_feature, x_key, y_key, y_ptrs_dev):
+    """For every entry of x: where it falls in y (same feature) and the rank bounds y adds.
+
+    Returns (j, equal, add_rmin, add_rmax): j = number of y entries of the feature with a
+    smaller value (as an index into y), equal = y[j] has the same value.
+    """
+    j = xp.searchsorted(y_key, x_key, side="left")
+    j_after = xp.searchsorted(y_key, x_key, side="right")
+    equal = j_after > j
+    y_lo = y_ptrs_dev[x_feature]
+    y_hi = y_ptrs_dev[x_feature + 1]
+    last = max(y.value.size - 1, 0)
+    prev = xp.clip(j - 1, 0, last)
+    nxt = xp.minimum(j_after, last)
+    back = xp.clip(y_hi - 1, 0, last)
+    # rmin grows by what y certainly holds below the value, rmax by what y may hold at or below it.
+    add_rmin = xp.where(j > y_lo, y.rmin[prev] + y.wmin[prev], 0.0)
+    add_rmax = xp.where(
+        j_after < y_hi, y.rmax[nxt] - y.wmin[nxt], xp.where(y_hi > y_lo, y.rmax[back], 0.0)
+    )
+    return j, equal, add_rmin, add_rmax
+
+
+def merge(a: Summary, b: Summary) -> Summary:
+    """Merge two summaries of the same features (paper's merge; XGBoost's SetCombine + FixError).
+
+    A value present in both gets the sums of both entries; a value of one side gets the
+    other side's bounds from its neighbours there. Exact summaries of rows A and B merge
+    into the exact summary of A ∪ B.
+    """
+    if a.n_features != b.n_features:
+        raise ValueError(f"cannot merge summaries of {a.n_features} and {b.n_features} features")
+    xp = array_module(a.value, b.value)
+    if b.value.size == 0:
+        return a
+    if a.value.size == 0:
+        return b
+    n_features = a.n_features
+    a_ptrs, b_ptrs = xp.asarray(a.ptrs), xp.asarray(b.ptrs)
+    fa = _entry_features(xp, a_ptrs, a.value.size)
+    fb = _entry_features(xp, b_ptrs, b.value.size)
+    ka = _feature_value_key(xp, fa, a.value)
+    kb = _feature_value_key(xp, fb, b.value)
+    ja, eq_a, a_add_rmin, a_add_rmax = _insert_ranks(xp, a, b, fa, ka, kb, b_ptrs)
+    jb, eq_b, b_add_rmin, b_add_rmax = _insert_ranks(xp, b, a, fb, kb, ka, a_ptrs)
+
+    # Output position = distinct values of the feature below this one: own entries below
+    # plus the other side's below, minus the shared values counted twice.
+    cum_eq = xp.zeros(a.value.size + 1, dtype=xp.int64)
+    xp.cumsum(eq_a, out=cum_eq[1:])
+    shared = to_host(cum_eq[a_ptrs])
+    n_shared = np.diff(shared)
+    ptrs = a.ptrs + b.ptrs
+    ptrs[1:] -= np.cumsum(n_shared)
+    out_ptrs = xp.asarray(ptrs)
+    cum_eq_b = xp.zeros(b.value.size + 1, dtype=xp.int64)
+    xp.cumsum(eq_b, out=cum_eq_b[1:])
+
+    ia = xp.arange(a.value.size, dtype=xp.int64)
+    pos_a = out_ptrs[fa] + (ia - a_ptrs[fa]) + (ja - b_ptrs[fa]) - (cum_eq[ia] - cum_eq[a_ptrs[fa]])
+    ib = xp.arange(b.value.size, dtype=xp.int64)
+    pos_b = out_ptrs[fb] + (ib - b_ptrs[fb]) + (jb - a_ptrs[fb]) - (cum_eq_b[ib] - cum_eq_b[b_ptrs[fb]])
+
+    n = int(ptrs[-1])
+    value = xp.empty(n, dtype=xp.float32)
+    rmin = xp.empty(n, dtype=xp.float64)
+    rmax = xp.empty(n, dtype=xp.float64)
+    wmin = xp.empty(n, dtype=xp.float64)
+    jc = xp.minimum(ja, max(b.value.size - 1, 0))
+    value[pos_a] = a.value
+    rmin[pos_a] = a.rmin + xp.where(eq_a, b.rmin[jc], a_add_rmin)
+    rmax[pos_a] = a.rmax + xp.where(eq_a, b.rmax[jc], a_add_rmax)
+    wmin[pos_a] = a.wmin + xp.where(eq_a, b.wmin[jc], 0.0)
+    only_b = ~eq_b
+    pb = pos_b[only_b]
+    value[pb] = b.value[only_b]
+    rmin[pb] = (b.rmin + b_add_rmin)[only_b]
+    rmax[pb] = (b.rmax + b_add_rmax)[only_b]
+    wmin[pb] = b.wmin[only_b]
+    return _fix_error(xp, Summary(ptrs, value, rmin, rmax, wmin))
+
+
+def _fix_error(xp, s: Summary) -> Summary:
+    """Restore rmin/rmax monotone and rmax >= rmin + wmin after rounding (XGBoost's FixError).
+
+    FixError's sequential loop is a running max: rmin <- cummax(rmin), then
+    rmax <- cummax(max(rmax, rmin + wmin)), per feature. Valid inputs rarely need
+    it, so one check decides whether to pay for the scans.
+    """
+    n = s.value.size
+    if n < 2:
+        return s
+    f = _entry_features(xp, xp.asarray(s.ptrs), n)
+    same = f[1:] == f[:-1]
+    floor = xp.maximum(s.rmax, s.rmin + s.wmin)
+    broken = (same & ((s.rmin[1:] < s.rmin[:-1]) | (floor[1:] < floor[:-1]))).any() | (floor != s.rmax).any()
+    if not bool(broken):
+        return s
+    local = xp.arange(n, dtype=xp.int64) - xp.asarray(s.ptrs)[f]
+    width = int(np.diff(s.ptrs).max())
+    rmin = _segmented_cummax(xp, s.rmin, local, width)
+    rmax = _segmented_cummax(xp, xp.maximum(s.rmax, rmin + s.wmin), local, width)
+    return Summary(s.ptrs, s.value, rmin, rmax, s.wmin)
+
+
+# ----------------------------------------------------------------------------- prune
+def prune(s: Summary, budget: int) -> Summary:
+    """Keep at most `budget` entries per feature (paper's Algorithm 4; XGBoost's SetPrune).
+
+    First and last entries stay; query k (1 <= k <= budget-2) aims at rank
+    d = k * (last.rmin - first.rmax) / (budget-1) + first.rmax and keeps entry i or i+1,
+    where i is the last entry with rmin + rmax <= 2d, whichever is nearer. Repeats are
+    kept once. Features with <= budget entries are returned unchanged.
+    """
+    budget = int(budget)
+    if budget < 2:
+        raise ValueError(f"a pruned summary keeps first and last entries: budget must be >= 2, got {budget}")
+    counts = np.diff(s.ptrs)
+    big = np.flatnonzero(counts > budget)
+    if big.size == 0:
+        return s
+    xp = array_module(s.value)
+    n = s.value.size
+    ptrs_dev = xp.asarray(s.ptrs)
+    small = xp.asarray(counts <= budget)
+    keep = small[_entry_features(xp, ptrs_dev, n)]
+    base_h = s.ptrs[big]
+    keep[xp.asarray(base_h)] = True
+    keep[xp.asarray(base_h + counts[big] - 1)] = True
+
+    n_queries = budget - 2
+    if n_queries > 0:
+        base = xp.asarray(np.repeat(base_h, n_queries))
+        m = xp.asarray(np.repeat(counts[big], n_queries))
+        k = xp.asarray(np.tile(np.arange(1, n_queries + 1, dtype=np.float64), big.size))
+        begin = s.rmax[base]
+        span = s.rmin[base + m - 1] - begin
+        # Same association as XGBoost, so that equal inputs give equal choices.
+        dx2 = 2.0 * ((k * span) / (budget - 1) + begin)
+        twice_mid = s.rmin + s.rmax
+        # i = 1 + #{2 <= j < m : rmin[j] + rmax[j] <= dx2}: where SetPrune's forward walk stops.
+        j = _segmented_searchsorted(xp, twice_mid, base + 2, base + m, dx2, int(counts[big].max()), right=True)
+        i = j - 1
+        inside = i < base + m - 1  # SetPrune stops once the walk reaches the last entry
+        ic = xp.minimum(i, base + m - 2)
+        take_next = dx2 >= (s.rmin[ic] + s.wmin[ic]) + (s.rmax[ic + 1] - s.wmin[ic + 1])
+        keep[xp.where(inside, ic + take_next, base)] = True
+
+    cum = xp.zeros(n + 1, dtype=xp.int64)
+    xp.cumsum(keep, out=cum[1:])
+    ptrs = to_host(cum[ptrs_dev]).astype(np.int64)
+    return Summary(ptrs, s.value[keep], s.rmin[keep], s.rmax[keep], s.wmin[keep])
+
+
+# ----------------------------------------------------------------------------- cuts
+def make_cuts(s: Summary, max_bin: int) -> Cuts:
+    """Histogram cuts from summaries, as XGBoost's MakeCuts / AddCutPoint.
+
+    Per feature: prune to max_bin + 1 entries a[0..m); cut values are a[1..min(m, max_bin)-1]
+    followed by the sentinel a[m-1] + (|a[m-1]| + 1e-5); min_value = a[0] - |a[0]| - 1e-5.
+    An empty feature gets one bin with min_value = 1e-5 and the sentinel built from it.
+    Sentinel and min_value are computed in double from float32 inputs and rounded to
+    float32, as XGBoost's CPU code does. A feature with d <= max_bin distinct values gets d bins,
+    bin k holding its k-th distinct value.
+    """
+    max_bin = int(max_bin)
+    if max_bin < 2:
+        raise ValueError(f"max_bin must be at least 2, got {max_bin}")
+    s = prune(s, max_bin + 1)
+    xp = array_module(s.value)
+    m = np.diff(s.ptrs)
+    required = np.minimum(m, max_bin)
+    n_bins = np.maximum(required, 1)
+    cut_ptrs = np.zeros(m.size + 1, dtype=np.int64)
+    np.cumsum(n_bins, out=cut_ptrs[1:])
+    total = int(cut_ptrs[-1])
+
+    # XGBoost computes these in double (its fabs promotes the float32 value) and rounds
+    # the result to float32 once; the same here, or the sentinel and min_value drift by an ulp.
+    has = m > 0
+    has_dev = xp.asarray(has)
+    first = s.value[xp.asarray(s.ptrs[:-1][has])].astype(xp.float64)
+    last = s.value[xp.asarray(s.ptrs[1:][has] - 1)].astype(xp.float64)
+    min_values = xp.full(m.size, _KRT_EPS, dtype=xp.float32)
+    min_values[has_dev] = (first - xp.abs(first) - _KRT_EPS64).astype(xp.float32)
+    top = min_values.astype(xp.float64)
+    top[has_dev] = last
+    sentinel = (top + (xp.abs(top) + _KRT_EPS64)).astype(xp.float32)
+
+    values = xp.empty(total, dtype=xp.float32)
+    values[xp.asarray(cut_ptrs[1:] - 1)] = sentinel
+    # Values strictly increase within a summary, so AddCutPoint's "greater than the last
+    # cut" test always passes: the cuts are a[1 .. required-1], in order.
+    n = s.value.size
+    if n:
+        ptrs_dev = xp.asarray(s.ptrs)
+        f = _entry_features(xp, ptrs_dev, n)
+        local = xp.arange(n, dtype=xp.int64) - ptrs_dev[f]
+        take = (local >= 1) & (local < xp.asarray(required)[f])
+        dest = xp.asarray(cut_ptrs[:-1])[f] + local - 1
+        values[dest[take]] = s.value[take]
+    return Cuts(xp.asarray(cut_ptrs.astype(np.int32)), values, min_values)

@@ -1,0 +1,498 @@
+"""Tests of daskgb.sketch: exact summaries, merge, prune, error bounds, and cuts against XGBoost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daskgb import sketch as sketch_mod
+from daskgb.backend import cuda_available
+from daskgb.sketch import Cuts, Summary, make_cuts, merge, prune, sketch_budget, summarize, summarize_csr
+
+XP_PARAMS = [pytest.param(np, id="numpy")]
+if cuda_available():
+    import cupy
+
+    XP_PARAMS.append(pytest.param(cupy, id="cupy", marks=pytest.mark.gpu))
+
+
+@pytest.fixture(params=XP_PARAMS)
+def xp(request):
+    return request.param
+
+
+# ----------------------------------------------------------------------------- oracles
+def exact_reference(X, w=None, missing=np.nan):
+    """Per feature, (values, rmin, rmax, wmin) by brute force over the distinct values."""
+    X = np.asarray(X, dtype=np.float32)
+    w = np.ones(X.shape[0]) if w is None else np.asarray(w, dtype=np.float32).astype(np.float64)
+    out = []
+    for f in range(X.shape[1]):
+        col = X[:, f]
+        ok = ~np.isnan(col) & (w > 0)
+        if not np.isnan(missing):
+            ok &= col != np.float32(missing)
+        v, cw = col[ok], w[ok]
+        uniq = np.unique(v)
+        rmin = np.array([cw[v < u].sum() for u in uniq])
+        wmin = np.array([cw[v == u].sum() for u in uniq])
+        out.append((uniq, rmin, rmin + wmin, wmin))
+    return out
+
+
+def features(s: Summary):
+    """Per feature, (values, rmin, rmax, wmin) as numpy arrays."""
+    s = s.to(np)
+    return [
+        (s.value[lo:hi], s.rmin[lo:hi], s.rmax[lo:hi], s.wmin[lo:hi])
+        for lo, hi in zip(s.ptrs[:-1], s.ptrs[1:])
+    ]
+
+
+def from_features(feats) -> Summary:
+    ptrs = np.zeros(len(feats) + 1, dtype=np.int64)
+    ptrs[1:] = np.cumsum([len(f[0]) for f in feats])
+    cat = [np.concatenate([f[i] for f in feats]) if feats else np.empty(0) for i in range(4)]
+    return Summary(ptrs, cat[0].astype(np.float32), *(c.astype(np.float64) for c in cat[1:]))
+
+
+def ref_prune(entries, maxsize):
+    """XGBoost's WQSummary::SetPrune, entry by entry (the readable oracle)."""
+    value, rmin, rmax, wmin = entries
+    size = len(value)
+    if size <= maxsize:
+        return entries
+    begin = rmax[0]
+    span = rmin[size - 1] - rmax[0]
+    n = maxsize - 1
+    picked = [0]
+    i, last = 1, 0
+    for k in range(1, n):
+        dx2 = 2 * ((k * span) / n + begin)
+        while i < size - 1 and dx2 >= rmax[i + 1] + rmin[i + 1]:
+            i += 1
+        if i == size - 1:
+            break
+        if dx2 < (rmin[i] + wmin[i]) + (rmax[i + 1] - wmin[i + 1]):
+            if i != last:
+                picked.append(i)
+                last = i
+        elif i + 1 != last:
+            picked.append(i + 1)
+            last = i + 1
+    if last != size - 1:
+        picked.append(size - 1)
+    return tuple(a[picked] for a in entries)
+
+
+def ref_merge(x, y):
+    """XGBoost's WQSummary::SetCombine followed by FixError, entry by entry."""
+    if len(x[0]) == 0:
+        return y
+    if len(y[0]) == 0:
+        return x
+    out = []
+    a = b = 0
+    a_prev = b_prev = 0.0
+    na, nb = len(x[0]), len(y[0])
+    while a < na and b < nb:
+        if x[0][a] == y[0][b]:
+            out.append((x[0][a], x[1][a] + y[1][b], x[2][a] + y[2][b], x[3][a] + y[3][b]))
+            a_prev, b_prev = x[1][a] + x[3][a], y[1][b] + y[3][b]
+            a, b = a + 1, b + 1
+        elif x[0][a] < y[0][b]:
+            out.append((x[0][a], x[1][a] + b_prev, x[2][a] + (y[2][b] - y[3][b]), x[3][a]))
+            a_prev = x[1][a] + x[3][a]
+            a += 1
+        else:
+            out.append((y[0][b], y[1][b] + a_prev, y[2][b] + (x[2][a] - x[3][a]), y[3][b]))
+            b_prev = y[1][b] + y[3][b]
+            b += 1
+    for k in range(a, na):
+        out.append((x[0][k], x[1][k] + b_prev, x[2][k] + y[2][nb - 1], x[3][k]))
+    for k in range(b, nb):
+        out.append((y[0][k], y[1][k] + a_prev, y[2][k] + x[2][na - 1], y[3][k]))
+    value, rmin, rmax, wmin = (np.array(c) for c in zip(*out))
+    prev_rmin = prev_rmax = 0.0
+    for i in range(len(value)):
+        if rmin[i] < prev_rmin:
+            rmin[i] = prev_rmin
+        else:
+            prev_rmin = rmin[i]
+        rmax[i] = max(rmax[i], prev_rmax, rmin[i] + wmin[i])
+        prev_rmax = rmax[i]
+    return value.astype(np.float32), rmin, rmax, wmin
+
+
+def assert_valid(s: Summary):
+    """The summary invariants XGBoost's CheckValid asserts, plus strictly increasing values."""
+    assert s.ptrs.dtype == np.int64 and isinstance(s.ptrs, np.ndarray)
+    for value, rmin, rmax, wmin in features(s):
+        assert value.dtype == np.float32 and rmin.dtype == np.float64
+        assert np.all(np.diff(value) > 0)
+        assert np.all(rmin >= 0) and np.all(wmin >= 0)
+        assert np.all(rmax - rmin - wmin >= -1e-9 * max(1.0, rmax.max(initial=0)))
+        assert np.all(rmin[1:] >= rmin[:-1] + wmin[:-1] - 1e-9 * max(1.0, rmax.max(initial=0)))
+
+
+def assert_same(s: Summary, feats, exact=True):
+    got = features(s)
+    assert len(got) == len(feats)
+    for g, r in zip(got, feats):
+        np.testing.assert_array_equal(g[0], r[0])
+        for a, b in zip(g[1:], r[1:]):
+            if exact:
+                np.testing.assert_array_equal(a, b)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-9)
+
+
+def tied_data(rng, n, n_features, n_distinct, nan_frac=0.15):
+    """float32 data whose feature f takes at most n_distinct[f] distinct values, with NaN."""
+    cols = []
+    for d in n_distinct:
+        pool = rng.normal(size=int(d)) * 10.0 ** rng.integers(-3, 4)
+        cols.append(rng.choice(pool, n))
+    X = np.stack(cols, axis=1).astype(np.float32) if n_features else np.empty((n, 0), np.float32)
+    X[rng.random(X.shape) < nan_frac] = np.nan
+    return X
+
+
+# ----------------------------------------------------------------------------- budget
+def test_sketch_budget_matches_notes():
+    assert sketch_budget(10**6, 256) == 4097
+    assert sketch_budget(10**8, 256) == 7169
+    # Fewer rows than the budget: the exact summary fits.
+    assert sketch_budget(100, 256) == 100
+    assert sketch_budget(0, 256) == 0
+    sizes = [sketch_budget(n, 64) for n in (10**3, 10**4, 10**5, 10**6, 10**7)]
+    assert sizes == sorted(sizes) and sizes[-1] < 10**4
+
+
+# ----------------------------------------------------------------------------- summarize
+def test_summarize_exact_matches_brute_force(xp):
+    rng = np.random.default_rng(0)
+    X = tied_data(rng, 300, 5, [1, 7, 40, 300, 3])
+    X[:, 2] = np.nan  # an empty feature
+    X[:5, 4] = -0.0  # -0.0 and 0.0 are one value
+    X[5:9, 4] = 0.0
+    w = rng.random(300).astype(np.float32)
+    w[rng.random(300) < 0.2] = 0.0  # zero weights contribute nothing, as in XGBoost
+    for weight in (None, w):
+        s = summarize(xp.asarray(X), None if weight is None else xp.asarray(weight))
+        assert s.n_features == 5 and s.ptrs[3] == s.ptrs[2]
+        assert_valid(s)
+        assert_same(s, exact_reference(X, weight), exact=False)
+    assert np.sum(features(summarize(X))[4][0] == 0) == 1
+
+
+def test_summarize_missing_value_and_float64_input(xp):
+    rng = np.random.default_rng(1)
+    X = rng.integers(-3, 4, size=(200, 3)).astype(np.float64)
+    s = summarize(xp.asarray(X), missing=0.0)
+    assert_same(s, exact_reference(X, missing=0.0))
+    assert not np.any(features(s)[0][0] == 0)
+
+
+def test_summarize_column_blocks_agree(monkeypatch):
+    rng = np.random.default_rng(2)
+    X = tied_data(rng, 64, 9, [5, 60, 2, 64, 9, 1, 30, 30, 7])
+    w = rng.random(64).astype(np.float32)
+    whole = summarize(X, w, budget=8)
+    monkeypatch.setattr(sketch_mod, "_BLOCK_ENTRIES", 100)  # one column per block
+    blocked = summarize(X, w, budget=8)
+    np.testing.assert_array_equal(whole.ptrs, blocked.ptrs)
+    assert_same(blocked, features(whole))
+
+
+def test_summarize_budget_prunes_only_big_features():
+    rng = np.random.default_rng(3)
+    X = tied_data(rng, 500, 3, [6, 500, 12], nan_frac=0.0)
+    exact = summarize(X)
+    pruned = summarize(X, budget=10)
+    counts = np.diff(pruned.ptrs)
+    assert counts[0] == 6 and counts[1] <= 10 and counts[2] == 10
+    assert_same(pruned, [ref_prune(f, 10) for f in features(exact)])
+
+
+def test_summarize_csr_matches_dense(xp):
+    rng = np.random.default_rng(4)
+    dense = tied_data(rng, 150, 4, [5, 20, 150, 3], nan_frac=0.0)
+    dense[rng.random(dense.shape) < 0.3] = 0.0
+    A = sp.csr_matrix(dense)
+    A.data[rng.random(A.data.size) < 0.1] = 0.0  # stored zeros are values
+    A.data[rng.random(A.data.size) < 0.1] = np.nan  # stored NaN is missing
+    A.data[rng.random(A.data.size) < 0.05] = -7.0  # stored `missing` is missing
+    coo = A.tocoo()
+    as_dense = np.full(A.shape, np.nan, dtype=np.float32)
+    as_dense[coo.row, coo.col] = coo.data
+    w = rng.random(150).astype(np.float32)
+    got = summarize_csr(xp.asarray(A.indptr), xp.asarray(A.indices), xp.asarray(A.data), 4, xp.asarray(w), missing=-7.0)
+    assert_same(got, features(summarize(as_dense, w, missing=-7.0)))
+    assert np.any(features(got)[0][0] == 0)
+    empty = summarize_csr(np.zeros(4, np.int64), np.empty(0, np.int32), np.empty(0, np.float32), 3)
+    assert empty.n_features == 3 and not np.any(empty.ptrs)
+
+
+def test_summarize_rejects_bad_input():
+    X = np.ones((4, 2), np.float32)
+    with pytest.raises(ValueError, match="inf"):
+        summarize(np.array([[1.0], [np.inf]]))
+    with pytest.raises(ValueError, match="non-negative"):
+        summarize(X, weight=np.array([1, -1, 1, 1]))
+    with pytest.raises(ValueError, match="entries"):
+        summarize(X, weight=np.ones(3))
+    with pytest.raises(ValueError, match="2-D"):
+        summarize(np.ones(3))
+    with pytest.raises(ValueError, match="column indices"):
+        summarize_csr(np.array([0, 1]), np.array([5]), np.array([1.0]), 2)
+    assert np.diff(summarize(np.array([[1.0], [np.inf]]), missing=np.inf).ptrs)[0] == 1
+
+
+# ----------------------------------------------------------------------------- merge
+def test_merge_of_exact_summaries_is_exact(xp):
+    rng = np.random.default_rng(5)
+    X = tied_data(rng, 400, 4, [3, 30, 400, 1])
+    X[:200, 3] = np.nan  # feature 3 empty in the first half only
+    X[200:, 0] = np.nan  # feature 0 empty in the second half only
+    # Dyadic weights: every sum is exact, so the merge must be bit-exact too.
+    w = rng.integers(1, 9, size=400).astype(np.float32) / 4
+    for cut in (1, 200, 399):
+        a = summarize(xp.asarray(X[:cut]), xp.asarray(w[:cut]))
+        b = summarize(xp.asarray(X[cut:]), xp.asarray(w[cut:]))
+        assert_same(merge(a, b), exact_reference(X, w))
+        assert_same(merge(b, a), exact_reference(X, w))
+    random_w = rng.random(400).astype(np.float32)
+    m = merge(summarize(X[:150], random_w[:150]), summarize(X[150:], random_w[150:]))
+    assert_same(m, exact_reference(X, random_w), exact=False)
+
+
+def test_merge_matches_sequential_reference(xp):
+    rng = np.random.default_rng(6)
+    X = tied_data(rng, 600, 5, [4, 50, 600, 600, 2])
+    w = rng.random(600).astype(np.float32)
+    a = summarize(X[:250], w[:250], budget=9)
+    b = summarize(X[250:], w[250:], budget=13)
+    got = merge(a.to(xp), b.to(xp))
+    assert_valid(got)
+    assert_same(got, [ref_merge(fa, fb) for fa, fb in zip(features(a), features(b))])
+    with pytest.raises(ValueError):
+        merge(a, summarize(X[:, :2]))
+
+
+def test_merge_fixes_rank_order():
+    # b's single entry claims less weight at or below 2 than a's, as rounding can make
+    # happen: FixError must make rmin and rmax monotone again.
+    a = from_features([(np.array([1.0, 3.0]), np.array([0.0, 5.0]), np.array([5.0, 6.0]), np.array([5.0, 1.0]))])
+    b = from_features([(np.array([2.0]), np.array([0.0]), np.array([1.0]), np.array([1.0]))])
+    c = from_features([(np.array([2.5]), np.array([0.0]), np.array([0.5]), np.array([1.0]))])
+    for x, y in ((a, b), (a, c), (c, a)):
+        got = merge(x, y)
+        assert_valid(got)
+        assert_same(got, [ref_merge(features(x)[0], features(y)[0])])
+    # Many features with long runs out of order: the vectorised repair must equal the loop.
+    rng = np.random.default_rng(8)
+    X = tied_data(rng, 400, 4, [400, 30, 400, 5])
+    x = summarize(X[:200], budget=40)
+    y = summarize(X[200:], budget=40)
+    x.rmin = x.rmin * rng.uniform(0.5, 1.5, x.rmin.size)
+    x.rmax = x.rmax * rng.uniform(0.5, 1.5, x.rmax.size)
+    got = merge(x, y)
+    for _, rmin, rmax, wmin in features(got):  # what FixError promises, no more
+        assert np.all(np.diff(rmin) >= 0) and np.all(np.diff(rmax) >= 0) and np.all(rmax >= rmin + wmin)
+    assert_same(got, [ref_merge(fx, fy) for fx, fy in zip(features(x), features(y))])
+
+
+# ----------------------------------------------------------------------------- prune
+@pytest.mark.parametrize("budget", [2, 3, 5, 17, 64])
+def test_prune_matches_sequential_reference(xp, budget):
+    rng = np.random.default_rng(budget)
+    X = tied_data(rng, 500, 4, [500, 40, 3, 500], nan_frac=0.05)
+    w = rng.random(500).astype(np.float32) ** 3
+    # A merged (not exact) summary too, where rmin + rmax are not spaced like an exact one's.
+    merged = merge(summarize(X[:200], w[:200], budget=50), summarize(X[200:], w[200:], budget=70))
+    # Unit weights make integer ranks, where queries land exactly on the tie-break.
+    for s in (summarize(X, w), summarize(X), merged):
+        got = prune(s.to(xp), budget)
+        assert_valid(got)
+        assert np.diff(got.ptrs).max() <= budget
+        assert_same(got, [ref_prune(f, budget) for f in features(s)])
+
+
+def test_prune_leaves_small_features_untouched():
+    rng = np.random.default_rng(7)
+    X = tied_data(rng, 300, 3, [5, 300, 9])
+    s = summarize(X, rng.random(300))
+    assert prune(s, 300) is s
+    got = features(prune(s, 9))
+    for f in (0, 2):
+        for g, r in zip(got[f], features(s)[f]):
+            assert g.tobytes() == r.tobytes()
+    assert len(got[1][0]) <= 9 and got[1][0][0] == features(s)[1][0][0] and got[1][0][-1] == features(s)[1][0][-1]
+    with pytest.raises(ValueError):
+        prune(s, 1)
+
+
+# ----------------------------------------------------------------------------- error bounds
+def check_bounds(s: Summary, X, w, eps):
+    """Every entry's true ranks lie in [rmin, rmax]; the summary is eps-approximate (paper A.2)."""
+    for f, (value, rmin, rmax, wmin) in enumerate(features(s)):
+        col = X[:, f]
+        ok = ~np.isnan(col) & (w > 0)
+        v, cw = col[ok], w[ok].astype(np.float64)
+        if v.size == 0:
+            assert value.size == 0
+            continue
+        total = cw.sum()
+        tol = 1e-9 * total
+        assert value[0] == v.min() and value[-1] == v.max()
+        below = np.array([cw[v < u].sum() for u in value])
+        at = np.array([cw[v == u].sum() for u in value])
+        assert np.all(rmin <= below + tol) and np.all(rmax >= below + at - tol) and np.all(wmin <= at + tol)
+        assert np.max(rmax - rmin - wmin) <= eps * total + tol
+        gaps = (rmax[1:] - wmin[1:]) - (rmin[:-1] + wmin[:-1])
+        assert np.max(gaps, initial=0) <= eps * total + tol
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 400),
+    n_chunks=st.integers(1, 4),
+    b1=st.integers(3, 24),
+    b2=st.integers(3, 24),
+    ties=st.booleans(),
+    integer_weights=st.booleans(),
+)
+def test_merge_prune_error_bounds(seed, n, n_chunks, b1, b2, ties, integer_weights):
+    rng = np.random.default_rng(seed)
+    if ties:
+        X = rng.integers(0, 30, size=(n, 2)).astype(np.float32)
+    else:
+        X = rng.normal(size=(n, 2)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    w = (rng.integers(0, 5, n) if integer_weights else rng.exponential(size=n)).astype(np.float32)
+    bounds = np.sort(rng.integers(0, n + 1, size=n_chunks - 1))
+    chunks = np.split(np.arange(n), bounds)
+    s = summarize(X[chunks[0]], w[chunks[0]], budget=b1)
+    seen = chunks[0]
+    for rows in chunks[1:]:
+        s = merge(s, summarize(X[rows], w[rows], budget=b1))
+        seen = np.concatenate([seen, rows])
+        check_bounds(s, X[seen], w[seen], 1 / (b1 - 1))  # merging keeps the larger eps
+    s = prune(s, b2)
+    check_bounds(s, X, w, 1 / (b1 - 1) + 1 / (b2 - 1))  # pruning to b2 = b + 1 entries adds 1/b
+    assert np.diff(s.ptrs).max(initial=0) <= b2
+
+
+# ----------------------------------------------------------------------------- cuts
+def xgboost_layout(c: Cuts):
+    """(indptr, values) as xgboost's get_quantile_cut returns them: min_value first per feature."""
+    c = c.to(np)
+    segs = [
+        np.concatenate([[c.min_values[f]], c.values[c.ptrs[f] : c.ptrs[f + 1]]]).astype(np.float32)
+        for f in range(c.n_features)
+    ]
+    return np.concatenate([[0], np.cumsum([len(x) for x in segs])]), np.concatenate(segs)
+
+
+def assert_matches_xgboost(c: Cuts, xgb_cut):
+    indptr, values = xgboost_layout(c)
+    np.testing.assert_array_equal(np.asarray(xgb_cut[0], dtype=np.int64), indptr)
+    np.testing.assert_array_equal(np.asarray(xgb_cut[1]), values)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cuts_match_xgboost_quantile_dmatrix(xp, seed):
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(seed)
+    max_bin = int(rng.integers(2, 40))
+    n_features = int(rng.integers(2, 7))
+    X = tied_data(rng, int(rng.integers(30, 400)), n_features, rng.integers(1, max_bin + 1, n_features))
+    X[:, 1] = np.nan
+    w = rng.random(X.shape[0]).astype(np.float32)
+    w[rng.random(w.size) < 0.2] = 0
+    for weight in (None, w):
+        c = make_cuts(summarize(xp.asarray(X), None if weight is None else xp.asarray(weight)), max_bin)
+        assert_matches_xgboost(c, xgb.QuantileDMatrix(X, weight=weight, max_bin=max_bin).get_quantile_cut())
+    A = sp.csr_matrix(np.nan_to_num(X, nan=0.0))
+    c = make_cuts(summarize_csr(A.indptr, A.indices, A.data, n_features, w), max_bin)
+    assert_matches_xgboost(c, xgb.QuantileDMatrix(A, weight=w, max_bin=max_bin).get_quantile_cut())
+
+
+def test_cuts_match_xgboost_dmatrix_after_hist_training():
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(11)
+    X = tied_data(rng, 300, 4, [2, 16, 32, 9])
+    w = rng.random(300).astype(np.float32)
+    dm = xgb.DMatrix(X, label=rng.random(300), weight=w)
+    xgb.train({"tree_method": "hist", "max_bin": 32}, dm, num_boost_round=1)
+    assert_matches_xgboost(make_cuts(summarize(X, w), 32), dm.get_quantile_cut())
+
+
+def test_cuts_give_each_distinct_value_its_bin(xp):
+    rng = np.random.default_rng(12)
+    max_bin = 16
+    X = tied_data(rng, 500, 4, [1, 2, 15, 16])
+    c = make_cuts(summarize(xp.asarray(X)), max_bin).to(np)
+    assert c.ptrs.dtype == np.int32 and c.values.dtype == np.float32 and c.min_values.dtype == np.float32
+    for f in range(4):
+        col = X[:, f]
+        distinct = np.unique(col[~np.isnan(col)])
+        cuts_f = c.values[c.ptrs[f] : c.ptrs[f + 1]]
+        assert len(cuts_f) == len(distinct)
+        bins = np.minimum(np.searchsorted(cuts_f, distinct, side="right"), len(cuts_f) - 1)
+        np.testing.assert_array_equal(bins, np.arange(len(distinct)))
+        assert c.min_values[f] < distinct[0]
+    assert c.n_features == 4 and c.total_bins == 1 + 2 + 15 + 16 and c.max_bins_per_feature == 16
+
+
+def test_cuts_of_empty_and_constant_features():
+    X = np.full((10, 3), np.nan, np.float32)
+    X[:, 1] = -4.0
+    X[:, 2] = 0.0
+    c = make_cuts(summarize(X), 8)
+    np.testing.assert_array_equal(c.ptrs, [0, 1, 2, 3])
+    eps = np.float64(np.float32(1e-5))
+    np.testing.assert_array_equal(c.min_values, np.float32([1e-5, -8.0 - eps, -eps]))
+    np.testing.assert_array_equal(c.values, np.float32([1e-5 + 2 * eps, -4.0 + (4.0 + eps), eps]))
+    # Rounded once from double, as XGBoost: in float32 steps -4 + (4 + 1e-5f) would be 9.5367e-06.
+    assert c.values[1] == np.float32(1e-5)
+    with pytest.raises(ValueError):
+        make_cuts(summarize(X), 1)
+
+
+def test_cuts_of_continuous_data_are_balanced(xp):
+    rng = np.random.default_rng(13)
+    n, max_bin = 20000, 64
+    X = np.stack([rng.normal(size=n), rng.exponential(size=n), rng.integers(0, 1000, n)], axis=1).astype(np.float32)
+    budget = sketch_budget(n, max_bin)
+    parts = [summarize(xp.asarray(X[rows]), budget=budget) for rows in np.array_split(np.arange(n), 4)]
+    s = parts[0]
+    for p in parts[1:]:
+        s = prune(merge(s, p), budget)
+    c = make_cuts(s, max_bin).to(np)
+    for f in range(3):
+        cuts_f = c.values[c.ptrs[f] : c.ptrs[f + 1]]
+        assert 0.9 * max_bin <= len(cuts_f) <= max_bin
+        bins = np.minimum(np.searchsorted(cuts_f, X[:, f], side="right"), len(cuts_f) - 1)
+        counts = np.bincount(bins, minlength=len(cuts_f))
+        assert counts.max() <= 2 * n / max_bin + 1, (f, counts.max())
+        assert counts.min() > 0
+
+
+# ----------------------------------------------------------------------------- containers
+def test_containers_move_between_modules(xp):
+    rng = np.random.default_rng(14)
+    s = summarize(rng.normal(size=(50, 3)).astype(np.float32), budget=20)
+    moved = s.to(xp)
+    assert isinstance(moved.ptrs, np.ndarray) and type(moved.value).__module__.split(".")[0] == xp.__name__
+    assert_same(moved.to(np), features(s))
+    c = make_cuts(s, 8)
+    back = c.to(xp).to(np)
+    for a, b in ((back.ptrs, c.ptrs), (back.values, c.values), (back.min_values, c.min_values)):
+        np.testing.assert_array_equal(a, b)
+    assert (back.n_features, back.total_bins, back.max_bins_per_feature) == (3, 24, 8)
