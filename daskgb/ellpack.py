@@ -103,12 +103,9 @@ def from_csr(backend, indptr, indices, data, n_rows: int, cuts: Cuts, missing: f
     xp = backend.xp
     present = ~_is_missing(xp, data, missing)
     # Row stride counts only entries that are not missing, so it is computed after
-    # dropping explicit NaN / `missing` values.
-    per_row = xp.add.reduceat(present.astype(xp.int64), indptr[:-1]) if data.size else None
-    if per_row is None:
-        counts = xp.zeros(n_rows, dtype=xp.int64)
-    else:
-        counts = xp.where(indptr[1:] > indptr[:-1], per_row, 0)
+    # dropping explicit NaN / `missing` values (prefix sums: empty rows anywhere are fine).
+    cum = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(present.astype(xp.int64))])
+    counts = cum[indptr[1:]] - cum[indptr[:-1]]
     row_stride = max(1, int(counts.max())) if n_rows else 1
     null_symbol, bits = sparse_layout(cuts)
     words = backend.pack_csr(indptr, indices, data, n_rows, row_stride, cuts, missing, null_symbol, bits)

@@ -76,6 +76,6 @@ def _root_sum(backend, ell, gpair, root_hist, comm):
     otherwise the rows are summed and the sums reduced across workers.
     """
     if ell.is_dense and not ell.has_missing and ell.n_features > 0:
-        lo, hi = int(ell.cuts.ptrs[0]), int(ell.cuts.ptrs[1])
+        lo, hi = 0, int(np.diff(to_host(ell.cuts.ptrs[:2]))[0])
         return backend.xp.cumsum(root_hist[0, lo:hi], axis=0)[-1]
     return comm.allreduce(backend.sum_gradients(gpair))

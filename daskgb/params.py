@@ -7,6 +7,7 @@ names it, never a failure deep inside training.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, fields
 
 # XGBoost's aliases, mapped to the canonical name used here.
@@ -132,7 +133,7 @@ def _number(name, value, low, low_open=False):
 
 
 def _integer(name, value, low):
-    if isinstance(value, bool) or not float(value).is_integer() if isinstance(value, (int, float)) else True:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer():
         raise ValueError(f"{name} must be an integer, got {value!r}")
     v = int(value)
     if low is not None and v < low:

@@ -123,7 +123,8 @@ def sketch_budget(n_rows: int, max_bin: int) -> int:
         # ceil(nlevel / (eps/2)) with eps = 1/b is the integer 2*nlevel*b: no float rounding.
         limit = min(n, 2 * nlevel * b + 1)
         if (limit << nlevel) >= n:
-            return limit
+            # A pruned summary keeps its first and last entries, so never fewer than 2.
+            return max(2, limit)
         nlevel += 1
 
 

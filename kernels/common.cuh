@@ -1,6 +1,16 @@
 // Record layouts shared with daskgb/_types.py (field order, sizes and padding equal).
 #pragma once
+#ifdef __CUDACC_RTC__
+// NVRTC (cupy.RawModule) ships no C++ standard headers: the fixed-width types, spelled out.
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
 #include <cstdint>
+#endif
 
 struct SplitRecord {  // SPLIT_DTYPE, 56 bytes
   double left_grad;

@@ -146,8 +146,12 @@ def feature_bins(ell, rows, features):
 
 
 # --------------------------------------------------------------------------- gradients
-def prepare_gradients(gpair):
-    """Per-row gradient pairs in the histogram's type, and the scale back to double."""
+def prepare_gradients(gpair, abs_sum=None):
+    """Per-row gradient pairs in the histogram's type, and the scale back to double.
+
+    float64 histograms need no scaling; abs_sum (used by the fixed-point CUDA
+    path to size its scale across workers) is accepted and has no effect here.
+    """
     return np.asarray(gpair, dtype=np.float32), np.ones(2, dtype=np.float64)
 
 

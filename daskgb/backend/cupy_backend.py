@@ -1,0 +1,515 @@
+"""CUDA backend: numpy_backend.py's hot loops as CUDA kernels (kernels/*.cu) on CuPy arrays.
+
+Same module-level names, signatures and results as numpy_backend.py, the reference;
+tests/test_backend_parity.py runs both on the same input and compares. This module
+sizes and launches kernels; the algorithms are in the kernels and in numpy_backend.
+Arrays come and go as cupy arrays, except the small per-level split arrays of
+apply_splits and the packed trees of predict_margin, which are host numpy arrays.
+The host waits for the device once per apply_splits (the children's row counts)
+and never in build_histograms.
+
+Fixed-point gradients
+---------------------
+Atomic adds on a GPU land in no fixed order and float sums depend on the order, so
+histograms are summed in int64 fixed point, as XGBoost does (XGBOOST_GPU_NOTES §3).
+prepare_gradients quantises each column c (gradient, hessian) once per tree:
+
+    S        = sum over rows of |gpair[:, c]|, in float64 (or abs_sum[c]: the sum
+               over all workers, so that every worker uses the same scale)
+    R        = 2 ** ceil(log2(S))          (R = 1 when S == 0)
+    scale[c] = R / 2**62
+    fixed    = trunc(float64(g) / scale[c]) as int64
+
+scale is a power of two, so g / scale is exact and only the truncation loses
+anything, less than scale per row. Every row has |fixed| <= 2**62 and all rows
+together sum to at most S / scale <= 2**62 in absolute value (up to the rounding of
+S, far below the 2**63 limit), so any sum of rows -- a bin, a node, parent minus
+child, the same over all workers -- fits int64. Integer adds are associative:
+histograms are exact and identical whatever order the adds happen in. Multiplying
+by scale turns an int64 sum back into a double (split.evaluate_splits does).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import OrderedDict
+
+import cupy
+import numpy as np
+
+from .. import split as _split
+from .._types import PREDICT_NODE_DTYPE, SPLIT_DTYPE
+from . import array_module, to_host
+from . import kernels as _kernels
+
+xp = cupy
+name = "cuda"
+
+# Shared memory a histogram block may use for its private copy of a feature
+# group's bins (16 bytes per bin). 48 KiB needs no opt-in on any GPU; more needs
+# max_dynamic_shared_size_bytes (set below) and fewer blocks then fit on an SM.
+SHARED_BUDGET_BYTES = 48 * 1024
+_BIN_BYTES = 16
+# Histogram launches aim at this many blocks per SM in all (tiles x feature groups),
+# enough to keep every SM busy while each block amortises clearing and flushing its
+# shared histogram over at least _MIN_TILE_ROWS rows.
+_BLOCKS_PER_SM = 4
+_MIN_TILE_ROWS = 256
+_HIST_THREADS = 512
+_THREADS = 256
+
+_ELLPACK = ("pack_dense", "pack_symbols", "bin_entries")
+_PARTITION = ("partition_flags<true>", "partition_flags<false>", "partition_scatter")
+_HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
+_PREDICT = ("predict_margin",)
+_SPLIT = ("evaluate_splits",)
+_SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
+
+# False: evaluate splits with split.evaluate_splits' array operations on the device
+# (the reference the kernel is tested against) instead of kernels/split.cu.
+USE_SPLIT_KERNEL = True
+
+_functions: dict = {}
+
+
+def _kernel(filename: str, names: tuple[str, ...], name: str):
+    """A compiled kernel, looked up once per device."""
+    key = (cupy.cuda.runtime.getDevice(), filename, name)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _functions[key] = _kernels.get_function(filename, names, name)
+    return fn
+
+
+def _launch_1d(fn, n: int, args, threads: int = _THREADS) -> None:
+    """Launch a grid-stride kernel over n items (nothing when n == 0)."""
+    if n > 0:
+        fn((min((n + threads - 1) // threads, 2**31 - 1),), (threads,), args)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: int) -> int:
+    return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
+def _tf(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+# --------------------------------------------------------------------------- cuts
+class _CutsArrays:
+    """Host copies of a Cuts object's arrays, and device copies made on first use."""
+
+    def __init__(self, cuts):
+        self.host = (
+            np.asarray(to_host(cuts.ptrs), dtype=np.int64),
+            np.asarray(to_host(cuts.values), dtype=np.float32),
+            np.asarray(to_host(cuts.min_values), dtype=np.float32),
+        )
+        self._device = None
+
+    @property
+    def device(self):
+        """(ptrs int32, values float32, min_values float32) on the current device."""
+        if self._device is None:
+            ptrs, values, min_values = self.host
+            self._device = (cupy.asarray(ptrs.astype(np.int32)), cupy.asarray(values), cupy.asarray(min_values))
+        return self._device
+
+
+_CUTS_CACHE: OrderedDict = OrderedDict()
+
+
+def _cuts_arrays(cuts) -> _CutsArrays:
+    """The arrays of the last few Cuts objects split evaluation has seen.
+
+    Split evaluation reads the cuts every level; copying them from the device each
+    time would cost a device sync per array. An entry holds its Cuts object, so an
+    id is never reused while the entry lives.
+    """
+    key = (cupy.cuda.runtime.getDevice(), id(cuts))
+    hit = _CUTS_CACHE.get(key)
+    if hit is not None and hit[0] is cuts:
+        _CUTS_CACHE.move_to_end(key)
+        return hit[1]
+    arrays = _CutsArrays(cuts)
+    _CUTS_CACHE[key] = (cuts, arrays)
+    while len(_CUTS_CACHE) > 8:
+        _CUTS_CACHE.popitem(last=False)
+    return arrays
+
+
+def _device_cuts(cuts):
+    """(ptrs int32, values float32) on the current device (no copy when already there)."""
+    return cupy.asarray(cuts.ptrs, dtype=cupy.int32), cupy.asarray(cuts.values, dtype=cupy.float32)
+
+
+class _Plan:
+    """What the level kernels need of one ELLPACK matrix, computed once and cached on it."""
+
+    def __init__(self, ell):
+        if array_module(ell.words) is not cupy:
+            raise TypeError("the CUDA backend needs the ELLPACK matrix on the GPU; call ell.to(cupy) first")
+        self.ptrs, _ = _device_cuts(ell.cuts)
+        self.ptrs_host = np.asarray(to_host(ell.cuts.ptrs), dtype=np.int64)
+        self._groups: dict = {}
+
+    def groups(self, budget_bytes: int):
+        """Feature groups for a shared-memory budget, cached (see _feature_groups)."""
+        g = self._groups.get(budget_bytes)
+        if g is None:
+            shared, single, max_bins = _feature_groups(self.ptrs_host, budget_bytes // _BIN_BYTES)
+            g = self._groups[budget_bytes] = (
+                cupy.asarray(np.asarray(shared, dtype=np.int32).reshape(-1, 2)),
+                cupy.asarray(np.asarray(single, dtype=np.int32).reshape(-1, 2)),
+                max_bins,
+                max((b - a for a, b in shared), default=0),
+            )
+        return g
+
+
+def _plan(ell) -> _Plan:
+    # Cached on the matrix as numpy_backend.symbols caches its unpacked symbols.
+    plan = ell.__dict__.get("_cuda_plan")
+    if plan is None:
+        plan = ell.__dict__["_cuda_plan"] = _Plan(ell)
+    return plan
+
+
+def _feature_groups(ptrs, budget_bins: int):
+    """Split the features into contiguous groups whose bins fit budget_bins.
+
+    Returns (shared, single, max_bins): shared lists (first, end) feature ranges
+    that fit in shared memory, single lists the features that alone exceed the
+    budget (their histograms are built with global atomics), max_bins is the most
+    bins of any shared group.
+    """
+    n_features = len(ptrs) - 1
+    shared, single = [], []
+    max_bins = 0
+    f = 0
+    while f < n_features:
+        if ptrs[f + 1] - ptrs[f] > budget_bins:
+            single.append((f, f + 1))
+            f += 1
+            continue
+        end = f + 1
+        while end < n_features and ptrs[end + 1] - ptrs[f] <= budget_bins:
+            end += 1
+        shared.append((f, end))
+        max_bins = max(max_bins, int(ptrs[end] - ptrs[f]))
+        f = end
+    return shared, single, max_bins
+
+
+# --------------------------------------------------------------------------- ELLPACK
+def count_missing(X, missing: float) -> int:
+    """Number of entries of a dense array that are NaN or equal to `missing`."""
+    X = cupy.asarray(X)
+    miss = cupy.isnan(X)
+    if not np.isnan(missing):
+        miss |= X == np.float32(missing)
+    return int(cupy.count_nonzero(miss))
+
+
+def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
+    """Quantise a dense (n_rows, n_features) array and pack it (dense layout)."""
+    from ..ellpack import n_words
+
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    n_rows, n_features = X.shape
+    n_entries = n_rows * n_features
+    ptrs, values = _device_cuts(cuts)
+    size = n_words(n_entries, bits)
+    words = cupy.empty(size, dtype=cupy.uint32)
+    fn = _kernel("ellpack.cu", _ELLPACK, "pack_dense")
+    args = (X, np.uint64(n_entries), np.int32(n_features), ptrs, values, np.float32(missing),
+            np.uint32(null_symbol), np.int32(bits), words, np.uint64(size))
+    _launch_1d(fn, size, args)
+    return words
+
+
+def _pack_symbols(symbols, bits: int):
+    """Bit-pack a flat uint32 array of symbols (see ellpack.py for the stream layout)."""
+    from ..ellpack import n_words
+
+    symbols = cupy.ascontiguousarray(symbols, dtype=cupy.uint32).ravel()
+    size = n_words(symbols.size, bits)
+    words = cupy.empty(size, dtype=cupy.uint32)
+    fn = _kernel("ellpack.cu", _ELLPACK, "pack_symbols")
+    _launch_1d(fn, size, (symbols, np.uint64(symbols.size), np.int32(bits), words, np.uint64(size)))
+    return words
+
+
+def unpack_symbols(words, bits: int, n: int, start: int = 0):
+    """Symbols start..start+n of a packed stream, as uint32."""
+    pos = (cupy.arange(n, dtype=cupy.uint64) + np.uint64(start)) * np.uint64(bits)
+    word = (pos >> np.uint64(5)).astype(cupy.int64)
+    pair = words[word].astype(cupy.uint64) | (words[word + 1].astype(cupy.uint64) << np.uint64(32))
+    return ((pair >> (pos & np.uint64(31))) & np.uint64((1 << bits) - 1)).astype(cupy.uint32)
+
+
+def csr_symbols(indptr, indices, data, n_rows: int, row_stride: int, cuts, missing: float, null_symbol: int):
+    """(n_rows, row_stride) global bins of each row's non-missing entries, in feature order.
+
+    Array operations, as numpy_backend.csr_symbols; it runs once per matrix.
+    """
+    indptr = cupy.asarray(indptr, dtype=cupy.int64)
+    indices = cupy.asarray(indices, dtype=cupy.int64)
+    data = cupy.asarray(data, dtype=cupy.float32)
+    out = cupy.full((n_rows, row_stride), null_symbol, dtype=cupy.uint32)
+    # Entry e belongs to the row r with indptr[r] <= e < indptr[r + 1].
+    rows = cupy.searchsorted(indptr[1:], cupy.arange(data.size, dtype=cupy.int64), side="right")
+    keep = ~cupy.isnan(data)
+    if not np.isnan(missing):
+        keep &= data != np.float32(missing)
+    rows, cols, vals = rows[keep], indices[keep], data[keep]
+    if rows.size == 0:
+        return out
+    # Stable sort by (row, feature): rows keep their order, features ascend within a row.
+    order = cupy.argsort(rows * np.int64(max(1, cuts.n_features)) + cols)
+    rows, cols, vals = rows[order], cols[order].astype(cupy.int32), vals[order]
+    ptrs, values = _device_cuts(cuts)
+    gbin = cupy.empty(rows.size, dtype=cupy.uint32)
+    fn = _kernel("ellpack.cu", _ELLPACK, "bin_entries")
+    _launch_1d(fn, rows.size, (cols, vals, np.uint64(rows.size), ptrs, values, gbin))
+    counts = cupy.bincount(rows, minlength=n_rows)
+    starts = cupy.cumsum(counts) - counts
+    slot = cupy.arange(rows.size, dtype=cupy.int64) - starts[rows]
+    out[rows, slot] = gbin
+    return out
+
+
+def pack_csr(indptr, indices, data, n_rows, row_stride, cuts, missing, null_symbol, bits):
+    """Quantise CSR arrays and pack them (sparse layout)."""
+    symbols = csr_symbols(indptr, indices, data, n_rows, row_stride, cuts, missing, null_symbol)
+    return _pack_symbols(symbols.ravel(), bits)
+
+
+# --------------------------------------------------------------------------- gradients
+def _pow2_at_least(s: float) -> float:
+    """Smallest power of two >= s; 1 for s == 0."""
+    if s <= 0.0:
+        return 1.0
+    m, e = math.frexp(s)  # s = m * 2**e with 0.5 <= m < 1
+    return math.ldexp(1.0, e - 1 if m == 0.5 else e)
+
+
+def prepare_gradients(gpair, abs_sum=None):
+    """Per-row gradient pairs as int64 fixed point, and the (2,) float64 host scale back to double.
+
+    abs_sum: the (2,) sums of |gradient| and |hessian| to size the scale by; pass
+    the sums over all workers so that every worker quantises alike. By default the
+    sums over these rows. See the module docstring for the arithmetic.
+    """
+    g = cupy.asarray(gpair, dtype=cupy.float32)
+    if g.ndim != 2 or g.shape[1] != 2:
+        raise ValueError(f"gradient pairs must have shape (n_rows, 2), got {g.shape}")
+    g64 = g.astype(cupy.float64)
+    if abs_sum is None:
+        total = to_host(cupy.abs(g64).sum(axis=0))
+    else:
+        total = np.asarray(to_host(abs_sum), dtype=np.float64).reshape(2)
+    if not np.all(np.isfinite(total)):
+        raise ValueError("gradient pairs contain NaN or infinite values; check the labels and the objective")
+    scale = np.array([_pow2_at_least(float(s)) for s in total], dtype=np.float64) / 2.0**62
+    # Division by a power of two is exact; the float -> int64 cast truncates toward zero.
+    fixed = (g64 / cupy.asarray(scale)).astype(cupy.int64)
+    return fixed, scale
+
+
+def sum_gradients(gpair_native):
+    """Sum of all rows' fixed-point gradient pairs: (2,) int64, exact."""
+    return cupy.asarray(gpair_native).sum(axis=0, dtype=cupy.int64)
+
+
+# --------------------------------------------------------------------------- rows per node
+class RowPartition:
+    """Which node each row is in, and each node's rows as one contiguous run of ridx.
+
+    positions[r]: node id of row r (int32), as numpy_backend's partition.
+    ridx: row ids (uint32) grouped by node; node n owns ridx[start:start + count]
+    with (start, count) = segments[n], its rows in increasing order.
+    segments: host dict of the current leaves; apply_splits replaces a split node's
+    entry by its children's, which is how build_histograms sizes its launch
+    without asking the device.
+    """
+
+    def __init__(self, n_rows: int):
+        if n_rows >= 2**31:
+            raise ValueError(f"a worker holds {n_rows} rows; the CUDA backend takes fewer than 2**31 per worker")
+        self.positions = cupy.zeros(n_rows, dtype=cupy.int32)
+        self.ridx = cupy.arange(n_rows, dtype=cupy.uint32)
+        self.segments: dict[int, tuple[int, int]] = {0: (0, n_rows)}
+
+
+def new_partition(n_rows: int) -> RowPartition:
+    return RowPartition(n_rows)
+
+
+def _segments_of(part: RowPartition, nodes) -> np.ndarray:
+    """(len(nodes), 2) int64 (start, count) of the nodes' ridx segments."""
+    try:
+        seg = [part.segments[int(n)] for n in nodes]
+    except KeyError as e:
+        raise KeyError(f"node {e.args[0]} has no rows in this partition (only current leaves do)") from None
+    return np.asarray(seg, dtype=np.int64).reshape(-1, 2)
+
+
+def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids):
+    """Move the rows of each split node nids[i] to its left or right child.
+
+    A row goes left when its bin of the split feature is <= bins[i], or when the
+    value is missing and default_left[i] is set. Within a node's segment the left
+    rows come first, then the right rows, each in their old order. One device sync:
+    the children's row counts, for the host's segments.
+    """
+    nids = np.asarray(to_host(nids), dtype=np.int64).ravel()
+    k = nids.size
+    if k == 0:
+        return
+    fields = [np.asarray(to_host(a), dtype=np.int64).ravel()
+              for a in (features, bins, default_left, left_ids, right_ids)]
+    seg = _segments_of(part, nids)
+    cum = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(seg[:, 1], out=cum[1:])
+    total = int(cum[-1])
+    if total > 0:
+        plan = _plan(ell)
+        # One host-to-device copy for all of the level's split parameters (layout in partition.cu).
+        info = cupy.asarray(np.concatenate([cum, seg[:, 0], *fields]))
+        rows = cupy.empty(total, dtype=cupy.uint32)
+        flags = cupy.empty(total + 1, dtype=cupy.int32)
+        flag_fn = _kernel("partition.cu", _PARTITION, f"partition_flags<{_tf(ell.is_dense)}>")
+        _launch_1d(flag_fn, total, (ell.words, np.int32(ell.bits), np.int32(ell.row_stride),
+                                    np.uint32(ell.null_symbol), plan.ptrs, part.ridx, info, np.int32(k),
+                                    np.int64(total), rows, flags))
+        scan = cupy.cumsum(flags, dtype=cupy.int32)
+        scatter_fn = _kernel("partition.cu", _PARTITION, "partition_scatter")
+        _launch_1d(scatter_fn, total, (rows, scan, info, np.int32(k), np.int64(total), part.ridx, part.positions))
+        n_left = np.diff(to_host(scan[info[: k + 1]]).astype(np.int64))  # the level's one sync
+    else:
+        n_left = np.zeros(k, dtype=np.int64)
+    left_ids, right_ids = fields[3], fields[4]
+    for i in range(k):
+        start, count = int(seg[i, 0]), int(seg[i, 1])
+        nl = int(n_left[i])
+        del part.segments[int(nids[i])]
+        part.segments[int(left_ids[i])] = (start, nl)
+        part.segments[int(right_ids[i])] = (start + nl, count - nl)
+
+
+# --------------------------------------------------------------------------- histograms
+def _tiles(seg: np.ndarray, n_groups: int, width: int) -> np.ndarray:
+    """(n_tiles, 3) int64 rows of (build-node slot, first ridx slot, rows): each node's
+    segment cut into runs sized so the launch has about _BLOCKS_PER_SM blocks per SM."""
+    starts, counts = seg[:, 0], seg[:, 1]
+    target = _BLOCKS_PER_SM * _sm_count(cupy.cuda.runtime.getDevice())
+    tiles_wanted = max(1, -(-target // max(1, n_groups)))
+    tile_rows = max(_MIN_TILE_ROWS, -(-int(counts.sum()) // tiles_wanted))
+    # The kernel counts a tile's (row, slot) items in 32 bits.
+    tile_rows = max(1, min(tile_rows, (2**31 - 1) // max(1, width)))
+    per_node = -(-counts // tile_rows)
+    slot = np.repeat(np.arange(len(counts), dtype=np.int64), per_node)
+    j = np.arange(int(per_node.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_node) - per_node, per_node)
+    begin = starts[slot] + j * tile_rows
+    rows = np.minimum(tile_rows, starts[slot] + counts[slot] - begin)
+    return np.stack([slot, begin, rows], axis=1)
+
+
+def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
+    """(len(build_nodes), total_bins, 2) int64 fixed-point gradient sums per bin of each node.
+
+    No device sync: the launch is sized from the host's segments.
+    """
+    k = len(build_nodes)
+    total_bins = int(ell.cuts.total_bins)
+    hist = cupy.zeros((k, total_bins, 2), dtype=cupy.int64)
+    if k == 0 or ell.n_features == 0:
+        return hist
+    plan = _plan(ell)
+    shared, single, max_bins, max_width = plan.groups(SHARED_BUDGET_BYTES)
+    n_groups = shared.shape[0] + single.shape[0]
+    width = max(max_width, 1) if ell.is_dense else ell.row_stride
+    tiles = _tiles(_segments_of(part, build_nodes), n_groups, width)
+    if tiles.shape[0] == 0:
+        return hist
+    tiles_d = cupy.asarray(tiles)
+    gpair = cupy.ascontiguousarray(gpair_native, dtype=cupy.int64)
+    dense = _tf(ell.is_dense)
+    common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
+              part.ridx, gpair, tiles_d)
+    if shared.shape[0]:
+        fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
+        smem = max_bins * _BIN_BYTES
+        if smem > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem
+        fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,), common + (shared, np.int32(total_bins), hist),
+           shared_mem=smem)
+    if single.shape[0]:
+        fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
+        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,), common + (single, np.int32(total_bins), hist))
+    return hist
+
+
+def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
+    """Best split of each node (see split.evaluate_splits), from int64 histograms.
+
+    kernels/split.cu computes exactly what split.evaluate_splits computes, with
+    one device sync (the records) instead of several; USE_SPLIT_KERNEL = False
+    selects the array-operation reference on the device instead.
+    """
+    arrays = _cuts_arrays(cuts)
+    k = hist.shape[0]
+    n_features = len(arrays.host[0]) - 1
+    if not USE_SPLIT_KERNEL or k == 0 or n_features == 0 or hist.dtype != cupy.int64:
+        ptrs, values, min_values = arrays.host
+        return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask)
+    ptrs, values, min_values = arrays.device
+    hist = cupy.ascontiguousarray(hist)
+    parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
+    if feature_mask is None:
+        mask = cupy.ones(n_features, dtype=cupy.uint8)
+    else:
+        mask = cupy.asarray(feature_mask).astype(cupy.uint8)
+    records = cupy.empty(k * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
+    left = cupy.empty((k, 2), dtype=cupy.int64)
+    right = cupy.empty((k, 2), dtype=cupy.int64)
+    scale = np.asarray(to_host(scale), dtype=np.float64)
+    fn = _kernel("split.cu", _SPLIT, "evaluate_splits")
+    fn((k,), (_SPLIT_THREADS,), (
+        hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
+        mask, np.float64(scale[0]), np.float64(scale[1]), np.float64(params.reg_lambda),
+        np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
+        records, left, right,
+    ))
+    return to_host(records).view(SPLIT_DTYPE), left, right
+
+
+# --------------------------------------------------------------------------- prediction
+def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
+    """Add the leaf values of every tree to out (float32), tree after tree.
+
+    X: (n_rows, n_features) float32; nodes: PREDICT_NODE_DTYPE of all trees
+    concatenated (host), tree t owning nodes[tree_offsets[t]:tree_offsets[t+1]].
+    A value goes left when it is < threshold; a missing one takes default_left.
+    """
+    if out.dtype != cupy.float32:
+        raise TypeError(f"predict_margin adds into a float32 array, got {out.dtype}")
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    n_rows, n_features = X.shape
+    offsets = np.asarray(to_host(tree_offsets), dtype=np.int32).ravel()
+    n_trees = offsets.size - 1
+    if n_rows == 0 or n_trees <= 0:
+        return out
+    # cupy has no structured dtypes: the records travel as bytes and the kernel
+    # reads them as PredictNode (kernels/common.cuh).
+    node_bytes = cupy.asarray(np.ascontiguousarray(to_host(nodes), dtype=PREDICT_NODE_DTYPE).view(np.uint8))
+    acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
+    fn = _kernel("predict.cu", _PREDICT, "predict_margin")
+    _launch_1d(fn, n_rows, (X, np.int64(n_rows), np.int32(n_features), node_bytes, cupy.asarray(offsets),
+                            np.int32(n_trees), np.float32(missing), acc))
+    if acc is not out:
+        out[...] = acc
+    return out

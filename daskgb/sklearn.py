@@ -1,0 +1,374 @@
+"""In-process scikit-learn style estimators: GBRegressor and GBClassifier (binary).
+
+Thin front ends: each translates its arguments into an XGBoost-style parameter
+dict, builds QuantileMatrix objects and calls ``daskgb.train``; no algorithm
+lives here. Parameter names follow XGBoost's XGBRegressor / XGBClassifier.
+scikit-learn is not a runtime dependency: get_params / set_params introspect
+``__init__`` as sklearn.base.BaseEstimator does, so ``sklearn.base.clone``,
+grid search and pipelines work, but nothing here imports scikit-learn except
+``__sklearn_tags__``, which only scikit-learn itself calls.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from .backend import array_module, to_host
+
+__all__ = ["GBRegressor", "GBClassifier", "NotFittedError"]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """The estimator is used before fit (the same bases as scikit-learn's NotFittedError)."""
+
+
+class _GBModel:
+    """Parameters, fit and the scikit-learn protocol shared by both estimators."""
+
+    def __init__(
+        self,
+        *,
+        n_estimators=100,
+        max_depth=6,
+        learning_rate=0.3,
+        min_child_weight=1,
+        reg_lambda=1,
+        reg_alpha=0,
+        gamma=0,
+        max_delta_step=0,
+        max_bin=256,
+        base_score=None,
+        objective=None,
+        eval_metric=None,
+        device="auto",
+        missing=np.nan,
+        random_state=0,
+        **kwargs,
+    ):
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_child_weight = min_child_weight
+        self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
+        self.gamma = gamma
+        self.max_delta_step = max_delta_step
+        self.max_bin = max_bin
+        self.base_score = base_score
+        self.objective = objective
+        self.eval_metric = eval_metric
+        self.device = device
+        self.missing = missing
+        self.random_state = random_state
+        # Extra XGBoost parameters, passed to train() as they are (XGBoost's
+        # sklearn wrapper does the same); train() rejects unknown ones.
+        self.kwargs = kwargs
+
+    # -- scikit-learn parameter protocol ---------------------------------
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        # A subclass __init__ may name only what it changes (objective) and pass
+        # the rest on through **kwargs, so collect names along the MRO.
+        names: dict[str, None] = {}
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            for p in inspect.signature(init).parameters.values():
+                if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                    names.setdefault(p.name)
+        return sorted(names)
+
+    def get_params(self, deep=True):
+        """The constructor arguments, extra XGBoost parameters (kwargs) included."""
+        params = {name: getattr(self, name) for name in self._param_names()}
+        params.update(self.kwargs)
+        return params
+
+    def set_params(self, **params):
+        """Set constructor arguments; any other name becomes an extra XGBoost parameter."""
+        names = set(self._param_names())
+        for key, value in params.items():
+            if key in names:
+                setattr(self, key, value)
+            else:
+                self.kwargs[key] = value
+        return self
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import ClassifierTags, RegressorTags, Tags, TargetTags
+
+        tags = Tags(estimator_type=self._estimator_type, target_tags=TargetTags(required=True))
+        if self._estimator_type == "classifier":
+            tags.classifier_tags = ClassifierTags(multi_class=False)
+        else:
+            tags.regressor_tags = RegressorTags()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags
+
+    def __repr__(self):
+        defaults = {
+            p.name: p.default
+            for klass in reversed(type(self).__mro__)
+            if "__init__" in klass.__dict__
+            for p in inspect.signature(klass.__dict__["__init__"]).parameters.values()
+            if p.default is not inspect.Parameter.empty
+        }
+        changed = []
+        for key, value in self.get_params().items():
+            default = defaults.get(key, inspect.Parameter.empty)
+            if key in defaults and (value is default or _both_nan(value, default) or _equal(value, default)):
+                continue
+            changed.append(f"{key}={value!r}")
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    # -- training ----------------------------------------------------------
+
+    def _train_params(self) -> dict:
+        from .params import ALIASES
+
+        params = {
+            "objective": self.objective if self.objective is not None else self._default_objective,
+            "learning_rate": self.learning_rate,
+            "max_depth": self.max_depth,
+            "min_child_weight": self.min_child_weight,
+            "reg_lambda": self.reg_lambda,
+            "reg_alpha": self.reg_alpha,
+            "gamma": self.gamma,
+            "max_delta_step": self.max_delta_step,
+            "max_bin": self.max_bin,
+            "device": self.device,
+            "seed": self.random_state,
+        }
+        if self.base_score is not None:
+            params["base_score"] = self.base_score
+        if self.eval_metric is not None:
+            params["eval_metric"] = self.eval_metric
+        canonical = {ALIASES.get(k, k): k for k in params}
+        for key, value in self.kwargs.items():
+            name = ALIASES.get(key, key)
+            if name in canonical:
+                raise ValueError(
+                    f"{key!r} is the same parameter as {canonical[name]!r}; "
+                    f"pass {canonical[name]}= to {type(self).__name__} instead"
+                )
+            params[key] = value
+        return params
+
+    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False):
+        """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs."""
+        from . import QuantileMatrix, train
+
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        params = self._train_params()
+        y_train = self._fit_labels(y)
+        dtrain = QuantileMatrix(
+            X, y_train, weight=sample_weight, missing=self.missing, max_bin=self.max_bin, device=self.device
+        )
+        eval_set = list(eval_set or ())
+        if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
+            raise ValueError(
+                f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
+                f"eval_set has {len(eval_set)}"
+            )
+        evals = []
+        for i, (X_eval, y_eval) in enumerate(eval_set):
+            weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            # ref= the training matrix: eval rows are binned with the training cuts.
+            deval = QuantileMatrix(
+                X_eval,
+                self._eval_labels(y_eval),
+                weight=weight,
+                missing=self.missing,
+                max_bin=self.max_bin,
+                ref=dtrain,
+                device=self.device,
+            )
+            evals.append((deval, f"validation_{i}"))
+        evals_result: dict = {}
+        self._Booster = train(
+            params,
+            dtrain,
+            num_boost_round=self.n_estimators,
+            evals=evals,
+            verbose_eval=verbose,
+            evals_result=evals_result,
+        )
+        self.evals_result_ = evals_result
+        self.n_features_in_ = dtrain.n_features
+        if hasattr(X, "columns") and dtrain.feature_names is not None:  # a dataframe
+            self.feature_names_in_ = np.asarray(dtrain.feature_names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        return self
+
+    # -- fitted state ------------------------------------------------------
+
+    def _check_fitted(self):
+        if getattr(self, "_Booster", None) is None:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def __sklearn_is_fitted__(self):
+        return getattr(self, "_Booster", None) is not None
+
+    def get_booster(self):
+        """The trained daskgb.Booster."""
+        self._check_fitted()
+        return self._Booster
+
+    def evals_result(self) -> dict:
+        """{'validation_<i>': {metric: [value per round]}} for each eval_set entry of fit."""
+        self._check_fitted()
+        return self.evals_result_
+
+    @property
+    def feature_importances_(self):
+        """Gain importance per feature, normalised to sum to 1 (zeros if no tree splits)."""
+        booster = self.get_booster()
+        scores = booster.get_score(importance_type="gain")
+        n = booster.num_features
+        names = booster.feature_names or [f"f{i}" for i in range(n)]
+        values = np.array([scores.get(name, 0.0) for name in names], dtype=np.float32)
+        total = values.sum()
+        return values / total if total > 0 else values
+
+    def _margin_or_value(self, X, output_margin=False, iteration_range=None):
+        self._check_fitted()
+        kwargs = {"output_margin": output_margin}
+        if not _both_nan(float(self.missing), np.nan):
+            kwargs["missing"] = self.missing
+        if iteration_range is not None:
+            kwargs["iteration_range"] = iteration_range
+        return self._Booster.predict(X, **kwargs)
+
+
+class GBRegressor(_GBModel):
+    """Gradient-boosted trees for regression (XGBoost's XGBRegressor parameters)."""
+
+    _estimator_type = "regressor"
+    _default_objective = "reg:squarederror"
+
+    def __init__(self, *, objective="reg:squarederror", **kwargs):
+        super().__init__(objective=objective, **kwargs)
+
+    def _fit_labels(self, y):
+        return y
+
+    def _eval_labels(self, y):
+        return y
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Predicted values (numpy, or cupy for cupy input)."""
+        return self._margin_or_value(X, output_margin, iteration_range)
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R² of predict(X) against y."""
+        y_true = _host_1d(y).astype(np.float64)
+        y_pred = to_host(self.predict(X)).astype(np.float64)
+        w = np.ones_like(y_true) if sample_weight is None else _host_1d(sample_weight).astype(np.float64)
+        residual = np.sum(w * (y_true - y_pred) ** 2)
+        total = np.sum(w * (y_true - np.average(y_true, weights=w)) ** 2)
+        if total == 0.0:  # constant y: scikit-learn's r2_score convention
+            return 1.0 if residual == 0.0 else 0.0
+        return float(1.0 - residual / total)
+
+
+class GBClassifier(_GBModel):
+    """Gradient-boosted trees for binary classification (XGBoost's XGBClassifier parameters).
+
+    Any two distinct labels (0/1, -1/1, strings, ...) are accepted: they are encoded
+    as 0 and 1 in sorted order (``classes_``) and predict returns the original labels.
+    """
+
+    _estimator_type = "classifier"
+    _default_objective = "binary:logistic"
+
+    def __init__(self, *, objective="binary:logistic", **kwargs):
+        super().__init__(objective=objective, **kwargs)
+
+    def _fit_labels(self, y):
+        objective = self.objective if self.objective is not None else self._default_objective
+        if objective not in ("binary:logistic", "reg:logistic"):
+            raise ValueError(
+                f"GBClassifier needs a probability objective (binary:logistic or reg:logistic), got {objective!r}"
+            )
+        y_host = _host_1d(y)
+        if y_host.dtype.kind == "f" and not np.all(np.isfinite(y_host)):
+            raise ValueError("label y contains NaN or inf")
+        classes = np.unique(y_host)
+        if len(classes) > 2:
+            raise ValueError(
+                f"y has {len(classes)} classes; GBClassifier supports binary labels only "
+                "(multiclass is not supported yet)"
+            )
+        if len(classes) == 0:
+            raise ValueError("y is empty: no labels to train on")
+        if len(classes) == 1:
+            raise ValueError(f"y has a single class ({classes[0]!r}); GBClassifier needs two")
+        self.classes_ = classes
+        self.n_classes_ = 2
+        return self._encode(y, y_host)
+
+    def _eval_labels(self, y):
+        y_host = _host_1d(y)
+        unseen = np.setdiff1d(np.unique(y_host), self.classes_)
+        if len(unseen):
+            raise ValueError(f"eval_set labels {unseen.tolist()} are not among the training classes {self.classes_.tolist()}")
+        return self._encode(y, y_host)
+
+    def _encode(self, y, y_host):
+        encoded = np.searchsorted(self.classes_, y_host).astype(np.float32)
+        xp = array_module(y)
+        return encoded if xp is np else xp.asarray(encoded)
+
+    def predict_proba(self, X, iteration_range=None):
+        """(n, 2) array: columns P(classes_[0]), P(classes_[1])."""
+        p = self._margin_or_value(X, False, iteration_range)
+        xp = array_module(p)
+        return xp.stack([1.0 - p, p], axis=1)
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Predicted labels (from classes_), or raw margins with output_margin=True."""
+        p = self._margin_or_value(X, output_margin, iteration_range)
+        if output_margin:
+            return p
+        index = (p > 0.5).astype(np.int64)
+        xp = array_module(index)
+        if xp is not np and self.classes_.dtype.kind in "biuf":
+            return xp.asarray(self.classes_)[index]
+        return self.classes_[to_host(index)]
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of predict(X) against y (weighted by sample_weight if given)."""
+        correct = (to_host(self.predict(X)) == _host_1d(y)).astype(np.float64)
+        if sample_weight is None:
+            return float(correct.mean())
+        return float(np.average(correct, weights=_host_1d(sample_weight)))
+
+
+def _host_1d(a) -> np.ndarray:
+    """A 1-D numpy array from a list, numpy, pandas or cupy vector."""
+    if hasattr(a, "to_numpy"):
+        a = a.to_numpy()
+    a = to_host(a)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1:
+        raise ValueError(f"expected a 1-D label or weight vector, got shape {a.shape}")
+    return a
+
+
+def _both_nan(a, b) -> bool:
+    return isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b)
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # arrays and odd types: treat as changed
+        return False

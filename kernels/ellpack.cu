@@ -1,0 +1,101 @@
+// Quantisation and bit packing of ELLPACK pages (daskgb/ellpack.py; numpy_backend.pack_dense / pack_csr).
+//
+// One thread builds one uint32 output word: it bins every entry whose bit field
+// overlaps the word and ORs the fields in. An entry straddling two words is binned
+// by both threads, so no word is written twice and packing needs no atomics.
+#include "common.cuh"
+
+// First index of values[0:n] strictly greater than v (upper bound), clamped to the
+// feature's last bin: numpy_backend.bin_dense / XGBoost's SearchBin.
+__device__ __forceinline__ uint32_t search_bin(const float* __restrict__ values, int n, float v) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    int mid = (lo + hi) >> 1;
+    if (values[mid] > v) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return (uint32_t)(lo < n - 1 ? lo : n - 1);
+}
+
+// Word w of the packed stream of n_entries symbols, symbol i given by symbol_at(i).
+template <class SymbolAt>
+__device__ __forceinline__ uint32_t pack_word(unsigned long long w, unsigned long long n_entries, int bits,
+                                              SymbolAt symbol_at) {
+  const unsigned long long word_begin = w * 32ull;
+  if (n_entries == 0) return 0u;
+  unsigned long long first = word_begin / (unsigned long long)bits;
+  unsigned long long last = (word_begin + 31ull) / (unsigned long long)bits;
+  if (last >= n_entries) last = n_entries - 1;
+  uint32_t word = 0u;
+  for (unsigned long long i = first; i <= last && i < n_entries; ++i) {
+    unsigned long long sym = symbol_at(i);
+    long long shift = (long long)(i * (unsigned long long)bits) - (long long)word_begin;
+    // shift lies in (-bits, 32): a field that begins in the previous word
+    // contributes its high bits, one that begins here its low bits.
+    word |= (uint32_t)(shift >= 0 ? (sym << shift) : (sym >> (-shift)));
+  }
+  return word;
+}
+
+struct DenseBins {
+  const float* X;
+  int n_features;
+  const int32_t* ptrs;
+  const float* values;
+  float missing;
+  uint32_t null_symbol;
+
+  __device__ __forceinline__ uint32_t operator()(unsigned long long i) const {
+    float v = X[i];
+    // With missing == NaN the equality is always false, so one test covers both cases.
+    if (isnan(v) || v == missing) return null_symbol;
+    int f = (int)(i % (unsigned long long)n_features);
+    int lo = ptrs[f];
+    return search_bin(values + lo, ptrs[f + 1] - lo, v);
+  }
+};
+
+struct SymbolArray {
+  const uint32_t* symbols;
+  __device__ __forceinline__ uint32_t operator()(unsigned long long i) const { return symbols[i]; }
+};
+
+// Quantise a row-major (n_rows, n_features) float32 matrix and pack it (dense layout).
+// Launch: one thread per output word, any 1-D shape.
+__global__ void pack_dense(const float* __restrict__ X, unsigned long long n_entries, int n_features,
+                           const int32_t* __restrict__ ptrs, const float* __restrict__ values, float missing,
+                           uint32_t null_symbol, int bits, uint32_t* __restrict__ words,
+                           unsigned long long n_words) {
+  DenseBins bins{X, n_features, ptrs, values, missing, null_symbol};
+  for (unsigned long long w = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; w < n_words;
+       w += (unsigned long long)gridDim.x * blockDim.x) {
+    words[w] = pack_word(w, n_entries, bits, bins);
+  }
+}
+
+// Pack a flat array of symbols already computed (sparse layout).
+// Launch: one thread per output word, any 1-D shape.
+__global__ void pack_symbols(const uint32_t* __restrict__ symbols, unsigned long long n_entries, int bits,
+                             uint32_t* __restrict__ words, unsigned long long n_words) {
+  SymbolArray src{symbols};
+  for (unsigned long long w = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; w < n_words;
+       w += (unsigned long long)gridDim.x * blockDim.x) {
+    words[w] = pack_word(w, n_entries, bits, src);
+  }
+}
+
+// Global bin of each (feature, value) entry of a CSR matrix; values are not missing.
+// Launch: one thread per entry, any 1-D shape.
+__global__ void bin_entries(const int32_t* __restrict__ features, const float* __restrict__ vals,
+                            unsigned long long n, const int32_t* __restrict__ ptrs,
+                            const float* __restrict__ values, uint32_t* __restrict__ out) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    int f = features[i];
+    int lo = ptrs[f];
+    out[i] = (uint32_t)lo + search_bin(values + lo, ptrs[f + 1] - lo, vals[i]);
+  }
+}

@@ -1,0 +1,192 @@
+// Best split of each node from its int64 fixed-point histogram (cupy_backend.evaluate_splits).
+//
+// The same candidates, arithmetic and choice as split.evaluate_splits, the reference:
+// gradient sums are exact int64 scans turned into double by one multiply; each
+// child's gain is computed in double and rounded to float as split.child_gain does;
+// the loss change is float. Candidates are ranked as that function's argmax ranks
+// them: the largest loss change, ties to the earliest in its visiting order
+// (features in order; within a feature the forward scan over bins 0..n-1, then the
+// backward scan over bins n-1..0).
+#include "common.cuh"
+
+struct SplitParamsD {  // split.SplitParams: float32 values, promoted to double
+  double reg_lambda, reg_alpha, min_child_weight, max_delta_step;
+};
+
+// -inf without <cmath> (NVRTC has no standard headers).
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+__device__ __forceinline__ double threshold_l1(double g, double alpha) {
+  return g > alpha ? g - alpha : (g < -alpha ? g + alpha : 0.0);
+}
+
+// split.calc_weight
+__device__ __forceinline__ float calc_weight(double G, double H, const SplitParamsD& p) {
+  const bool ok = H >= p.min_child_weight && H > 0.0;
+  const double denom = ok ? H + p.reg_lambda : 1.0;
+  double w = -threshold_l1(G, p.reg_alpha) / denom;
+  if (p.max_delta_step != 0.0 && fabs(w) > p.max_delta_step) w = copysign(p.max_delta_step, w);
+  return ok ? (float)w : 0.0f;
+}
+
+// split.child_gain
+__device__ __forceinline__ float child_gain(double G, double H, const SplitParamsD& p) {
+  if (!(H > 0.0)) return 0.0f;
+  if (p.max_delta_step == 0.0) {
+    const double t = threshold_l1(G, p.reg_alpha);
+    return (float)(t * t / (H + p.reg_lambda));
+  }
+  const float w = calc_weight(G, H, p);
+  const float g32 = (float)G, h32 = (float)H;
+  const float lam = (float)p.reg_lambda, alpha = (float)p.reg_alpha;
+  return -((2.0f * g32 * w + (h32 + lam) * w * w) + 2.0f * alpha * fabsf(w));
+}
+
+// One candidate: its loss change and where it lies in the visiting order.
+struct Candidate {
+  float loss;
+  int feature;
+  int order;  // forward bin b: b; backward bin b: n_bins + (n_bins - 1 - b)
+  long long left_g, left_h, right_g, right_h;
+
+  __device__ __forceinline__ bool beats(const Candidate& o) const {
+    if (loss != o.loss) return loss > o.loss;
+    return feature != o.feature ? feature < o.feature : order < o.order;
+  }
+};
+
+__device__ __forceinline__ Candidate shfl_down(const Candidate& c, int delta) {
+  Candidate o;
+  o.loss = __shfl_down_sync(0xffffffffu, c.loss, delta);
+  o.feature = __shfl_down_sync(0xffffffffu, c.feature, delta);
+  o.order = __shfl_down_sync(0xffffffffu, c.order, delta);
+  o.left_g = __shfl_down_sync(0xffffffffu, c.left_g, delta);
+  o.left_h = __shfl_down_sync(0xffffffffu, c.left_h, delta);
+  o.right_g = __shfl_down_sync(0xffffffffu, c.right_g, delta);
+  o.right_h = __shfl_down_sync(0xffffffffu, c.right_h, delta);
+  return o;
+}
+
+// Loss change of a split into (left, right), or -inf where split.evaluate_splits
+// rejects it (a child below min_child_weight, or a non-finite loss change).
+__device__ __forceinline__ float loss_change(long long lg, long long lh, long long rg, long long rh, double scale_g,
+                                             double scale_h, float root_gain, const SplitParamsD& p) {
+  const double dlg = (double)lg * scale_g, dlh = (double)lh * scale_h;
+  const double drg = (double)rg * scale_g, drh = (double)rh * scale_h;
+  const float gain = child_gain(dlg, dlh, p) + child_gain(drg, drh, p);
+  const float loss = gain - root_gain;
+  const bool ok = dlh >= p.min_child_weight && drh >= p.min_child_weight && isfinite(loss);
+  return ok ? loss : neg_inf();
+}
+
+constexpr int kSplitThreads = 256;
+constexpr int kSplitWarps = kSplitThreads / 32;
+
+// hist: (k, total_bins, 2) int64; parent: (k, 2) int64; feature_mask: (n_features,) uint8.
+// out: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen children (zero
+// where no split was found), as split.evaluate_splits returns them.
+// Launch: grid (k,), block (kSplitThreads,): one block per node, one warp per feature.
+__global__ void evaluate_splits(const long long* __restrict__ hist, const long long* __restrict__ parent,
+                                int total_bins, const int32_t* __restrict__ ptrs, int n_features,
+                                const float* __restrict__ cut_values, int n_cut_values,
+                                const float* __restrict__ min_values, const uint8_t* __restrict__ feature_mask,
+                                double scale_g, double scale_h, double reg_lambda, double reg_alpha,
+                                double min_child_weight, double max_delta_step, SplitRecord* __restrict__ out,
+                                long long* __restrict__ left_out, long long* __restrict__ right_out) {
+  const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
+  const int node = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const long long pg = parent[2 * node], ph = parent[2 * node + 1];
+  const float root_gain = child_gain((double)pg * scale_g, (double)ph * scale_h, p);
+  const long long* h = hist + (long long)node * total_bins * 2;
+
+  // What argmax returns when every candidate is -inf: the first one.
+  Candidate best{neg_inf(), 0, 0, 0, 0, 0, 0};
+  for (int f = warp; f < n_features; f += kSplitWarps) {
+    if (!feature_mask[f]) continue;  // all of its candidates are -inf: none can win
+    const int lo = ptrs[f];
+    const int n_bins = ptrs[f + 1] - lo;
+    long long tg = 0, th = 0;
+    for (int b = lane; b < n_bins; b += 32) {
+      tg += h[2 * (lo + b)];
+      th += h[2 * (lo + b) + 1];
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+      tg += __shfl_xor_sync(0xffffffffu, tg, d);
+      th += __shfl_xor_sync(0xffffffffu, th, d);
+    }
+    const bool has_missing = tg != pg || th != ph;
+    long long carry_g = 0, carry_h = 0;  // sums of the bins before this chunk
+    for (int base = 0; base < n_bins; base += 32) {
+      const int b = base + lane;
+      const long long vg = b < n_bins ? h[2 * (lo + b)] : 0;
+      const long long vh = b < n_bins ? h[2 * (lo + b) + 1] : 0;
+      long long sg = vg, sh = vh;  // inclusive scan across the warp
+      for (int d = 1; d < 32; d <<= 1) {
+        const long long ug = __shfl_up_sync(0xffffffffu, sg, d);
+        const long long uh = __shfl_up_sync(0xffffffffu, sh, d);
+        if (lane >= d) {
+          sg += ug;
+          sh += uh;
+        }
+      }
+      const long long fg = carry_g + sg, fh = carry_h + sh;  // bins 0..b
+      carry_g += __shfl_sync(0xffffffffu, sg, 31);
+      carry_h += __shfl_sync(0xffffffffu, sh, 31);
+      if (b >= n_bins) continue;
+      // Forward: missing goes right.
+      Candidate c{loss_change(fg, fh, pg - fg, ph - fh, scale_g, scale_h, root_gain, p), f, b, fg, fh, pg - fg,
+                  ph - fh};
+      if (c.beats(best)) best = c;
+      if (has_missing) {
+        // Backward: bins b..n-1 (and no missing) go right, missing goes left.
+        const long long bg = tg - fg + vg, bh = th - fh + vh;
+        Candidate cb{loss_change(pg - bg, ph - bh, bg, bh, scale_g, scale_h, root_gain, p), f,
+                     n_bins + (n_bins - 1 - b), pg - bg, ph - bh, bg, bh};
+        if (cb.beats(best)) best = cb;
+      }
+    }
+  }
+
+  for (int d = 16; d > 0; d >>= 1) {
+    const Candidate o = shfl_down(best, d);
+    if (o.beats(best)) best = o;
+  }
+  __shared__ Candidate per_warp[kSplitWarps];
+  if (lane == 0) per_warp[warp] = best;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  best = per_warp[0];
+  for (int w = 1; w < kSplitWarps; ++w) {
+    if (per_warp[w].beats(best)) best = per_warp[w];
+  }
+
+  const int f = best.feature;
+  const int n_bins = ptrs[f + 1] - ptrs[f];
+  const bool backward = best.order >= n_bins;
+  const int b = backward ? n_bins - 1 - (best.order - n_bins) : best.order;
+  const int last_left_bin = backward ? b - 1 : b;
+  const bool found = best.loss > 0.0f;
+  SplitRecord r;
+  r.left_grad = found ? (double)best.left_g * scale_g : 0.0;
+  r.left_hess = found ? (double)best.left_h * scale_h : 0.0;
+  r.right_grad = found ? (double)best.right_g * scale_g : 0.0;
+  r.right_hess = found ? (double)best.right_h * scale_h : 0.0;
+  r.gain = found ? best.loss : 0.0f;
+  if (last_left_bin >= 0) {
+    const int i = ptrs[f] + last_left_bin;
+    r.threshold = cut_values[i < n_cut_values - 1 ? i : n_cut_values - 1];
+  } else {
+    r.threshold = min_values[f];
+  }
+  r.feature = found ? f : -1;
+  r.bin = last_left_bin;
+  r.default_left = backward ? 1 : 0;
+  r._pad = 0;
+  out[node] = r;
+  left_out[2 * node] = found ? best.left_g : 0;
+  left_out[2 * node + 1] = found ? best.left_h : 0;
+  right_out[2 * node] = found ? best.right_g : 0;
+  right_out[2 * node + 1] = found ? best.right_h : 0;
+}

@@ -1,0 +1,20 @@
+"""Test configuration: tests marked ``gpu`` are skipped where CuPy sees no GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    # get_closest_marker, not `"gpu" in item.keywords`: keywords also hold test names and
+    # parameter ids, so a test parametrised with device="gpu" would be skipped too.
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    from daskgb.backend import cuda_available
+
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (CuPy is not installed or sees none)")
+    for item in gpu_items:
+        item.add_marker(skip)
