@@ -402,7 +402,13 @@ def xgboost_layout(c: Cuts):
 def assert_matches_xgboost(c: Cuts, xgb_cut):
     indptr, values = xgboost_layout(c)
     np.testing.assert_array_equal(np.asarray(xgb_cut[0], dtype=np.int64), indptr)
-    np.testing.assert_array_equal(np.asarray(xgb_cut[1]), values)
+    expected = np.asarray(xgb_cut[1])
+    # xgboost >= 3.3 reports each feature's leading min value as -inf rather than the
+    # value it splits with; every real cut must still match bit for bit.
+    first = indptr[:-1][np.diff(indptr) > 0]
+    hidden = np.zeros(expected.size, dtype=bool)
+    hidden[first] = np.isneginf(expected[first])
+    np.testing.assert_array_equal(expected[~hidden], values[~hidden])
 
 
 @pytest.mark.parametrize("seed", range(4))
