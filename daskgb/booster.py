@@ -124,7 +124,7 @@ class Booster:
     def _predict_matrix(self, m: QuantileMatrix, output_margin: bool, start: int, end: int):
         if m.n_features != self.n_features:
             raise ValueError(f"the model was trained on {self.n_features} features, the data has {m.n_features}")
-        cuts_ok = getattr(self, "_train_cuts_id", None) == m._cuts_id
+        cuts_ok = getattr(self, "_train_cuts_token", None) == m.cuts_token
         if not cuts_ok:
             raise ValueError("a QuantileMatrix can be predicted only with the cuts the model was trained on "
                              "(build it with ref=the training matrix); pass the raw features instead")
@@ -180,6 +180,8 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
     Valid only for matrices binned with the training cuts; it reuses the row
     partition step of training, one level at a time.
     """
+    if ell.n_rows == 0:
+        return
     part = backend.new_partition(ell.n_rows)
     internal = np.flatnonzero(~tree.is_leaf)
     for depth in range(int(tree.depth.max()) + 1 if tree.n_nodes else 0):
@@ -230,10 +232,15 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     obj.check_labels(xp, dtrain.label)
     for m, _ in evals:
         obj.check_labels(xp, m.on(device).label)
-    base_score = p.base_score if p.base_score is not None else obj.estimate_base_score(xp, dtrain.label, dtrain.weight)
+    if p.base_score is not None:
+        base_score = p.base_score
+    else:
+        num, den = obj.base_score_sums(xp, dtrain.label, dtrain.weight)
+        num, den = comm.allreduce(np.array([num, den], dtype=np.float64))
+        base_score = num / den
     base_score = float(np.float32(base_score))
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
-    booster._train_cuts_id = dtrain._cuts_id
+    booster._train_cuts_token = dtrain.cuts_token
     metrics = p.eval_metric or [obj.default_metric]
 
     def initial_margin(m):
@@ -252,10 +259,19 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         history[name] = {k: [] for k in metrics}
 
     every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
+    if comm.rank != 0:
+        every = 0
+    ell = dtrain.ellpack
+    # Every worker must sum the root the same way, so the choice is made for all at once.
+    root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
     for it in range(num_boost_round):
         gpair = obj.gradient(xp, margin, dtrain.label, dtrain.weight)
-        gnative, scale = backend.prepare_gradients(gpair)
-        tree, positions = grow_tree(backend, dtrain.ellpack, gnative, scale, p, comm)
+        abs_sum = None
+        if comm.world_size > 1:
+            # The fixed-point scale must be the same on every worker: size it from global sums.
+            abs_sum = comm.allreduce(to_host(xp.abs(gpair).sum(axis=0, dtype=xp.float64)))
+        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
+        tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
         # Training margins come from the rows' final leaves: no re-prediction.
         margin += xp.asarray(tree.value)[positions]
         booster.trees.append(tree)
@@ -267,7 +283,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 add_tree_binned(backend, m.ellpack, tree, em)
             out = obj.transform(xp, em)
             for k in metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight)
+                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
         if every and eval_state and (it % every == 0 or it == num_boost_round - 1):

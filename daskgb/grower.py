@@ -14,8 +14,12 @@ from .split import calc_weight, split_is_applied
 from .tree import Tree, TreeBuilder
 
 
-def grow_tree(backend, ell, gpair, scale, params, comm) -> tuple[Tree, object]:
-    """Grow one tree; returns it and the leaf node id of every row (a backend array)."""
+def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool) -> tuple[Tree, object]:
+    """Grow one tree; returns it and the leaf node id of every row (a backend array).
+
+    root_from_bins: every worker's data is dense without missing values (see _root_sum);
+    the caller decides it once, for all workers alike.
+    """
     xp = backend.xp
     sp = params.split_params()
     eta = np.float32(params.learning_rate)
@@ -23,7 +27,7 @@ def grow_tree(backend, ell, gpair, scale, params, comm) -> tuple[Tree, object]:
     part = backend.new_partition(ell.n_rows)
 
     hist = comm.allreduce(backend.build_histograms(ell, gpair, part, [0]))
-    root_sum = _root_sum(backend, ell, gpair, hist, comm)
+    root_sum = _root_sum(backend, ell, gpair, hist, comm, root_from_bins)
     sums_d = to_host(root_sum.astype(xp.float64)) * scale
     builder = TreeBuilder()
     w = float(calc_weight(np, sums_d[0], sums_d[1], sp))
@@ -68,14 +72,15 @@ def grow_tree(backend, ell, gpair, scale, params, comm) -> tuple[Tree, object]:
     return builder.build(), part.positions
 
 
-def _root_sum(backend, ell, gpair, root_hist, comm):
+def _root_sum(backend, ell, gpair, root_hist, comm, from_bins: bool):
     """The root's gradient sums, summed as XGBoost sums them.
 
     With dense data and no missing values every row lands in exactly one bin of
-    feature 0, so the sum of those bins is the total (XGBoost's choice there);
-    otherwise the rows are summed and the sums reduced across workers.
+    feature 0, so the sum of those bins (already summed across workers) is the
+    total: XGBoost's choice there. Otherwise the rows are summed and the sums
+    reduced across workers.
     """
-    if ell.is_dense and not ell.has_missing and ell.n_features > 0:
+    if from_bins:
         lo, hi = 0, int(np.diff(to_host(ell.cuts.ptrs[:2]))[0])
         return backend.xp.cumsum(root_hist[0, lo:hi], axis=0)[-1]
     return comm.allreduce(backend.sum_gradients(gpair))

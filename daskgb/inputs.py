@@ -54,7 +54,7 @@ def _is_sparse(X) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
-def as_features(X, feature_names=None) -> Features:
+def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
     """Check and convert X (numpy, pandas, cupy, scipy/cupyx sparse, or array-like)."""
     names = None
     if X is None:
@@ -62,7 +62,7 @@ def as_features(X, feature_names=None) -> Features:
     if _is_sparse(X):
         csr = X.tocsr()
         n_rows, n_features = csr.shape
-        _check_shape(n_rows, n_features)
+        _check_shape(n_rows, n_features, allow_empty)
         if not np.issubdtype(np.dtype(csr.dtype), np.number) and csr.dtype != bool:
             raise ValueError(f"X has non-numeric dtype {csr.dtype}")
         xp = array_module(csr.data)
@@ -81,7 +81,7 @@ def as_features(X, feature_names=None) -> Features:
             raise ValueError(f"X has non-numeric dtype {arr.dtype}")
         if arr.ndim != 2:
             raise ValueError(f"X must be 2-dimensional (rows x features), got {arr.ndim} dimension(s)")
-        _check_shape(*arr.shape)
+        _check_shape(*arr.shape, allow_empty)
         arr = xp.ascontiguousarray(arr, dtype=xp.float32)
         f = Features(arr, n_rows=arr.shape[0], n_features=arr.shape[1])
     if feature_names is not None:
@@ -99,8 +99,8 @@ def _numeric_dtype(t) -> bool:
         return str(t).lower().startswith(("int", "uint", "float", "bool"))
 
 
-def _check_shape(n_rows: int, n_features: int) -> None:
-    if n_rows == 0:
+def _check_shape(n_rows: int, n_features: int, allow_empty: bool = False) -> None:
+    if n_rows == 0 and not allow_empty:
         raise ValueError("X has no rows")
     if n_features == 0:
         raise ValueError("X has no features (0 columns)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 
 from . import ellpack as _ellpack
@@ -17,18 +19,20 @@ class QuantileMatrix:
     marks missing entries besides NaN. The matrix is built on the device of X
     (cupy input: the GPU) unless ``device`` says otherwise, and moves to another
     device when training asks for it. ``ref`` reuses another matrix's cuts, as
-    eval sets must, so that both are binned alike.
+    eval sets must, so that both are binned alike. ``cuts`` (a sketch.Cuts) skips
+    sketching and bins with the given cuts: the Dask layer passes the cuts it
+    merged across workers.
     """
 
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
-                 feature_names=None, device=None):
+                 feature_names=None, device=None, *, cuts=None, _cuts_token=None, _allow_empty=False):
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
             missing = float(missing)
         except (TypeError, ValueError):
             raise ValueError(f"missing must be a number, got {missing!r}") from None
-        features = as_features(X, feature_names)
+        features = as_features(X, feature_names, allow_empty=_allow_empty)
         if device is None:
             device = "cuda" if array_module(features.data if features.is_sparse else features.dense) is not np else "cpu"
         device = resolve_device(device)
@@ -48,6 +52,8 @@ class QuantileMatrix:
         self.device = device
 
         features = features.to(xp)
+        if ref is not None and cuts is not None:
+            raise ValueError("give ref= or cuts=, not both")
         if ref is not None:
             if not isinstance(ref, QuantileMatrix):
                 raise ValueError("ref must be a QuantileMatrix")
@@ -57,14 +63,22 @@ class QuantileMatrix:
             self.max_bin = ref.max_bin
             if self.feature_names is None:
                 self.feature_names = ref.feature_names
+            token = ref.cuts_token
+        elif cuts is not None:
+            if cuts.n_features != self.n_features:
+                raise ValueError(f"cuts are for {cuts.n_features} features, this data has {self.n_features}")
+            cuts = cuts.to(xp)
+            token = _cuts_token or uuid.uuid4().hex
         else:
             cuts = _make_cuts(features, self.weight, missing, self.max_bin)
+            token = uuid.uuid4().hex
+        # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
+        self.cuts_token = token
         if features.is_sparse:
             self.ellpack = _ellpack.from_csr(backend, features.indptr, features.indices, features.data, n, cuts,
                                              missing)
         else:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
-        self._cuts_id = ref._cuts_id if ref is not None else id(self)
         self._on = {device: self}
 
     @property
@@ -73,7 +87,7 @@ class QuantileMatrix:
 
     def shares_cuts_with(self, other: "QuantileMatrix") -> bool:
         """True when both matrices were binned with the same cuts (one built with ref= the other)."""
-        return self._cuts_id == other._cuts_id
+        return self.cuts_token == other.cuts_token
 
     def on(self, device: str) -> "QuantileMatrix":
         """This matrix on another device (moved once, then cached)."""

@@ -1,60 +1,98 @@
-"""Evaluation metrics on output-space predictions, weighted, with XGBoost's names and formulas."""
+"""Evaluation metrics on output-space predictions, weighted, with XGBoost's names and formulas.
+
+Each metric is exact over all rows of all workers: the additive ones reduce
+their partial sums with the communicator; AUC gathers the rows, because an AUC
+of shards is not the AUC of the whole.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+
+from .backend import array_module, to_host
+from .collective import LocalCommunicator
 
 
 def _weights(xp, y, weight):
     return xp.ones(y.shape[0], dtype=xp.float64) if weight is None else weight.astype(xp.float64)
 
 
-def rmse(xp, y, pred, weight=None):
-    w = _weights(xp, y, weight)
+def _rmse_sums(xp, y, pred, w):
     d = pred.astype(xp.float64) - y.astype(xp.float64)
-    return float(xp.sqrt((w * d * d).sum() / w.sum()))
+    return (w * d * d).sum(), w.sum()
 
 
-def logloss(xp, y, pred, weight=None):
-    w = _weights(xp, y, weight)
+def _logloss_sums(xp, y, pred, w):
     eps = 1e-16
     p = pred.astype(xp.float64)
     yy = y.astype(xp.float64)
     loss = -(yy * xp.log(xp.maximum(p, eps)) + (1.0 - yy) * xp.log(xp.maximum(1.0 - p, eps)))
-    return float((w * loss).sum() / w.sum())
+    return (w * loss).sum(), w.sum()
+
+
+def _error_sums(xp, y, pred, w):
+    wrong = (pred > 0.5).astype(xp.float64) != y.astype(xp.float64)
+    return (w * wrong).sum(), w.sum()
+
+
+_ADDITIVE = {
+    "rmse": (_rmse_sums, lambda num, den: float(np.sqrt(num / den))),
+    "logloss": (_logloss_sums, lambda num, den: float(num / den)),
+    "error": (_error_sums, lambda num, den: float(num / den)),
+}
+
+
+def auc_of(y, pred, weight=None):
+    """Weighted ROC AUC of host arrays; tied predictions count half (trapezoids over tie groups)."""
+    y = np.asarray(y, dtype=np.float64)
+    w = np.ones(y.size) if weight is None else np.asarray(weight, dtype=np.float64)
+    order = np.argsort(-np.asarray(pred, dtype=np.float64), kind="stable")
+    p, yy, ww = np.asarray(pred)[order], y[order], w[order]
+    tp = np.cumsum(ww * yy)
+    fp = np.cumsum(ww * (1.0 - yy))
+    last = np.concatenate([p[1:] != p[:-1], [True]]) if p.size else np.zeros(0, bool)
+    tp, fp = tp[last], fp[last]
+    total_p = float(tp[-1]) if tp.size else 0.0
+    total_n = float(fp[-1]) if fp.size else 0.0
+    if total_p <= 0 or total_n <= 0:
+        return float("nan")
+    tp0 = np.concatenate([[0.0], tp[:-1]])
+    fp0 = np.concatenate([[0.0], fp[:-1]])
+    return float(((fp - fp0) * (tp + tp0) / 2.0).sum() / (total_p * total_n))
+
+
+METRICS = tuple(_ADDITIVE) + ("auc",)
+
+
+def evaluate(name: str, xp, y, pred, weight=None, comm=None) -> float:
+    """The metric over the rows of every worker (comm=None: this process's rows)."""
+    comm = comm or LocalCommunicator()
+    if name == "auc":
+        parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
+        ys, ps, ws = zip(*parts)
+        w = None if all(v is None for v in ws) else np.concatenate(
+            [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
+        return auc_of(np.concatenate(ys), np.concatenate(ps), w)
+    try:
+        partial, finish = _ADDITIVE[name]
+    except KeyError:
+        raise ValueError(f"unknown eval_metric {name!r}; one of {sorted(METRICS)}") from None
+    num, den = partial(xp, y, pred, _weights(xp, y, weight))
+    sums = comm.allreduce(np.array([float(num), float(den)], dtype=np.float64))
+    return finish(sums[0], sums[1])
+
+
+def rmse(xp, y, pred, weight=None):
+    return evaluate("rmse", xp, y, pred, weight)
+
+
+def logloss(xp, y, pred, weight=None):
+    return evaluate("logloss", xp, y, pred, weight)
 
 
 def error(xp, y, pred, weight=None):
-    w = _weights(xp, y, weight)
-    wrong = (pred > 0.5).astype(xp.float64) != y.astype(xp.float64)
-    return float((w * wrong).sum() / w.sum())
+    return evaluate("error", xp, y, pred, weight)
 
 
 def auc(xp, y, pred, weight=None):
-    """Weighted ROC AUC; tied predictions count half (trapezoids over tie groups)."""
-    w = _weights(xp, y, weight)
-    order = xp.argsort(-pred.astype(xp.float64), kind="stable") if xp is np else xp.argsort(-pred.astype(xp.float64))
-    p, yy, ww = pred[order], y[order].astype(xp.float64), w[order]
-    tp = xp.cumsum(ww * yy)
-    fp = xp.cumsum(ww * (1.0 - yy))
-    # Keep the last position of each group of equal predictions.
-    last = xp.concatenate([p[1:] != p[:-1], xp.ones(1, dtype=bool)]) if p.shape[0] else p.astype(bool)
-    tp, fp = tp[last], fp[last]
-    total_p, total_n = float(tp[-1]) if tp.shape[0] else 0.0, float(fp[-1]) if fp.shape[0] else 0.0
-    if total_p <= 0 or total_n <= 0:
-        return float("nan")
-    tp0 = xp.concatenate([xp.zeros(1), tp[:-1]])
-    fp0 = xp.concatenate([xp.zeros(1), fp[:-1]])
-    area = ((fp - fp0) * (tp + tp0) / 2.0).sum()
-    return float(area / (total_p * total_n))
-
-
-METRICS = {"rmse": rmse, "logloss": logloss, "error": error, "auc": auc}
-
-
-def evaluate(name: str, xp, y, pred, weight=None) -> float:
-    try:
-        fn = METRICS[name]
-    except KeyError:
-        raise ValueError(f"unknown eval_metric {name!r}; one of {sorted(METRICS)}") from None
-    return fn(xp, y, pred, weight)
+    return evaluate("auc", xp, y, pred, weight)

@@ -37,14 +37,19 @@ class Objective:
     def base_score_to_margin(self, base_score: float) -> np.float32:
         return np.float32(base_score)
 
-    def estimate_base_score(self, xp, y, weight) -> float:
-        """The intercept when base_score is not given: the weighted mean label, as XGBoost 3 uses
-        for these objectives (checked against xgboost 3.2's saved base_score)."""
+    def base_score_sums(self, xp, y, weight) -> tuple[float, float]:
+        """(sum w*y, sum w): the default base_score is their ratio, the weighted mean label, as
+        XGBoost 3 uses for these objectives (checked against xgboost 3.2's saved base_score).
+        Sums, not the mean, so that workers can add theirs."""
         y64 = y.astype(xp.float64)
         if weight is None:
-            return float(y64.mean())
+            return float(y64.sum()), float(y.shape[0])
         w64 = weight.astype(xp.float64)
-        return float((w64 * y64).sum() / w64.sum())
+        return float((w64 * y64).sum()), float(w64.sum())
+
+    def estimate_base_score(self, xp, y, weight) -> float:
+        num, den = self.base_score_sums(xp, y, weight)
+        return num / den
 
 
 def _pack(xp, grad, hess):
