@@ -5,13 +5,18 @@ from .matrix import QuantileMatrix
 
 __version__ = "0.1.0"
 
-__all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "__version__"]
+__all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "DaskGBRegressor",
+           "DaskGBClassifier", "__version__"]
 
 
 def __getattr__(name):
-    # The estimators import lazily so that `import daskgb` stays light.
+    # The estimators import lazily so that `import daskgb` stays light (no dask import).
     if name in ("GBRegressor", "GBClassifier"):
         from . import sklearn
 
         return getattr(sklearn, name)
+    if name in ("DaskGBRegressor", "DaskGBClassifier"):
+        from .dask import estimators
+
+        return getattr(estimators, name)
     raise AttributeError(f"module 'daskgb' has no attribute {name!r}")

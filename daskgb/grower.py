@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import to_host
-from .split import calc_weight, split_is_applied
+from .split import calc_weight, splits_applied
 from .tree import Tree, TreeBuilder
 
 
@@ -38,37 +38,35 @@ def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool) ->
     level_sums = root_sum[None, :]
     for depth in range(params.max_depth if params.max_depth > 0 else 1 << 30):
         recs, left_sums, right_sums = backend.evaluate_splits(cuts, level_hist, level_sums, scale, sp)
-        chosen = [i for i in range(len(level)) if split_is_applied(recs[i], depth, params.max_depth, sp)]
-        if not chosen:
+        chosen = np.flatnonzero(splits_applied(recs, depth, params.max_depth, sp))
+        if chosen.size == 0:
             break
-        nids, lids, rids = [], [], []
-        for i in chosen:
-            r = recs[i]
-            nid = level[i]
-            lw = float(calc_weight(np, r["left_grad"], r["left_hess"], sp))
-            rw = float(calc_weight(np, r["right_grad"], r["right_hess"], sp))
-            lid = builder.add_node(nid, depth + 1, lw, float(np.float32(lw) * eta), float(r["left_hess"]))
-            rid = builder.add_node(nid, depth + 1, rw, float(np.float32(rw) * eta), float(r["right_hess"]))
-            builder.split(nid, int(r["feature"]), int(r["bin"]), float(r["threshold"]), bool(r["default_left"]),
-                          float(r["gain"]), lid, rid)
-            nids.append(nid), lids.append(lid), rids.append(rid)
         sel = recs[chosen]
-        backend.apply_splits(ell, part, np.asarray(nids, np.int32), sel["feature"], sel["bin"],
-                             sel["default_left"], np.asarray(lids, np.int32), np.asarray(rids, np.int32))
+        nids = np.asarray(level, dtype=np.int32)[chosen]
+        lw = calc_weight(np, sel["left_grad"], sel["left_hess"], sp)
+        rw = calc_weight(np, sel["right_grad"], sel["right_hess"], sp)
+        lids = np.empty(chosen.size, np.int32)
+        rids = np.empty(chosen.size, np.int32)
+        for j, nid in enumerate(nids.tolist()):
+            lids[j] = builder.add_node(nid, depth + 1, float(lw[j]), float(lw[j] * eta), float(sel["left_hess"][j]))
+            rids[j] = builder.add_node(nid, depth + 1, float(rw[j]), float(rw[j] * eta), float(sel["right_hess"][j]))
+            builder.split(nid, int(sel["feature"][j]), int(sel["bin"][j]), float(sel["threshold"][j]),
+                          bool(sel["default_left"][j]), float(sel["gain"][j]), int(lids[j]), int(rids[j]))
+        backend.apply_splits(ell, part, nids, sel["feature"], sel["bin"], sel["default_left"], lids, rids)
         if params.max_depth > 0 and depth + 1 >= params.max_depth:
             break
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = sel["right_hess"] < sel["left_hess"]
-        build = [r if br else l for l, r, br in zip(lids, rids, build_right)]
+        build = np.where(build_right, rids, lids).tolist()
         built = comm.allreduce(backend.build_histograms(ell, gpair, part, build))
-        chosen_x = xp.asarray(np.asarray(chosen))
+        chosen_x = xp.asarray(chosen)
         other = level_hist[chosen_x] - built
         br = xp.asarray(build_right)[:, None, None]
         left_hist = xp.where(br, other, built)
         right_hist = xp.where(br, built, other)
         level_hist = xp.stack([left_hist, right_hist], axis=1).reshape(-1, *built.shape[1:])
         level_sums = xp.stack([left_sums[chosen_x], right_sums[chosen_x]], axis=1).reshape(-1, 2)
-        level = [n for pair in zip(lids, rids) for n in pair]
+        level = np.stack([lids, rids], axis=1).ravel().tolist()
     return builder.build(), part.positions
 
 

@@ -68,15 +68,12 @@ def child_gain(xp, G, H, p: SplitParams):
     return xp.where(positive, gain, xp.float32(0.0)).astype(xp.float32)
 
 
-def split_is_applied(rec, depth: int, max_depth: int, p: SplitParams) -> bool:
-    """Whether a node's best split is applied (XGBoost driver's IsValid)."""
-    if rec["feature"] < 0 or not rec["gain"] > RT_EPS:
-        return False
-    if rec["left_hess"] == 0.0 or rec["right_hess"] == 0.0:
-        return False
-    if rec["gain"] < np.float32(p.min_split_loss):
-        return False
-    return not (max_depth > 0 and depth >= max_depth)
+def splits_applied(recs, depth: int, max_depth: int, p: SplitParams) -> np.ndarray:
+    """Which nodes' best splits are applied (XGBoost driver's IsValid), for host records."""
+    ok = (recs["feature"] >= 0) & (recs["gain"] > RT_EPS)
+    ok &= (recs["left_hess"] != 0.0) & (recs["right_hess"] != 0.0)
+    ok &= recs["gain"] >= np.float32(p.min_split_loss)
+    return ok & (not (max_depth > 0 and depth >= max_depth))
 
 
 def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p: SplitParams, feature_mask=None):

@@ -1,9 +1,11 @@
-"""Quickstart: train a binary classifier with daskgb and report speed and quality.
+"""Quickstart: train a binary classifier on a Dask cluster with daskgb.
 
-Makes a seeded synthetic data set (200,000 rows x 20 features, numpy), holds
-out a test set, trains GBClassifier with the test set as eval_set, and prints
-the device used, the fit time and test logloss / AUC / accuracy. Runs on a GPU
-when CuPy sees one (device="auto"), else on the CPU.
+Starts an embedded cluster (a LocalCUDACluster, one worker per GPU, where
+dask-cuda and GPUs are present; a LocalCluster of 2 CPU workers otherwise),
+makes a seeded synthetic data set on the workers (200,000 rows x 20 features,
+5% missing values), holds out a test set, trains DaskGBClassifier with the test
+set as eval_set, and prints the dashboard link, the fit time and test
+logloss / AUC / accuracy.
 
     python examples/quickstart.py
 """
@@ -14,65 +16,73 @@ import time
 
 import numpy as np
 
-import daskgb
-from daskgb.backend import resolve_device
-
-N_ROWS, N_FEATURES, N_TEST = 200_000, 20, 40_000
+N_TRAIN, N_TEST, N_FEATURES, N_CHUNKS = 200_000, 40_000, 20, 8
 
 
-def make_data(seed: int = 0):
-    """A binary task with linear, interaction and threshold effects, some noise and 5% missing values."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(N_ROWS, N_FEATURES)).astype(np.float32)
-    coef = rng.normal(size=8)  # features 12..19 carry no signal
-    logit = (
-        X[:, :8] @ coef
-        + 1.5 * X[:, 8] * X[:, 9]
-        + 2.0 * (X[:, 10] > 0.5)
-        - np.abs(X[:, 11])
-        + rng.logistic(scale=0.5, size=N_ROWS)
-    )
-    y = (logit > np.median(logit)).astype(np.int64)
-    X[rng.random(X.shape) < 0.05] = np.nan
+def start_cluster():
+    """A LocalCUDACluster where GPUs are (and dask-cuda installed), else 2 CPU workers."""
+    from distributed import LocalCluster
+
+    from daskgb.backend import cuda_available
+
+    if cuda_available():
+        try:
+            from dask_cuda import LocalCUDACluster
+
+            return LocalCUDACluster(), "cuda"
+        except ImportError:
+            print("GPUs are present but dask-cuda is not installed: using CPU workers")
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=True), "cpu"
+
+
+def make_data(device: str, seed: int = 0):
+    """A binary task with linear, interaction and threshold effects, made block by block on the workers."""
+    import dask.array as da
+
+    n = N_TRAIN + N_TEST
+    if device == "cuda":
+        import cupy
+
+        rs = da.random.RandomState(seed, RandomState=cupy.random.RandomState)
+    else:
+        rs = da.random.RandomState(seed)
+    X = rs.normal(size=(n, N_FEATURES), chunks=(n // N_CHUNKS, N_FEATURES)).astype(np.float32)
+    coef = np.random.default_rng(seed).normal(size=8).astype(np.float32)
+    logit = (X[:, :8] * coef).sum(axis=1) + 1.5 * X[:, 8] * X[:, 9] + 2.0 * (X[:, 10] > 0.5) - 1.0
+    noise = rs.logistic(size=n, chunks=n // N_CHUNKS).astype(np.float32)
+    y = (logit + noise > 0).astype(np.float32)
+    X = da.where(rs.random_sample(size=X.shape, chunks=X.chunks) < 0.05, np.float32(np.nan), X)
     return X, y
 
 
-def auc(y, p):
-    """Area under the ROC curve (rank statistic; ties get their mean rank)."""
-    order = np.argsort(p, kind="mergesort")
-    ranks = np.empty(len(p))
-    sorted_p = p[order]
-    _, first, counts = np.unique(sorted_p, return_index=True, return_counts=True)
-    mean_rank = first + (counts + 1) / 2.0
-    ranks[order] = np.repeat(mean_rank, counts)
-    n_pos = y.sum()
-    n_neg = len(y) - n_pos
-    return (ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
-
-
 def main():
-    X, y = make_data()
-    X_train, y_train = X[:-N_TEST], y[:-N_TEST]
-    X_test, y_test = X[-N_TEST:], y[-N_TEST:]
+    import dask
+    from distributed import Client
 
-    model = daskgb.GBClassifier(n_estimators=100, max_depth=6, device="auto", eval_metric=["logloss", "auc"])
-    print(f"daskgb {daskgb.__version__}: {len(y_train):,} training rows x {N_FEATURES} features, "
-          f"device={resolve_device(model.device)}")
+    import daskgb
+    from daskgb.metric import auc_of, logloss
 
-    start = time.perf_counter()
-    model.fit(X_train, y_train, eval_set=[(X_test, y_test)])
-    fit_s = time.perf_counter() - start
+    cluster, device = start_cluster()
+    with cluster, Client(cluster) as client:
+        print(f"Dask dashboard: {client.dashboard_link}")
+        print(f"workers: {len(client.scheduler_info()['workers'])} ({device})")
+        X, y = make_data(device)
+        X, y = dask.persist(X, y)
+        X_train, y_train = X[:N_TRAIN], y[:N_TRAIN]
+        X_test, y_test = X[N_TRAIN:], y[N_TRAIN:]
 
-    p = model.predict_proba(X_test)[:, 1].astype(np.float64)
-    eps = 1e-16
-    logloss = -np.mean(y_test * np.log(np.maximum(p, eps)) + (1 - y_test) * np.log(np.maximum(1 - p, eps)))
-    accuracy = model.score(X_test, y_test)
-    history = model.evals_result()["validation_0"]
+        clf = daskgb.DaskGBClassifier(n_estimators=100, max_depth=6, learning_rate=0.3, client=client)
+        t0 = time.perf_counter()
+        clf.fit(X_train, y_train, eval_set=[(X_test, y_test)])
+        fit_s = time.perf_counter() - t0
 
-    print(f"fit: {fit_s:.2f} s for {model.n_estimators} trees of depth {model.max_depth}")
-    print(f"test logloss {logloss:.4f}  AUC {auc(y_test, p):.4f}  accuracy {accuracy:.4f}")
-    print(f"eval_set history: logloss {history['logloss'][0]:.4f} (round 1) -> {history['logloss'][-1]:.4f} "
-          f"(round {len(history['logloss'])})")
+        proba = clf.predict_proba(X_test)[:, 1]
+        p, yt = (np.asarray(a.get() if hasattr(a, "get") else a) for a in dask.compute(proba, y_test))
+        print(f"fit: {fit_s:.1f} s for {N_TRAIN:,} rows x {N_FEATURES} features, 100 rounds")
+        print(f"test logloss {logloss(np, yt, p):.4f}   AUC {auc_of(yt, p):.4f}   "
+              f"accuracy {clf.score(X_test, y_test):.4f}")
+        history = clf.evals_result()["validation_0"]["logloss"]
+        print(f"eval logloss by round: first {history[0]:.4f}, last {history[-1]:.4f}")
 
 
 if __name__ == "__main__":

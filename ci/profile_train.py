@@ -1,0 +1,67 @@
+"""Where a training round's time goes: wall time per backend call, summed over rounds (developer tool).
+
+    python ci/profile_train.py --rows 10500000 --rounds 50
+
+Each backend function is wrapped with a device synchronisation before and after,
+so the numbers add up to the round time (the syncs themselves cost a little).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=10_500_000)
+    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--depth", type=int, default=8)
+    args = ap.parse_args()
+
+    import cupy
+
+    import daskgb
+    from benchmark_higgs import make_higgs
+    from daskgb.backend import cupy_backend as cb
+
+    X, y = make_higgs(cupy, args.rows, 2017)
+    m = daskgb.QuantileMatrix(X, y, device="cuda")
+    del X
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
+    daskgb.train(params, m, 3, verbose_eval=False)  # compile and warm up
+
+    spent = collections.Counter()
+    calls = collections.Counter()
+    for name in ("build_histograms", "evaluate_splits", "apply_splits", "prepare_gradients", "new_partition",
+                 "sum_gradients"):
+        fn = getattr(cb, name)
+
+        def timed(*a, _fn=fn, _name=name, **k):
+            cupy.cuda.runtime.deviceSynchronize()
+            t = time.perf_counter()
+            out = _fn(*a, **k)
+            cupy.cuda.runtime.deviceSynchronize()
+            spent[_name] += time.perf_counter() - t
+            calls[_name] += 1
+            return out
+
+        setattr(cb, name, timed)
+    cupy.cuda.runtime.deviceSynchronize()
+    t = time.perf_counter()
+    daskgb.train(params, m, args.rounds, verbose_eval=False)
+    cupy.cuda.runtime.deviceSynchronize()
+    total = time.perf_counter() - t
+    print(f"{args.rows} rows, depth {args.depth}: {1e3 * total / args.rounds:.2f} ms per round")
+    for name, s in spent.most_common():
+        print(f"  {name:20s} {1e3 * s / args.rounds:8.2f} ms/round  {calls[name] / args.rounds:6.1f} calls/round")
+    print(f"  {'(rest: python, objective, xp ops)':20s} {1e3 * (total - sum(spent.values())) / args.rounds:8.2f} ms/round")
+
+
+if __name__ == "__main__":
+    main()

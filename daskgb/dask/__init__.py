@@ -1,0 +1,149 @@
+"""Training and prediction on a Dask cluster: one long-running task per worker, histograms summed by collectives."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+
+from ..params import TrainParams
+from .data import DaskQuantileMatrix
+from .worker import start_collective, train_on_worker
+
+__all__ = ["DaskQuantileMatrix", "train", "predict"]
+
+# How often the client checks that every training worker is still there.
+_WATCH_INTERVAL_S = 1.0
+
+
+def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
+          verbose_eval=True) -> dict:
+    """Train on the workers holding dtrain's rows.
+
+    Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
+    "collective": [per-rank communicator statistics]}.
+
+    evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. The device
+    follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
+    params say "cpu" or "cuda". A worker that dies mid-training is an error
+    within seconds; training never hangs on it.
+    """
+    p = TrainParams.from_dict(params)
+    if not isinstance(dtrain, DaskQuantileMatrix):
+        raise ValueError("dtrain must be a daskgb.dask.DaskQuantileMatrix")
+    if not dtrain._has_labels:
+        raise ValueError("dtrain has no labels (y)")
+    evals = list(evals or [])
+    for item in evals:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], DaskQuantileMatrix)):
+            raise ValueError("evals must be a list of (DaskQuantileMatrix, name) pairs")
+        if item[0].cuts_token != dtrain.cuts_token:
+            raise ValueError(f"eval set {item[1]!r} has its own cuts; build it with DaskQuantileMatrix(..., ref=dtrain)")
+        if not item[0]._has_labels:
+            raise ValueError(f"eval set {item[1]!r} has no labels")
+    device = _device(p.device, dtrain.device)
+    params = {**params, "device": device}
+    workers = dtrain.workers
+    alive = set(client.scheduler_info()["workers"])
+    missing = [a for a in workers if a not in alive]
+    if missing:
+        raise RuntimeError(f"workers holding training data have left the cluster: {missing}")
+
+    job = uuid.uuid4().hex
+    root = client.submit(start_collective, job, workers=[workers[0]], allow_other_workers=False,
+                         pure=False).result()
+    timeout = None  # the workers' DASKGB_COLLECTIVE_TIMEOUT, else the communicator's default
+    futures = [
+        client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
+                      [(m._local[a], name) for m, name in evals], num_boost_round, verbose_eval, timeout,
+                      workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
+        for rank, a in enumerate(workers)
+    ]
+    results = _wait_watching(client, futures, workers)
+    return {"booster": results[0]["booster"], "history": results[0]["history"],
+            "collective": [r["collective"] for r in results]}
+
+
+def _device(asked: str, data_device: str) -> str:
+    asked = asked.lower()
+    if asked in ("cuda", "gpu") or asked.startswith("cuda"):
+        if data_device != "cuda":
+            raise ValueError("device='cuda' was asked for, but the workers holding the data are CPU workers "
+                             "(start them with dask-cuda, e.g. LocalCUDACluster)")
+        return "cuda"
+    if asked == "cpu":
+        return "cpu"
+    return data_device
+
+
+def _wait_watching(client, futures, workers):
+    """Results of the training futures; raises as soon as one fails or a worker leaves.
+
+    When a worker dies its peers' collectives fail within milliseconds with an
+    error naming it, so a failed future is reported first; a task that is lost
+    or cancelled without any peer error is reported by rank and address.
+    """
+    from distributed import wait
+
+    lost_since = None
+    while True:
+        pending = [f for f in futures if f.status == "pending"]
+        if pending:
+            try:
+                wait(pending, timeout=_WATCH_INTERVAL_S, return_when="FIRST_COMPLETED")
+            except Exception:  # timeout, or futures cancelled because their worker died: look below
+                pass
+        for f in futures:
+            if f.status == "error":
+                exc, tb = f.exception(), f.traceback()  # before cancelling, which would replace them
+                client.cancel(futures)
+                raise exc.with_traceback(tb)
+        if all(f.status == "finished" for f in futures):
+            return client.gather(futures)
+        alive = set(client.scheduler_info()["workers"])
+        lost = [(rank, a) for rank, (a, f) in enumerate(zip(workers, futures))
+                if a not in alive or f.status in ("cancelled", "lost")]
+        if lost:
+            # Give the surviving ranks a moment to report their (more precise) error.
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since > 5.0 or not any(f.status == "pending" for f in futures):
+                client.cancel(futures)
+                raise RuntimeError(
+                    f"daskgb: worker(s) {', '.join(f'{a} (rank {r})' for r, a in lost)} died or left the cluster "
+                    f"during training; the data they held is gone, so training stopped")
+
+
+def predict(client, booster, X, output_margin: bool = False, iteration_range=(0, 0)):
+    """Lazy predictions for a dask array or dataframe: a dask array, one block per partition.
+
+    The booster travels to each worker once (scattered), never with every block.
+    """
+    import dask.array as da
+
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got {X.ndim} dimension(s)")
+        if X.shape[1] != booster.num_features:
+            raise ValueError(f"the model was trained on {booster.num_features} features, X has {X.shape[1]}")
+        arr = X.rechunk({1: -1})
+    elif hasattr(X, "to_dask_array"):
+        if len(X.columns) != booster.num_features:
+            raise ValueError(f"the model was trained on {booster.num_features} features, X has {len(X.columns)}")
+        arr = X.to_dask_array()
+    else:
+        raise ValueError(f"X must be a dask array or dataframe, got {type(X).__name__}")
+    handle = client.scatter(booster, broadcast=True, hash=False)
+    from dask.array.utils import meta_from_array
+
+    meta = meta_from_array(arr._meta, ndim=1, dtype=np.float32)
+    return arr.map_blocks(_predict_block, handle, output_margin, tuple(iteration_range), drop_axis=1,
+                          dtype=np.float32, meta=meta)
+
+
+def _predict_block(block, booster, output_margin, iteration_range):
+    if block.shape[0] == 0:
+        xp = np if isinstance(block, np.ndarray) else __import__("cupy")
+        return xp.zeros(0, dtype=np.float32)
+    return booster.predict(block, output_margin=output_margin, iteration_range=iteration_range)
+

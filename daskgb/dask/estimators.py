@@ -1,0 +1,154 @@
+"""DaskGBRegressor and DaskGBClassifier: the scikit-learn style front end on a Dask cluster.
+
+Thin: the parameters and their checks are the in-process estimators'; fit builds
+DaskQuantileMatrix objects and calls daskgb.dask.train; predict returns lazy
+dask arrays. Labels are encoded on the workers; only the distinct class labels
+reach the client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sklearn import GBClassifier, GBRegressor
+from . import DaskQuantileMatrix, predict, train
+
+__all__ = ["DaskGBRegressor", "DaskGBClassifier"]
+
+
+def _as_dask_vector(y, what):
+    import dask.array as da
+
+    if y is None:
+        return None
+    if isinstance(y, da.Array):
+        return y
+    if hasattr(y, "to_dask_array"):
+        return y.to_dask_array()
+    raise ValueError(f"{what} must be a dask array or series, got {type(y).__name__}")
+
+
+class _DaskModel:
+    """fit / predict on a Dask cluster, shared by both estimators."""
+
+    def _get_client(self):
+        if self.client is not None:
+            return self.client
+        from distributed import default_client
+
+        try:
+            return default_client()
+        except ValueError:
+            raise ValueError(f"{type(self).__name__} needs a Dask client: pass client=, or create a "
+                             "distributed.Client first") from None
+
+    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False):
+        """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs."""
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        client = self._get_client()
+        params = self._train_params()
+        device = None if self.device in (None, "auto") else self.device
+        dtrain = DaskQuantileMatrix(client, X, self._dask_labels(y, fit=True), weight=sample_weight,
+                                    missing=self.missing, max_bin=self.max_bin, device=device)
+        eval_set = list(eval_set or ())
+        if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
+            raise ValueError(f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
+                             f"eval_set has {len(eval_set)}")
+        evals = []
+        for i, (X_eval, y_eval) in enumerate(eval_set):
+            w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
+                                             missing=self.missing, ref=dtrain, device=device), f"validation_{i}"))
+        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
+        self._Booster = out["booster"]
+        self.evals_result_ = out["history"]
+        self._collective = out["collective"]
+        self.n_features_in_ = dtrain.n_features
+        if hasattr(X, "columns") and dtrain.feature_names is not None:
+            self.feature_names_in_ = np.asarray(dtrain.feature_names, dtype=object)
+        return self
+
+    def _margin_or_value(self, X, output_margin=False, iteration_range=None):
+        self._check_fitted()
+        return predict(self._get_client(), self._Booster, X, output_margin=output_margin,
+                       iteration_range=iteration_range or (0, 0))
+
+
+class DaskGBRegressor(_DaskModel, GBRegressor):
+    """Gradient-boosted trees for regression on a Dask cluster (XGBoost's DaskXGBRegressor parameters)."""
+
+    def __init__(self, *, client=None, objective="reg:squarederror", **kwargs):
+        self.client = client
+        super().__init__(objective=objective, **kwargs)
+
+    def _dask_labels(self, y, fit):
+        return _as_dask_vector(y, "y")
+
+    def score(self, X, y, sample_weight=None):
+        """R² of predict(X) against y, computed on the workers."""
+        import dask.array as da
+
+        y = _as_dask_vector(y, "y").astype(np.float64)
+        p = self.predict(X).astype(np.float64)
+        w = da.ones_like(y) if sample_weight is None else _as_dask_vector(sample_weight, "sample_weight")
+        mean = (w * y).sum() / w.sum()
+        residual, total = da.compute((w * (y - p) ** 2).sum(), (w * (y - mean) ** 2).sum())
+        if total == 0.0:
+            return 1.0 if residual == 0.0 else 0.0
+        return float(1.0 - residual / total)
+
+
+class DaskGBClassifier(_DaskModel, GBClassifier):
+    """Binary classification on a Dask cluster (XGBoost's DaskXGBClassifier parameters).
+
+    predict and predict_proba return lazy dask arrays; any two label values are
+    accepted and encoded in sorted order (classes_).
+    """
+
+    def __init__(self, *, client=None, objective="binary:logistic", **kwargs):
+        self.client = client
+        super().__init__(objective=objective, **kwargs)
+
+    def _dask_labels(self, y, fit):
+        import dask.array as da
+
+        y = _as_dask_vector(y, "y")
+        classes = np.unique(da.unique(y).compute())
+        if fit:
+            self._fit_labels(classes)  # checks the classes and sets classes_
+        else:
+            unseen = np.setdiff1d(classes, self.classes_)
+            if len(unseen):
+                raise ValueError(f"eval_set labels {unseen.tolist()} are not among the training classes "
+                                 f"{self.classes_.tolist()}")
+        known = self.classes_
+        return y.map_blocks(lambda b: np.searchsorted(known, np.asarray(b)).astype(np.float32), dtype=np.float32)
+
+    def predict_proba(self, X, iteration_range=None):
+        """Lazy (n, 2) dask array of P(classes_[0]), P(classes_[1])."""
+        import dask.array as da
+
+        p = self._margin_or_value(X, False, iteration_range)
+        return da.stack([1.0 - p, p], axis=1)
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Lazy dask array of predicted labels (or margins with output_margin=True)."""
+        p = self._margin_or_value(X, output_margin, iteration_range)
+        if output_margin:
+            return p
+        classes = self.classes_
+        return p.map_blocks(lambda b: classes[np.asarray(b > 0.5, dtype=np.int64)]
+                            if isinstance(b, np.ndarray) else b > 0.5, dtype=classes.dtype)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of predict(X) against y, computed on the workers."""
+        import dask.array as da
+
+        y = _as_dask_vector(y, "y")
+        correct = (self.predict(X) == y).astype(np.float64)
+        if sample_weight is None:
+            return float(correct.mean().compute())
+        w = _as_dask_vector(sample_weight, "sample_weight").astype(np.float64)
+        num, den = da.compute((w * correct).sum(), w.sum())
+        return float(num / den)

@@ -1,0 +1,193 @@
+"""Distributed training on a LocalCluster of 2 worker processes equals in-process training."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import daskgb
+import daskgb.dask as dgb
+from daskgb.metric import auc_of
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+
+@pytest.fixture(scope="module")
+def client():
+    # No work stealing: the tests place partitions on chosen workers and rely on them staying there.
+    import dask
+
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as c:
+            with distributed.Client(c) as cl:
+                yield cl
+
+
+async def _die():
+    import os
+
+    os._exit(1)
+
+
+def on_workers(client, X, chunk_rows, placement):
+    """A persisted dask array whose row block i lives on worker placement[i] (an index)."""
+    import dask
+
+    addrs = sorted(client.scheduler_info()["workers"])
+    assert sum(chunk_rows) == X.shape[0]
+    blocks, start = [], 0
+    for rows, w in zip(chunk_rows, placement):
+        with dask.annotate(workers=[addrs[w]], allow_other_workers=False):
+            blocks.append(client.persist(da.from_array(X[start : start + rows], chunks=-1), optimize_graph=False))
+        start += rows
+    if len(set(placement)) == 1:
+        # Keep the joining step on the same worker too, so the other worker really holds nothing.
+        with dask.annotate(workers=[addrs[placement[0]]], allow_other_workers=False):
+            return client.persist(da.concatenate(blocks, axis=0), optimize_graph=False)
+    return da.concatenate(blocks, axis=0)
+
+
+def exact_data(n=2000, seed=0, nan_rows=None):
+    rng = np.random.default_rng(seed)
+    X = (np.round(rng.normal(size=(n, 6)) * 4) / 4).astype(np.float32)
+    X[:, 2] = rng.integers(0, 5, n)
+    if nan_rows is not None:
+        X[nan_rows, 3] = np.nan  # missing in some partitions only
+    y = (X[:, 0] - X[:, 2] * 0.3 + np.nan_to_num(X[:, 3]) + rng.normal(size=n) > 0).astype(np.float32)
+    return X, y
+
+
+PARAMS = {"objective": "binary:logistic", "max_depth": 5, "eta": 0.3, "base_score": 0.5, "device": "cpu"}
+UNEVEN = [50, 731, 7, 412, 800]
+
+
+@pytest.mark.parametrize("placement", [[0, 1, 0, 1, 1], [0, 0, 0, 0, 0]], ids=["both-workers", "one-holds-none"])
+def test_exact_cuts_model_equals_in_process(client, placement):
+    X, y = exact_data(nan_rows=slice(781, 1200))
+    Xd = on_workers(client, X, UNEVEN, placement)
+    yd = on_workers(client, y, UNEVEN, placement)
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    assert dtrain.n_rows == X.shape[0]
+    assert len(dtrain.workers) == len(set(placement))
+    out = dgb.train(client, PARAMS, dtrain, 15, evals=[(dtrain, "train")], verbose_eval=False)
+    local = daskgb.train(PARAMS, daskgb.QuantileMatrix(X, y), 15, verbose_eval=False)
+    np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-5)
+    assert len(out["history"]["train"]["logloss"]) == 15
+    pred = dgb.predict(client, out["booster"], Xd)
+    assert isinstance(pred, da.Array)
+    np.testing.assert_allclose(pred.compute(), local.predict(X), atol=1e-5)
+
+
+def test_empty_partitions_and_weights(client):
+    X, y = exact_data(seed=3)
+    w = np.random.default_rng(1).uniform(0.5, 2, y.size).astype(np.float32)
+    chunks = [0, 1000, 0, 1000]
+    Xd = on_workers(client, X, chunks, [0, 1, 1, 0])
+    yd = on_workers(client, y, chunks, [0, 1, 1, 0])
+    wd = on_workers(client, w, chunks, [0, 1, 1, 0])
+    out = dgb.train(client, PARAMS, dgb.DaskQuantileMatrix(client, Xd, yd, weight=wd), 10, verbose_eval=False)
+    local = daskgb.train(PARAMS, daskgb.QuantileMatrix(X, y, weight=w), 10, verbose_eval=False)
+    np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-5)
+
+
+def test_inexact_cuts_auc_close_to_in_process(client):
+    rng = np.random.default_rng(7)
+    n = 6000
+    X = rng.normal(size=(n, 8)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + rng.normal(size=n) * 0.5 > 0).astype(np.float32)
+    Xt = rng.normal(size=(3000, 8)).astype(np.float32)
+    yt = (Xt[:, 0] * Xt[:, 1] + np.sin(3 * Xt[:, 2]) + rng.normal(size=3000) * 0.5 > 0).astype(np.float32)
+    params = {**PARAMS, "max_bin": 32, "max_depth": 6}
+    chunks, placement = [2500, 500, 3000], [0, 1, 1]
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                    on_workers(client, y, chunks, placement), max_bin=32)
+    out = dgb.train(client, params, dtrain, 30, verbose_eval=False)
+    local = daskgb.train(params, daskgb.QuantileMatrix(X, y, max_bin=32), 30, verbose_eval=False)
+    a_dist = auc_of(yt, out["booster"].predict(Xt))
+    a_local = auc_of(yt, local.predict(Xt))
+    assert abs(a_dist - a_local) <= 0.002, (a_dist, a_local)
+
+
+def test_eval_set_on_a_worker_without_training_rows(client):
+    X, y = exact_data(seed=5)
+    Xv, yv = exact_data(n=600, seed=6)
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, [2000], [0]), on_workers(client, y, [2000], [0]))
+    dvalid = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [600], [1]), on_workers(client, yv, [600], [1]),
+                                    ref=dtrain)
+    out = dgb.train(client, {**PARAMS, "eval_metric": ["logloss", "auc"]}, dtrain, 8,
+                    evals=[(dvalid, "valid")], verbose_eval=False)
+    b = out["booster"]
+    assert out["history"]["valid"]["auc"][-1] == pytest.approx(auc_of(yv, b.predict(Xv)), abs=1e-9)
+    with pytest.raises(ValueError, match="ref=dtrain"):
+        other = dgb.DaskQuantileMatrix(client, da.from_array(Xv, chunks=300), da.from_array(yv, chunks=300))
+        dgb.train(client, PARAMS, dtrain, 2, evals=[(other, "x")])
+
+
+def test_bad_input_fails_early(client):
+    X, y = exact_data(n=200)
+    with pytest.raises(ValueError, match="no rows"):
+        dgb.DaskQuantileMatrix(client, da.zeros((0, 3), chunks=(10, 3)), da.zeros(0, chunks=10))
+    y_nan = y.copy()
+    y_nan[5] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=100), da.from_array(y_nan, chunks=100))
+    with pytest.raises(ValueError, match="partitions"):
+        dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=100), da.from_array(y, chunks=50))
+    with pytest.raises(ValueError, match="dask array or a dask dataframe"):
+        dgb.DaskQuantileMatrix(client, X, y)
+
+
+def test_dataframe_partitions(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = exact_data(n=1200, seed=9)
+    df = dd.from_pandas(pd.DataFrame(X, columns=[f"c{i}" for i in range(6)]), npartitions=3)
+    ys = dd.from_pandas(pd.Series(y), npartitions=3)
+    dtrain = dgb.DaskQuantileMatrix(client, df, ys)
+    assert dtrain.feature_names == [f"c{i}" for i in range(6)]
+    out = dgb.train(client, PARAMS, dtrain, 5, verbose_eval=False)
+    local = daskgb.train(PARAMS, daskgb.QuantileMatrix(X, y), 5, verbose_eval=False)
+    np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-5)
+    assert out["booster"].feature_names == [f"c{i}" for i in range(6)]
+
+
+def test_worker_death_is_an_error_within_60s():
+    X, y = exact_data(n=4000, seed=11)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        with distributed.Client(c) as cl:
+            Xd = on_workers(cl, X, [2000, 2000], [0, 1])
+            yd = on_workers(cl, y, [2000, 2000], [0, 1])
+            dtrain = dgb.DaskQuantileMatrix(cl, Xd, yd)
+            victim = dtrain.workers[1]
+            killed_at = []
+
+            def kill():
+                time.sleep(3.0)
+                killed_at.append(time.monotonic())
+                cl.run(_die, workers=[victim], wait=False)
+
+            threading.Thread(target=kill, daemon=True).start()
+            with pytest.raises(Exception) as info:
+                dgb.train(cl, {**PARAMS, "max_depth": 3}, dtrain, 100_000, verbose_eval=False)
+            assert killed_at, "training finished before the worker was killed"
+            elapsed = time.monotonic() - killed_at[0]
+            assert elapsed < 60, f"the error took {elapsed:.1f} s"
+            assert "rank" in str(info.value) or "left the cluster" in str(info.value), str(info.value)
+
+
+def test_eval_rows_on_only_one_of_the_training_workers(client):
+    X, y = exact_data(seed=12)
+    Xv, yv = exact_data(n=500, seed=13)
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, [1000, 1000], [0, 1]),
+                                    on_workers(client, y, [1000, 1000], [0, 1]))
+    dvalid = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [500], [0]), on_workers(client, yv, [500], [0]),
+                                    ref=dtrain)
+    assert len(dtrain.workers) == 2
+    out = dgb.train(client, {**PARAMS, "eval_metric": "error"}, dtrain, 6, evals=[(dvalid, "v")], verbose_eval=False)
+    wrong = ((out["booster"].predict(Xv) > 0.5) != yv).mean()
+    assert out["history"]["v"]["error"][-1] == pytest.approx(wrong, abs=1e-12)
