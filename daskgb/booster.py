@@ -269,7 +269,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         abs_sum = None
         if comm.world_size > 1:
             # The fixed-point scale must be the same on every worker: size it from global sums.
-            abs_sum = comm.allreduce(to_host(xp.abs(gpair).sum(axis=0, dtype=xp.float64)))
+            abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
         gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
         tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
         # Training margins come from the rows' final leaves: no re-prediction.

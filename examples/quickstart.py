@@ -47,8 +47,8 @@ def make_data(device: str, seed: int = 0):
     else:
         rs = da.random.RandomState(seed)
     X = rs.normal(size=(n, N_FEATURES), chunks=(n // N_CHUNKS, N_FEATURES)).astype(np.float32)
-    coef = np.random.default_rng(seed).normal(size=8).astype(np.float32)
-    logit = (X[:, :8] * coef).sum(axis=1) + 1.5 * X[:, 8] * X[:, 9] + 2.0 * (X[:, 10] > 0.5) - 1.0
+    coef = [float(c) for c in np.random.default_rng(seed).normal(size=8)]
+    logit = sum(X[:, i] * coef[i] for i in range(8)) + 1.5 * X[:, 8] * X[:, 9] + 2.0 * (X[:, 10] > 0.5) - 1.0
     noise = rs.logistic(size=n, chunks=n // N_CHUNKS).astype(np.float32)
     y = (logit + noise > 0).astype(np.float32)
     X = da.where(rs.random_sample(size=X.shape, chunks=X.chunks) < 0.05, np.float32(np.nan), X)

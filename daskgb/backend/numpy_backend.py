@@ -155,6 +155,11 @@ def prepare_gradients(gpair, abs_sum=None):
     return np.asarray(gpair, dtype=np.float32), np.ones(2, dtype=np.float64)
 
 
+def gradient_abs_sums(gpair):
+    """(2,) float64 sums of |gradient| and |hessian| over the rows."""
+    return np.abs(np.asarray(gpair, dtype=np.float64)).sum(axis=0)
+
+
 def sum_gradients(gpair_native):
     """Sum of all rows' gradient pairs, accumulated row by row in double as XGBoost does."""
     if gpair_native.shape[0] == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import array_module
 from ..sklearn import GBClassifier, GBRegressor
 from . import DaskQuantileMatrix, predict, train
 
@@ -123,7 +124,11 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
                 raise ValueError(f"eval_set labels {unseen.tolist()} are not among the training classes "
                                  f"{self.classes_.tolist()}")
         known = self.classes_
-        return y.map_blocks(lambda b: np.searchsorted(known, np.asarray(b)).astype(np.float32), dtype=np.float32)
+        def encode(block):
+            xp = array_module(block)  # cupy partitions stay on their GPU
+            return xp.searchsorted(xp.asarray(known), block).astype(xp.float32)
+
+        return y.map_blocks(encode, dtype=np.float32)
 
     def predict_proba(self, X, iteration_range=None):
         """Lazy (n, 2) dask array of P(classes_[0]), P(classes_[1])."""
