@@ -297,11 +297,14 @@ def _pow2_at_least(s: float) -> float:
 
 
 def gradient_abs_sums(gpair):
-    """(2,) float64 host sums of |gradient| and |hessian| over the rows."""
+    """(2,) float64 device array: sums of |gradient| and |hessian| over the rows.
+
+    It stays on the device so that, across GPU workers, NCCL sums it (no host round trip).
+    """
     g = cupy.asarray(gpair, dtype=cupy.float32)
     # Each column reduced as a contiguous vector (CUB device reduce): an axis-0 reduction
     # of the (n, 2) array walks it with a stride and is an order of magnitude slower.
-    return np.array([float(cupy.abs(g[:, c]).sum(dtype=cupy.float64)) for c in range(2)])
+    return cupy.stack([cupy.abs(g[:, c]).sum(dtype=cupy.float64) for c in range(2)])
 
 
 _to_fixed = cupy.ElementwiseKernel(
@@ -320,7 +323,7 @@ def prepare_gradients(gpair, abs_sum=None):
     g = cupy.asarray(gpair, dtype=cupy.float32)
     if g.ndim != 2 or g.shape[1] != 2:
         raise ValueError(f"gradient pairs must have shape (n_rows, 2), got {g.shape}")
-    total = gradient_abs_sums(g) if abs_sum is None else np.asarray(to_host(abs_sum), dtype=np.float64).reshape(2)
+    total = np.asarray(to_host(gradient_abs_sums(g) if abs_sum is None else abs_sum), dtype=np.float64).reshape(2)
     if not np.all(np.isfinite(total)):
         raise ValueError("gradient pairs contain NaN or infinite values; check the labels and the objective")
     scale = np.array([_pow2_at_least(float(s)) for s in total], dtype=np.float64) / 2.0**62
