@@ -1,0 +1,90 @@
+"""Per-phase time inside each worker of a LocalCUDACluster training run (developer tool).
+
+    python ci/profile_dask.py --workers 2 --rows 10500000 --rounds 100
+
+Wraps the CUDA backend's functions and the communicator's allreduce with device
+synchronisations inside every worker process, trains, and prints per-rank
+milliseconds per round for each phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+
+def profiled_train(job, root, rank, world, params, dtrain, rounds):
+    import cupy
+
+    from daskgb import collective
+    from daskgb.backend import cupy_backend as cb
+    from daskgb.dask.worker import train_on_worker
+
+    spent = collections.Counter()
+
+    def wrap(owner, name, label):
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            cupy.cuda.runtime.deviceSynchronize()
+            t = time.perf_counter()
+            out = fn(*a, **k)
+            cupy.cuda.runtime.deviceSynchronize()
+            spent[label] += time.perf_counter() - t
+            return out
+
+        setattr(owner, name, timed)
+        return fn
+
+    originals = [(cb, n, wrap(cb, n, n)) for n in ("build_histograms", "evaluate_splits", "apply_splits",
+                                                   "prepare_gradients", "gradient_abs_sums")]
+    originals.append((collective.NcclCommunicator, "allreduce",
+                      wrap(collective.NcclCommunicator, "allreduce", "allreduce (wait + NCCL)")))
+    cupy.cuda.runtime.deviceSynchronize()
+    t = time.perf_counter()
+    train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
+    cupy.cuda.runtime.deviceSynchronize()
+    total = time.perf_counter() - t
+    for owner, name, fn in originals:
+        setattr(owner, name, fn)
+    out = {k: round(1e3 * v / rounds, 2) for k, v in spent.most_common()}
+    out["total"] = round(1e3 * total / rounds, 2)
+    out["rest"] = round(out["total"] - sum(v for k, v in out.items() if k != "total"), 2)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rows", type=int, default=10_500_000)
+    ap.add_argument("--rounds", type=int, default=100)
+    args = ap.parse_args()
+    from benchmark_dask_higgs import make_data
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    import daskgb.dask as dgb
+    from daskgb.dask.worker import start_collective
+
+    devices = ",".join(str(i) for i in range(args.workers))
+    with LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices) as cluster, Client(cluster) as client:
+        X, y = make_data(client, args.rows, 8, True)
+        dtrain = dgb.DaskQuantileMatrix(client, X, y)
+        params = {"objective": "binary:logistic", "max_depth": 8, "eta": 0.1, "device": "cuda"}
+        dgb.train(client, params, dtrain, 3, verbose_eval=False)  # warm up
+        job = uuid.uuid4().hex
+        root = client.submit(start_collective, job, workers=[dtrain.workers[0]], pure=False).result()
+        futs = [client.submit(profiled_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
+                              args.rounds, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
+        print(json.dumps(client.gather(futs), indent=1))
+
+
+if __name__ == "__main__":
+    main()
