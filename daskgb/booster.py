@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 
 from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
-from .backend import array_module, get_backend, resolve_device, to_host
+from .backend import get_backend, resolve_device, to_host
 from .collective import LocalCommunicator
 from .grower import grow_tree
 from .inputs import as_features

@@ -81,7 +81,6 @@ def sparse_layout(cuts: Cuts) -> tuple[int, int]:
 
 def from_dense(backend, X, cuts: Cuts, missing: float) -> Ellpack:
     """Quantise and pack a dense (n_rows, n_features) float32 array on backend's device."""
-    xp = backend.xp
     n_rows, n_features = X.shape
     has_missing = bool(backend.count_missing(X, missing) > 0)
     null_symbol, bits = dense_layout(cuts, has_missing)

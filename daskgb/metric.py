@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import array_module, to_host
+from .backend import to_host
 from .collective import LocalCommunicator
 
 

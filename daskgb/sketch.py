@@ -372,7 +372,6 @@ def merge(a: Summary, b: Summary) -> Summary:
         return a
     if a.value.size == 0:
         return b
-    n_features = a.n_features
     a_ptrs, b_ptrs = xp.asarray(a.ptrs), xp.asarray(b.ptrs)
     fa = _entry_features(xp, a_ptrs, a.value.size)
     fb = _entry_features(xp, b_ptrs, b.value.size)
