@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import numpy as np
 
 from ..params import TrainParams
 from .data import DaskQuantileMatrix
+from .watch import gather_watching
 from .worker import start_collective, train_on_worker
 
 __all__ = ["DaskQuantileMatrix", "train", "predict"]
-
-# How often the client checks that every training worker is still there.
-_WATCH_INTERVAL_S = 1.0
-
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
           verbose_eval=True) -> dict:
@@ -60,7 +56,7 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
                       workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
         for rank, a in enumerate(workers)
     ]
-    results = _wait_watching(client, futures, workers)
+    results = gather_watching(client, futures, workers, "training")
     return {"booster": results[0]["booster"], "history": results[0]["history"],
             "collective": [r["collective"] for r in results]}
 
@@ -75,43 +71,6 @@ def _device(asked: str, data_device: str) -> str:
     if asked == "cpu":
         return "cpu"
     return data_device
-
-
-def _wait_watching(client, futures, workers):
-    """Results of the training futures; raises as soon as one fails or a worker leaves.
-
-    When a worker dies its peers' collectives fail within milliseconds with an
-    error naming it, so a failed future is reported first; a task that is lost
-    or cancelled without any peer error is reported by rank and address.
-    """
-    from distributed import wait
-
-    lost_since = None
-    while True:
-        pending = [f for f in futures if f.status == "pending"]
-        if pending:
-            try:
-                wait(pending, timeout=_WATCH_INTERVAL_S, return_when="FIRST_COMPLETED")
-            except Exception:  # timeout, or futures cancelled because their worker died: look below
-                pass
-        for f in futures:
-            if f.status == "error":
-                exc, tb = f.exception(), f.traceback()  # before cancelling, which would replace them
-                client.cancel(futures)
-                raise exc.with_traceback(tb)
-        if all(f.status == "finished" for f in futures):
-            return client.gather(futures)
-        alive = set(client.scheduler_info()["workers"])
-        lost = [(rank, a) for rank, (a, f) in enumerate(zip(workers, futures))
-                if a not in alive or f.status in ("cancelled", "lost")]
-        if lost:
-            # Give the surviving ranks a moment to report their (more precise) error.
-            lost_since = lost_since or time.monotonic()
-            if time.monotonic() - lost_since > 5.0 or not any(f.status == "pending" for f in futures):
-                client.cancel(futures)
-                raise RuntimeError(
-                    f"daskgb: worker(s) {', '.join(f'{a} (rank {r})' for r, a in lost)} died or left the cluster "
-                    f"during training; the data they held is gone, so training stopped")
 
 
 def predict(client, booster, X, output_margin: bool = False, iteration_range=(0, 0)):

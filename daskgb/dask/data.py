@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import sketch
 from ..backend import array_module
+from .watch import gather_watching
 
 # --------------------------------------------------------------------------- on the workers
 
@@ -206,9 +207,10 @@ class DaskQuantileMatrix:
         for f in futures:
             holder.setdefault(who_has[f.key][0], []).append(f)
 
-        infos = {a: client.submit(_local_info, *fs, workers=[a], allow_other_workers=False, pure=False)
-                 for a, fs in holder.items()}
-        infos = {a: f.result() for a, f in infos.items()}
+        addrs = sorted(holder)
+        infos = dict(zip(addrs, gather_watching(
+            client, [client.submit(_local_info, *holder[a], workers=[a], allow_other_workers=False, pure=False)
+                     for a in addrs], addrs, "quantisation")))
         feats = {i["features"] for i in infos.values() if i["features"] is not None}
         if len(feats) > 1 or (feats and feats != {n_features}):
             raise ValueError(f"partitions disagree on the number of features: {sorted(feats)} vs {n_features}")
@@ -231,7 +233,7 @@ class DaskQuantileMatrix:
             summaries = [client.submit(_local_summary, device, self.missing, budget, *holder[a], workers=[a],
                                        allow_other_workers=False, pure=False) for a in self.workers]
             merged = None
-            for s in client.gather(summaries):
+            for s in gather_watching(client, summaries, self.workers, "quantisation"):
                 if s is not None:
                     merged = s if merged is None else sketch.merge(merged, s)
             self.cuts = sketch.make_cuts(sketch.prune(merged, budget), self.max_bin)
@@ -250,13 +252,20 @@ class DaskQuantileMatrix:
                              allow_other_workers=False, pure=False)
             for a in self.workers
         }
-        wait(list(self._local.values()))
-        _raise_first_error(list(self._local.values()))
+        # Only wait here: the matrices stay on their workers.
+        done = [client.submit(_nbytes, self._local[a], workers=[a], allow_other_workers=False, pure=False)
+                for a in self.workers]
+        self.nbytes_per_worker = dict(zip(self.workers, gather_watching(client, done, self.workers, "quantisation")))
         self._has_labels = y is not None
 
     def __repr__(self):
         return (f"DaskQuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, workers={len(self.workers)})")
+
+
+def _nbytes(m) -> int:
+    """The ELLPACK bytes a worker's matrix holds (what is waited on, small to send back)."""
+    return int(m.ellpack.nbytes)
 
 
 def _raise_first_error(futures) -> None:

@@ -191,3 +191,24 @@ def test_eval_rows_on_only_one_of_the_training_workers(client):
     out = dgb.train(client, {**PARAMS, "eval_metric": "error"}, dtrain, 6, evals=[(dvalid, "v")], verbose_eval=False)
     wrong = ((out["booster"].predict(Xv) > 0.5) != yv).mean()
     assert out["history"]["v"]["error"][-1] == pytest.approx(wrong, abs=1e-12)
+
+
+def _sleep(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def test_waiting_on_a_pinned_task_whose_worker_dies_raises_promptly():
+    from daskgb.dask.watch import gather_watching
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        with distributed.Client(c) as cl:
+            a, b = sorted(cl.scheduler_info()["workers"])
+            futs = [cl.submit(_sleep, 0.1, workers=[a], allow_other_workers=False, pure=False),
+                    cl.submit(_sleep, 120, workers=[b], allow_other_workers=False, pure=False)]
+            time.sleep(1.0)
+            killed = time.monotonic()
+            cl.run(_die, workers=[b], wait=False)
+            with pytest.raises(RuntimeError, match="rank 1"):
+                gather_watching(cl, futs, [a, b], "quantisation")
+            assert time.monotonic() - killed < 30

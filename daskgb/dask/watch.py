@@ -1,0 +1,47 @@
+"""Waiting on tasks pinned to workers without hanging when a worker dies."""
+
+from __future__ import annotations
+
+import time
+
+# How often the client checks that every worker it waits on is still there.
+WATCH_INTERVAL_S = 1.0
+
+
+def gather_watching(client, futures, workers, what: str):
+    """Results of futures[i], pinned to workers[i]; raises as soon as one fails or its worker leaves.
+
+    A task pinned to a worker that died never runs anywhere else, so waiting on it
+    alone would hang. When a worker dies during training its peers' collectives
+    fail within milliseconds with an error naming it, so a failed future is
+    reported first; a task lost or cancelled without any peer error is reported
+    by rank and address.
+    """
+    from distributed import wait
+
+    lost_since = None
+    while True:
+        pending = [f for f in futures if f.status == "pending"]
+        if pending:
+            try:
+                wait(pending, timeout=WATCH_INTERVAL_S, return_when="FIRST_COMPLETED")
+            except Exception:  # timeout, or futures cancelled because their worker died: look below
+                pass
+        for f in futures:
+            if f.status == "error":
+                exc, tb = f.exception(), f.traceback()  # before cancelling, which would replace them
+                client.cancel(futures)
+                raise exc.with_traceback(tb)
+        if all(f.status == "finished" for f in futures):
+            return client.gather(futures)
+        alive = set(client.scheduler_info()["workers"])
+        lost = [(rank, a) for rank, (a, f) in enumerate(zip(workers, futures))
+                if a not in alive or f.status in ("cancelled", "lost")]
+        if lost:
+            # Give the surviving workers a moment to report their (more precise) error.
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since > 5.0 or not any(f.status == "pending" for f in futures):
+                client.cancel(futures)
+                raise RuntimeError(
+                    f"daskgb: worker(s) {', '.join(f'{a} (rank {r})' for r, a in lost)} died or left the cluster "
+                    f"during {what}; the data they held is gone, so {what} stopped")
