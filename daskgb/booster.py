@@ -39,7 +39,7 @@ class Booster:
     # ------------------------------------------------------------------ introspection
     @property
     def objective(self):
-        return get_objective(self.params.objective)
+        return get_objective(self.params.objective, self.params)
 
     @property
     def num_features(self) -> int:
@@ -221,7 +221,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                              f"QuantileMatrix(..., ref=dtrain)")
     if dtrain.max_bin != p.max_bin and "max_bin" in (params or {}):
         raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
-    obj = get_objective(p.objective)
+    obj = get_objective(p.objective, p)
     device = resolve_device(p.device)
     backend = get_backend(device)
     xp = backend.xp

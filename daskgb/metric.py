@@ -35,10 +35,73 @@ def _error_sums(xp, y, pred, w):
     return (w * wrong).sum(), w.sum()
 
 
+def _mae_sums(xp, y, pred, w):
+    return (w * xp.abs(pred.astype(xp.float64) - y.astype(xp.float64))).sum(), w.sum()
+
+
+# Lanczos approximation (g = 7, 9 terms): log-gamma to ~1e-15 for x >= 0.5, on numpy and cupy alike.
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
+            1.5056327351493116e-7)
+
+
+def _lgamma(xp, x):
+    x = x - 1.0
+    a = xp.full(x.shape, _LANCZOS[0])
+    for i, c in enumerate(_LANCZOS[1:], start=1):
+        a = a + c / (x + i)
+    t = x + 7.5
+    return 0.5 * np.log(2 * np.pi) + (x + 0.5) * xp.log(t) - t + xp.log(a)
+
+
+def _poisson_nloglik_sums(xp, y, pred, w):
+    yy = y.astype(xp.float64)
+    p = xp.maximum(pred.astype(xp.float64), 1e-16)
+    return (w * (_lgamma(xp, yy + 1.0) + p - xp.log(p) * yy)).sum(), w.sum()
+
+
+def _gamma_nloglik_sums(xp, y, pred, w):
+    # XGBoost's gamma density with psi = 1: theta = -1/p, so -(y*theta + log(-theta)) = y/p + log(p)
+    # (the other terms, log(y/psi) - log(y) - log gamma(1/psi), cancel).
+    p = pred.astype(xp.float64)
+    return (w * (y.astype(xp.float64) / p + xp.log(p))).sum(), w.sum()
+
+
+def _gamma_deviance_sums(xp, y, pred, w):
+    eps = 1e-6
+    ratio = (y.astype(xp.float64) + eps) / (pred.astype(xp.float64) + eps)
+    return (w * (ratio - xp.log(ratio) - 1.0)).sum(), w.sum()
+
+
+def _tweedie_sums(rho):
+    def sums(xp, y, pred, w):
+        p = pred.astype(xp.float64)
+        yy = y.astype(xp.float64)
+        a = yy * xp.exp((1.0 - rho) * xp.log(p)) / (1.0 - rho)
+        b = xp.exp((2.0 - rho) * xp.log(p)) / (2.0 - rho)
+        return (w * (b - a)).sum(), w.sum()
+
+    return sums
+
+
+def _mphe_sums(xp, y, pred, w, slope=1.0):
+    z = pred.astype(xp.float64) - y.astype(xp.float64)
+    return (w * (slope * slope * (xp.sqrt(1.0 + (z / slope) ** 2) - 1.0))).sum(), w.sum()
+
+
+def _mean(num, den):
+    return float(num / den)
+
+
 _ADDITIVE = {
     "rmse": (_rmse_sums, lambda num, den: float(np.sqrt(num / den))),
-    "logloss": (_logloss_sums, lambda num, den: float(num / den)),
-    "error": (_error_sums, lambda num, den: float(num / den)),
+    "mae": (_mae_sums, _mean),
+    "logloss": (_logloss_sums, _mean),
+    "error": (_error_sums, _mean),
+    "poisson-nloglik": (_poisson_nloglik_sums, _mean),
+    "gamma-nloglik": (_gamma_nloglik_sums, _mean),
+    "gamma-deviance": (_gamma_deviance_sums, lambda num, den: float(2.0 * num / den)),
+    "mphe": (_mphe_sums, _mean),
 }
 
 
@@ -61,7 +124,7 @@ def auc_of(y, pred, weight=None):
     return float(((fp - fp0) * (tp + tp0) / 2.0).sum() / (total_p * total_n))
 
 
-METRICS = tuple(_ADDITIVE) + ("auc",)
+METRICS = tuple(_ADDITIVE) + ("auc", "tweedie-nloglik@<rho>")
 
 
 def evaluate(name: str, xp, y, pred, weight=None, comm=None) -> float:
@@ -73,10 +136,12 @@ def evaluate(name: str, xp, y, pred, weight=None, comm=None) -> float:
         w = None if all(v is None for v in ws) else np.concatenate(
             [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
         return auc_of(np.concatenate(ys), np.concatenate(ps), w)
-    try:
-        partial, finish = _ADDITIVE[name]
-    except KeyError:
-        raise ValueError(f"unknown eval_metric {name!r}; one of {sorted(METRICS)}") from None
+    if name.startswith("tweedie-nloglik@"):
+        partial, finish = _tweedie_sums(float(name.split("@", 1)[1])), _mean
+    else:
+        partial, finish = _ADDITIVE.get(name, (None, None))
+    if partial is None:
+        raise ValueError(f"unknown eval_metric {name!r}; one of {sorted(METRICS)}")
     num, den = partial(xp, y, pred, _weights(xp, y, weight))
     sums = comm.allreduce(np.array([float(num), float(den)], dtype=np.float64))
     return finish(sums[0], sums[1])

@@ -109,11 +109,114 @@ class RegLogistic(_Logistic):
             raise ValueError(f"reg:logistic needs labels in [0, 1]; {bad} labels are not")
 
 
-OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic)}
+class _LogLink(Objective):
+    """Objectives on a log scale: outputs are exp(margin), base_score maps to log(base_score)."""
+
+    def transform(self, xp, margin):
+        return expf(xp, margin)
+
+    def base_score_to_margin(self, base_score: float) -> np.float32:
+        with np.errstate(divide="ignore"):
+            return np.float32(np.log(np.float32(base_score)))
+
+    def check_labels(self, xp, y):
+        bad = int((y < 0).sum())
+        if bad:
+            raise ValueError(f"{self.name} needs non-negative labels; {bad} labels are negative")
 
 
-def get_objective(name: str) -> Objective:
+class Poisson(_LogLink):
+    """count:poisson. Its hessian is inflated by exp(max_delta_step) (0.7 unless the user sets
+    max_delta_step, which XGBoost then applies to the objective and the tree alike)."""
+
+    name = "count:poisson"
+    default_metric = "poisson-nloglik"
+
+    def __init__(self, max_delta_step: float = 0.7):
+        self.max_delta_step = np.float32(max_delta_step)
+
+    def gradient(self, xp, margin, y, weight):
+        grad = expf(xp, margin) - y
+        hess = expf(xp, margin + self.max_delta_step)
+        if weight is None:
+            return _pack(xp, grad, hess)
+        return _pack(xp, grad * weight, hess * weight)
+
+
+class Gamma(_LogLink):
+    name = "reg:gamma"
+    default_metric = "gamma-deviance"
+
+    def gradient(self, xp, margin, y, weight):
+        ratio = y / expf(xp, margin)
+        grad = xp.float32(1.0) - ratio
+        if weight is None:
+            return _pack(xp, grad, ratio)
+        return _pack(xp, grad * weight, ratio * weight)
+
+    def check_labels(self, xp, y):
+        bad = int((y <= 0).sum())
+        if bad:
+            raise ValueError(f"reg:gamma needs positive labels; {bad} labels are not")
+
+
+class Tweedie(_LogLink):
+    name = "reg:tweedie"
+
+    def __init__(self, variance_power: float = 1.5):
+        self.rho = np.float32(variance_power)
+        self.default_metric = f"tweedie-nloglik@{float(self.rho):g}"
+
+    def gradient(self, xp, margin, y, weight):
+        one, two = xp.float32(1.0) - self.rho, xp.float32(2.0) - self.rho
+        a = expf(xp, one * margin)
+        b = expf(xp, two * margin)
+        grad = -y * a + b
+        hess = -y * one * a + two * b
+        if weight is None:
+            return _pack(xp, grad, hess)
+        return _pack(xp, grad * weight, hess * weight)
+
+
+class PseudoHuber(Objective):
+    name = "reg:pseudohubererror"
+    default_metric = "mphe"
+
+    def __init__(self, huber_slope: float = 1.0):
+        self.slope = np.float32(huber_slope)
+
+    def base_score_sums(self, xp, y, weight) -> tuple[float, float]:
+        """XGBoost's generic intercept for this loss: one Newton step from margin 0, -sum g / sum h."""
+        gp = self.gradient(xp, xp.zeros(y.shape[0], dtype=xp.float32), y, weight).astype(xp.float64)
+        return float(-gp[:, 0].sum()), float(gp[:, 1].sum())
+
+    def gradient(self, xp, margin, y, weight):
+        z = margin - y
+        slope2 = self.slope * self.slope
+        scale_sqrt = xp.sqrt(xp.float32(1.0) + z * z / slope2)
+        grad = z / scale_sqrt
+        hess = slope2 / ((slope2 + z * z) * scale_sqrt)
+        if weight is None:
+            return _pack(xp, grad, hess)
+        return _pack(xp, grad * weight, hess * weight)
+
+
+OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
+                                        PseudoHuber)}
+
+
+def get_objective(name: str, params=None) -> Objective:
+    """The objective called `name`, configured from TrainParams where it reads them."""
     try:
-        return OBJECTIVES[name]()
+        cls = OBJECTIVES[name]
     except KeyError:
         raise ValueError(f"unknown objective {name!r}; one of {sorted(OBJECTIVES)}") from None
+    if params is None:
+        return cls()
+    if cls is Poisson:
+        return cls(params.max_delta_step if getattr(params, "max_delta_step_set", False) else 0.7)
+    if cls is Tweedie:
+        return cls(params.tweedie_variance_power)
+    if cls is PseudoHuber:
+        return cls(params.huber_slope)
+    return cls()

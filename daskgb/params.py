@@ -20,8 +20,9 @@ ALIASES = {
     "n_jobs": "nthread",
 }
 
-OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic")
-METRICS = ("rmse", "logloss", "error", "auc")
+OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
+              "reg:pseudohubererror")
+METRICS = ("rmse", "mae", "logloss", "error", "auc", "poisson-nloglik", "gamma-nloglik", "gamma-deviance", "mphe")
 GROW_POLICIES = ("depthwise",)
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
@@ -42,6 +43,8 @@ class TrainParams:
     min_split_loss: float = 0.0
     max_delta_step: float = 0.0
     max_bin: int = 256
+    tweedie_variance_power: float = 1.5
+    huber_slope: float = 1.0
     base_score: float | None = None
     eval_metric: list = field(default_factory=list)
     device: str = "auto"
@@ -65,6 +68,8 @@ class TrainParams:
             if name in known:
                 values[name] = value
         p = cls(**values)
+        # count:poisson's default max_delta_step (0.7) applies only when the user sets none.
+        p.max_delta_step_set = "max_delta_step" in values
         p._check()
         return p
 
@@ -80,17 +85,27 @@ class TrainParams:
         self.reg_alpha = _number("reg_alpha", self.reg_alpha, low=0.0)
         self.min_split_loss = _number("min_split_loss", self.min_split_loss, low=0.0)
         self.max_delta_step = _number("max_delta_step", self.max_delta_step, low=0.0)
+        if self.objective == "count:poisson" and not getattr(self, "max_delta_step_set", True):
+            # XGBoost's default for Poisson regression, on the leaves and in the objective alike.
+            self.max_delta_step = 0.7
         self.seed = _integer("seed", self.seed, low=None)
+        self.tweedie_variance_power = _number("tweedie_variance_power", self.tweedie_variance_power, low=1.0)
+        if self.tweedie_variance_power >= 2.0:
+            raise ValueError(f"tweedie_variance_power must be in [1, 2), got {self.tweedie_variance_power}")
+        self.huber_slope = _number("huber_slope", self.huber_slope, low=0.0, low_open=True)
         if self.base_score is not None:
             self.base_score = _number("base_score", self.base_score, low=None)
             if self.objective in ("binary:logistic", "reg:logistic") and not 0.0 < self.base_score < 1.0:
                 raise ValueError(f"base_score must be in (0, 1) for {self.objective}, got {self.base_score}")
+            if self.objective in ("count:poisson", "reg:gamma", "reg:tweedie") and not self.base_score > 0.0:
+                raise ValueError(f"base_score must be > 0 for {self.objective}, got {self.base_score}")
         metrics = self.eval_metric
         if isinstance(metrics, str):
             metrics = [metrics]
         metrics = list(metrics or [])
         for m in metrics:
-            _choice("eval_metric", m, METRICS)
+            if not (isinstance(m, str) and m.startswith("tweedie-nloglik@")):
+                _choice("eval_metric", m, METRICS)
         self.eval_metric = metrics
         if not isinstance(self.device, str):
             raise ValueError(f"device must be a string, got {self.device!r}")

@@ -212,3 +212,20 @@ def test_waiting_on_a_pinned_task_whose_worker_dies_raises_promptly():
             with pytest.raises(RuntimeError, match="rank 1"):
                 gather_watching(cl, futs, [a, b], "quantisation")
             assert time.monotonic() - killed < 30
+
+
+@pytest.mark.parametrize("objective", ["count:poisson", "reg:gamma", "reg:tweedie", "reg:pseudohubererror"])
+def test_regression_objectives_equal_in_process(client, objective):
+    rng = np.random.default_rng(21)
+    X, _ = exact_data(n=1500, seed=21)
+    mu = np.exp(0.4 * np.nan_to_num(X[:, 0]))
+    y = (rng.gamma(2.0, mu / 2.0) + 1e-3 if objective != "reg:pseudohubererror" else X[:, 0] + rng.normal(size=1500))
+    y = y.astype(np.float32)
+    params = {"objective": objective, "max_depth": 4, "device": "cpu"}
+    chunks, placement = [700, 800], [0, 1]
+    out = dgb.train(client, params, dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                                           on_workers(client, y, chunks, placement)), 8,
+                    verbose_eval=False)
+    local = daskgb.train(params, daskgb.QuantileMatrix(X, y), 8, verbose_eval=False)
+    assert out["booster"].base_score == pytest.approx(local.base_score, rel=1e-6)
+    np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), rtol=1e-5, atol=1e-5)
