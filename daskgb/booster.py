@@ -192,14 +192,27 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
 
 
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
-          evals_result: dict | None = None, comm=None) -> Booster:
+          evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None) -> Booster:
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
     evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
     be dtrain itself or built with ref=dtrain. verbose_eval: True, False, or
     print every n-th round. evals_result: a dict to fill with
     {name: {metric: [value per round]}}.
+
+    obj: a custom objective, ``obj(margin, dtrain) -> (grad, hess)`` with arrays of
+    the training device (numpy, or cupy on CUDA); as in XGBoost it applies the
+    weights itself, base_score defaults to 0.5 and is not estimated, and
+    predictions are raw margins unless params name an objective to transform them.
+    custom_metric: ``custom_metric(predt, dmatrix) -> (name, value)``, reported
+    beside the built-in metrics (set disable_default_eval_metric to drop the
+    default one); predt is the raw margin with a custom objective and the output
+    otherwise. On several workers it sees every worker's rows.
     """
+    if obj is not None and not callable(obj):
+        raise ValueError("obj must be a callable obj(margin, dtrain) -> (grad, hess)")
+    if custom_metric is not None and not callable(custom_metric):
+        raise ValueError("custom_metric must be a callable custom_metric(predt, dmatrix) -> (name, value)")
     p = TrainParams.from_dict(params)
     if not isinstance(dtrain, QuantileMatrix):
         raise ValueError("dtrain must be a daskgb.QuantileMatrix")
@@ -221,31 +234,35 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                              f"QuantileMatrix(..., ref=dtrain)")
     if dtrain.max_bin != p.max_bin and "max_bin" in (params or {}):
         raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
-    obj = get_objective(p.objective, p)
+    objective = get_objective(p.objective, p)
     device = resolve_device(p.device)
     backend = get_backend(device)
     xp = backend.xp
     comm = comm or LocalCommunicator()
 
     dtrain = dtrain.on(device)
-    obj.check_labels(xp, dtrain.label)
-    for m, _ in evals:
-        obj.check_labels(xp, m.on(device).label)
+    if obj is None:  # a custom objective decides for itself which labels it accepts
+        objective.check_labels(xp, dtrain.label)
+        for m, _ in evals:
+            objective.check_labels(xp, m.on(device).label)
     if p.base_score is not None:
         base_score = p.base_score
+    elif obj is not None:
+        base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
     else:
-        num, den = obj.base_score_sums(xp, dtrain.label, dtrain.weight)
+        num, den = objective.base_score_sums(xp, dtrain.label, dtrain.weight)
         num, den = comm.allreduce(np.array([num, den], dtype=np.float64))
         base_score = num / den
     base_score = float(np.float32(base_score))
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
     booster._train_cuts_token = dtrain.cuts_token
-    metrics = p.eval_metric or [obj.default_metric]
+    metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
+        "disable_default_eval_metric")) else [objective.default_metric])
 
     def initial_margin(m):
         if m.base_margin is not None:
             return m.base_margin.astype(xp.float32).copy()
-        return xp.full(m.n_rows, obj.base_score_to_margin(base_score), dtype=xp.float32)
+        return xp.full(m.n_rows, objective.base_score_to_margin(base_score), dtype=xp.float32)
 
     margin = initial_margin(dtrain)
     eval_state = []
@@ -264,7 +281,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     # Every worker must sum the root the same way, so the choice is made for all at once.
     root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
     for it in range(num_boost_round):
-        gpair = obj.gradient(xp, margin, dtrain.label, dtrain.weight)
+        if obj is None:
+            gpair = objective.gradient(xp, margin, dtrain.label, dtrain.weight)
+        else:
+            gpair = _custom_gradient(xp, obj, margin, dtrain)
         abs_sum = None
         if comm.world_size > 1:
             # The fixed-point scale must be the same on every worker: size it from global sums.
@@ -280,11 +300,60 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 em = margin
             else:
                 add_tree_binned(backend, m.ellpack, tree, em)
-            out = obj.transform(xp, em)
+            out = objective.transform(xp, em)
             for k in metrics:
                 v = _metric.evaluate(k, xp, m.label, out, m.weight, comm)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
+            if custom_metric is not None:
+                k, v = _custom_metric(custom_metric, em if obj is not None else out, m, comm)
+                history[name].setdefault(k, []).append(v)
+                line.append(f"{name}-{k}:{v:.5f}")
         if every and eval_state and (it % every == 0 or it == num_boost_round - 1):
             print("\t".join(line), flush=True)
     return booster
+
+
+def _truthy(v) -> bool:
+    return str(v).lower() in ("1", "true", "yes") if v is not None else False
+
+
+def _custom_gradient(xp, obj, margin, dtrain):
+    """(n, 2) float32 gradient pairs from a user's objective, checked."""
+    grad, hess = obj(margin.copy(), dtrain)
+    n = margin.shape[0]
+    out = xp.empty((n, 2), dtype=xp.float32)
+    for j, (v, what) in enumerate(((grad, "gradient"), (hess, "hessian"))):
+        v = xp.asarray(v, dtype=xp.float32).reshape(-1)
+        if v.shape[0] != n:
+            raise ValueError(f"the custom objective returned {v.shape[0]} {what} values for {n} rows")
+        out[:, j] = v
+    if not bool(xp.isfinite(out).all()):
+        raise ValueError("the custom objective returned NaN or infinite gradients or hessians")
+    return out
+
+
+class _Rows:
+    """The rows of all workers, as a custom metric sees them (XGBoost's DMatrix getters)."""
+
+    def __init__(self, label, weight):
+        self.label, self.weight = label, weight
+
+    def get_label(self):
+        return self.label
+
+    def get_weight(self):
+        return self.weight if self.weight is not None else np.zeros(0, dtype=np.float32)
+
+
+def _custom_metric(fn, predt, m, comm):
+    if comm.world_size == 1:
+        name, value = fn(predt, m)
+    else:
+        parts = comm.allgather((to_host(predt), to_host(m.label),
+                                None if m.weight is None else to_host(m.weight)))
+        preds, labels, weights = zip(*parts)
+        weight = None if all(w is None for w in weights) else np.concatenate(
+            [np.ones(len(y), np.float32) if w is None else w for y, w in zip(labels, weights)])
+        name, value = fn(np.concatenate(preds), _Rows(np.concatenate(labels), weight))
+    return str(name), float(value)

@@ -81,6 +81,14 @@ class QuantileMatrix:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
         self._on = {device: self}
 
+    def get_label(self):
+        """The labels (XGBoost's DMatrix.get_label), as stored: numpy, or cupy on the GPU."""
+        return self.label
+
+    def get_weight(self):
+        """The weights, or an empty array when there are none (as XGBoost's DMatrix.get_weight)."""
+        return self.weight if self.weight is not None else np.zeros(0, dtype=np.float32)
+
     @property
     def cuts(self):
         return self.ellpack.cuts

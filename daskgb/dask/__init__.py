@@ -14,13 +14,15 @@ from .worker import start_collective, train_on_worker
 __all__ = ["DaskQuantileMatrix", "train", "predict"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
-          verbose_eval=True) -> dict:
+          verbose_eval=True, *, obj=None, custom_metric=None) -> dict:
     """Train on the workers holding dtrain's rows.
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
     "collective": [per-rank communicator statistics]}.
 
-    evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. The device
+    evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. obj and
+    custom_metric as in daskgb.train: the objective runs on each worker's rows,
+    the metric sees all rows. The device
     follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
     params say "cpu" or "cuda". A worker that dies mid-training is an error
     within seconds; training never hangs on it.
@@ -53,7 +55,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     futures = [
         client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
                       [(m._local[a], name) for m, name in evals], num_boost_round, verbose_eval, timeout,
-                      workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
+                      obj, custom_metric, workers=[a], allow_other_workers=False, pure=False,
+                      key=f"daskgb-train-{rank}-{job}")
         for rank, a in enumerate(workers)
     ]
     results = gather_watching(client, futures, workers, "training")

@@ -229,3 +229,28 @@ def test_regression_objectives_equal_in_process(client, objective):
     local = daskgb.train(params, daskgb.QuantileMatrix(X, y), 8, verbose_eval=False)
     assert out["booster"].base_score == pytest.approx(local.base_score, rel=1e-6)
     np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def _sq_obj(predt, dtrain):
+    y = dtrain.get_label()
+    return predt - y, np.ones_like(predt)
+
+
+def _max_abs_err(predt, dmatrix):
+    return "max-abs", float(np.max(np.abs(predt - dmatrix.get_label())))
+
+
+def test_custom_objective_and_metric_on_dask(client):
+    X, y = exact_data(n=1400, seed=31)
+    chunks, placement = [600, 800], [0, 1]
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                    on_workers(client, y, chunks, placement))
+    out = dgb.train(client, {"max_depth": 4, "device": "cpu"}, dtrain, 6, evals=[(dtrain, "t")],
+                    verbose_eval=False, obj=_sq_obj, custom_metric=_max_abs_err)
+    m = daskgb.QuantileMatrix(X, y)
+    res = {}
+    local = daskgb.train({"max_depth": 4, "device": "cpu"}, m, 6, evals=[(m, "t")], evals_result=res,
+                         verbose_eval=False, obj=_sq_obj, custom_metric=_max_abs_err)
+    np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-5)
+    # the metric saw every worker's rows: it equals the in-process value
+    np.testing.assert_allclose(out["history"]["t"]["max-abs"], res["t"]["max-abs"], rtol=1e-6)
