@@ -34,6 +34,7 @@ class Booster:
         self.n_features = int(n_features)
         self.feature_names = feature_names
         self.best_iteration: int | None = None
+        self.best_score: float | None = None
         self._packed = None  # (n_trees, nodes, offsets) cache for prediction
 
     # ------------------------------------------------------------------ introspection
@@ -147,6 +148,7 @@ class Booster:
             "num_features": self.n_features,
             "feature_names": self.feature_names,
             "best_iteration": self.best_iteration,
+            "best_score": self.best_score,
             "trees": [t.to_dict() for t in self.trees],
         }
 
@@ -160,6 +162,7 @@ class Booster:
         b = cls(d["params"], [Tree.from_dict(t) for t in d["trees"]], d["base_score"], d["num_features"],
                 d["feature_names"])
         b.best_iteration = d.get("best_iteration")
+        b.best_score = d.get("best_score")
         return b
 
     def save_model(self, path) -> None:
@@ -192,7 +195,8 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
 
 
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
-          evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None) -> Booster:
+          evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None,
+          early_stopping_rounds: int | None = None, maximize: bool | None = None) -> Booster:
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
     evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
@@ -208,12 +212,23 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     beside the built-in metrics (set disable_default_eval_metric to drop the
     default one); predt is the raw margin with a custom objective and the output
     otherwise. On several workers it sees every worker's rows.
+
+    early_stopping_rounds: stop once the last metric of the last eval set has not
+    improved for that many rounds (XGBoost's rule; ``maximize`` defaults to True for
+    auc); the booster keeps every tree, records best_iteration and best_score, and
+    predicts with the trees up to best_iteration unless told otherwise.
     """
     if obj is not None and not callable(obj):
         raise ValueError("obj must be a callable obj(margin, dtrain) -> (grad, hess)")
     if custom_metric is not None and not callable(custom_metric):
         raise ValueError("custom_metric must be a callable custom_metric(predt, dmatrix) -> (name, value)")
     p = TrainParams.from_dict(params)
+    if early_stopping_rounds is not None:
+        if isinstance(early_stopping_rounds, bool) or not isinstance(early_stopping_rounds, (int, np.integer)) \
+                or early_stopping_rounds < 1:
+            raise ValueError(f"early_stopping_rounds must be an integer >= 1, got {early_stopping_rounds!r}")
+        if not evals:
+            raise ValueError("early stopping needs at least one eval set in evals")
     if not isinstance(dtrain, QuantileMatrix):
         raise ValueError("dtrain must be a daskgb.QuantileMatrix")
     if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, (int, np.integer)) or num_boost_round < 0:
@@ -274,6 +289,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     for _, name, _ in eval_state:
         history[name] = {k: [] for k in metrics}
 
+    stopper = _EarlyStopping(early_stopping_rounds, maximize) if early_stopping_rounds is not None else None
     every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
     if comm.rank != 0:
         every = 0
@@ -311,6 +327,14 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 line.append(f"{name}-{k}:{v:.5f}")
         if every and eval_state and (it % every == 0 or it == num_boost_round - 1):
             print("\t".join(line), flush=True)
+        if early_stopping_rounds is not None and stopper.should_stop(it, history[eval_state[-1][1]]):
+            if every:
+                print(f"Stopping. Best iteration: [{stopper.best_round}] {stopper.metric}:{stopper.best:.5f}",
+                      flush=True)
+            break
+    if early_stopping_rounds is not None and stopper.best_round is not None:
+        booster.best_iteration = stopper.best_round
+        booster.best_score = stopper.best
     return booster
 
 
@@ -357,3 +381,26 @@ def _custom_metric(fn, predt, m, comm):
             [np.ones(len(y), np.float32) if w is None else w for y, w in zip(labels, weights)])
         name, value = fn(np.concatenate(preds), _Rows(np.concatenate(labels), weight))
     return str(name), float(value)
+
+
+class _EarlyStopping:
+    """XGBoost's EarlyStopping rule: watch the last metric of the last eval set; stop after
+    `rounds` rounds in a row without a strict improvement on the best score."""
+
+    _MAXIMIZE = ("auc", "aucpr", "map", "ndcg", "pre")
+
+    def __init__(self, rounds: int, maximize: bool | None):
+        self.rounds, self.maximize = int(rounds), maximize
+        self.metric = None
+        self.best = None
+        self.best_round = None
+
+    def should_stop(self, it: int, log: dict) -> bool:
+        self.metric = list(log)[-1]
+        if self.maximize is None:
+            self.maximize = self.metric.split("@")[0] in self._MAXIMIZE
+        score = log[self.metric][-1]
+        better = self.best is None or (score > self.best if self.maximize else score < self.best)
+        if better:
+            self.best, self.best_round = score, it
+        return it - self.best_round >= self.rounds

@@ -14,7 +14,7 @@ from .worker import start_collective, train_on_worker
 __all__ = ["DaskQuantileMatrix", "train", "predict"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
-          verbose_eval=True, *, obj=None, custom_metric=None) -> dict:
+          verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None) -> dict:
     """Train on the workers holding dtrain's rows.
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
@@ -22,7 +22,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
 
     evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. obj and
     custom_metric as in daskgb.train: the objective runs on each worker's rows,
-    the metric sees all rows. The device
+    the metric sees all rows. early_stopping_rounds / maximize as in
+    daskgb.train: every worker sees the same global metrics, so all stop together. The device
     follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
     params say "cpu" or "cuda". A worker that dies mid-training is an error
     within seconds; training never hangs on it.
@@ -55,7 +56,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     futures = [
         client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
                       [(m._local[a], name) for m, name in evals], num_boost_round, verbose_eval, timeout,
-                      obj, custom_metric, workers=[a], allow_other_workers=False, pure=False,
+                      obj, custom_metric, early_stopping_rounds, maximize, workers=[a],
+                      allow_other_workers=False, pure=False,
                       key=f"daskgb-train-{rank}-{job}")
         for rank, a in enumerate(workers)
     ]

@@ -254,3 +254,20 @@ def test_custom_objective_and_metric_on_dask(client):
     np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-5)
     # the metric saw every worker's rows: it equals the in-process value
     np.testing.assert_allclose(out["history"]["t"]["max-abs"], res["t"]["max-abs"], rtol=1e-6)
+
+
+def test_early_stopping_on_dask_stops_with_in_process(client):
+    X, y = exact_data(n=1600, seed=41)
+    Xv, yv = exact_data(n=500, seed=42)
+    chunks, placement = [800, 800], [0, 1]
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                    on_workers(client, y, chunks, placement))
+    dvalid = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [500], [1]), on_workers(client, yv, [500], [1]),
+                                    ref=dtrain)
+    params = {**PARAMS, "max_depth": 6, "eta": 0.6}
+    out = dgb.train(client, params, dtrain, 200, evals=[(dvalid, "v")], verbose_eval=False, early_stopping_rounds=4)
+    m = daskgb.QuantileMatrix(X, y)
+    local = daskgb.train(params, m, 200, evals=[(daskgb.QuantileMatrix(Xv, yv, ref=m), "v")], verbose_eval=False,
+                         early_stopping_rounds=4)
+    assert out["booster"].best_iteration == local.best_iteration
+    assert out["booster"].num_boosted_rounds() == local.num_boosted_rounds() < 200
