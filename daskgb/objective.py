@@ -52,7 +52,10 @@ class Objective:
         return num / den
 
 
-def _pack(xp, grad, hess):
+def _pack(xp, grad, hess, weight=None):
+    """(n, 2) float32 gradient pairs, each scaled by its row's weight (as XGBoost does, after the loss)."""
+    if weight is not None:
+        grad, hess = grad * weight, hess * weight
     out = xp.empty((grad.shape[0], 2), dtype=xp.float32)
     out[:, 0] = grad
     out[:, 1] = hess
@@ -65,9 +68,7 @@ class SquaredError(Objective):
 
     def gradient(self, xp, margin, y, weight):
         grad = margin - y
-        if weight is None:
-            return _pack(xp, grad, xp.float32(1.0))
-        return _pack(xp, grad * weight, weight)
+        return _pack(xp, grad, xp.float32(1.0), weight)
 
 
 class _Logistic(Objective):
@@ -75,9 +76,7 @@ class _Logistic(Objective):
         p = _sigmoid(xp, margin)
         grad = p - y
         hess = xp.maximum(p * (xp.float32(1.0) - p), xp.float32(1e-16))
-        if weight is None:
-            return _pack(xp, grad, hess)
-        return _pack(xp, grad * weight, hess * weight)
+        return _pack(xp, grad, hess, weight)
 
     def transform(self, xp, margin):
         return _sigmoid(xp, margin)
@@ -138,9 +137,7 @@ class Poisson(_LogLink):
     def gradient(self, xp, margin, y, weight):
         grad = expf(xp, margin) - y
         hess = expf(xp, margin + self.max_delta_step)
-        if weight is None:
-            return _pack(xp, grad, hess)
-        return _pack(xp, grad * weight, hess * weight)
+        return _pack(xp, grad, hess, weight)
 
 
 class Gamma(_LogLink):
@@ -150,9 +147,7 @@ class Gamma(_LogLink):
     def gradient(self, xp, margin, y, weight):
         ratio = y / expf(xp, margin)
         grad = xp.float32(1.0) - ratio
-        if weight is None:
-            return _pack(xp, grad, ratio)
-        return _pack(xp, grad * weight, ratio * weight)
+        return _pack(xp, grad, ratio, weight)
 
     def check_labels(self, xp, y):
         bad = int((y <= 0).sum())
@@ -173,9 +168,7 @@ class Tweedie(_LogLink):
         b = expf(xp, two * margin)
         grad = -y * a + b
         hess = -y * one * a + two * b
-        if weight is None:
-            return _pack(xp, grad, hess)
-        return _pack(xp, grad * weight, hess * weight)
+        return _pack(xp, grad, hess, weight)
 
 
 class PseudoHuber(Objective):
@@ -196,9 +189,7 @@ class PseudoHuber(Objective):
         scale_sqrt = xp.sqrt(xp.float32(1.0) + z * z / slope2)
         grad = z / scale_sqrt
         hess = slope2 / ((slope2 + z * z) * scale_sqrt)
-        if weight is None:
-            return _pack(xp, grad, hess)
-        return _pack(xp, grad * weight, hess * weight)
+        return _pack(xp, grad, hess, weight)
 
 
 OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
