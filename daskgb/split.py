@@ -82,6 +82,8 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     hist:   (k, total_bins, 2) sums per bin, float64 or int64 fixed point
     parent: (k, 2) node sums in the same type
     scale:  (2,) float64 multipliers from the histogram's type to double (ones for float64)
+    feature_mask: None, or bool (n_features,) for all nodes or (k, n_features) per node:
+            the features a node may split on (column sampling, interaction constraints)
     Returns (records (k,) SPLIT_DTYPE on the host, left (k, 2), right (k, 2)) where
     left / right are the chosen children's sums in the histogram's type.
 
@@ -120,7 +122,12 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
 
     root_gain = child_gain(xp, parent[:, 0] * scale[0], parent[:, 1] * scale[1], p)[:, None, None]
     in_feature = xp.asarray(j[None, :] < n_bins[:, None])[None]
-    allowed = in_feature if feature_mask is None else in_feature & xp.asarray(feature_mask)[None, :, None]
+    if feature_mask is None:
+        allowed = in_feature
+    else:
+        # (F,): one mask for every node; (k, F): a mask per node.
+        m = xp.asarray(feature_mask, dtype=bool)
+        allowed = in_feature & (m[None] if m.ndim == 1 else m)[:, :, None]
 
     gain_f, valid_f = loss_change(fwd, par - fwd)
     loss_f = (gain_f - root_gain).astype(xp.float32)

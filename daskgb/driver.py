@@ -1,0 +1,103 @@
+"""Which nodes a tree expands next: XGBoost's hist driver (src/tree/driver.h), for both grow policies.
+
+A candidate is an evaluated node with its best split. The driver queues candidates
+whose loss change exceeds RT_EPS and hands back the next batch to expand:
+
+  depthwise: every queued node of the shallowest depth at once, in node id order;
+  lossguide: the one node with the largest loss change (ties: the smaller node id,
+             i.e. the older node).
+
+A popped node is expanded only if its split is valid (split.splits_applied: loss
+change > RT_EPS and >= min_split_loss, both children with hessian) and the tree is
+within its limits: depth < max_depth and leaves < max_leaves (0: no limit), leaves
+counted as nodes are popped. Under lossguide an invalid top ends the tree, as in
+XGBoost (the queue is ordered by loss change, so everything behind it fails the
+loss and leaf tests too). The children of an expanded node are evaluated only while
+they could still be expanded themselves (child_valid), which also spares their
+histograms.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._types import SPLIT_DTYPE
+from .split import RT_EPS, SplitParams, splits_applied
+
+
+@dataclass(order=True)
+class Candidate:
+    """A node with its best split. Sorted as the lossguide queue pops: larger loss change, then smaller id."""
+
+    sort_key: tuple = field(init=False, repr=False)
+    nid: int = field(compare=False)
+    depth: int = field(compare=False)
+    split: np.void = field(compare=False, repr=False)  # one SPLIT_DTYPE record
+    # Where the grower keeps the node's histogram and its children's sums: (evaluation, row).
+    source: tuple = field(compare=False, repr=False)
+
+    def __post_init__(self):
+        self.sort_key = (-float(self.split["gain"]), self.nid)
+
+    @property
+    def loss_change(self) -> float:
+        return float(self.split["gain"])
+
+
+class Driver:
+    """The expansion queue of one tree."""
+
+    def __init__(self, grow_policy: str, max_depth: int, max_leaves: int, split_params: SplitParams):
+        if grow_policy not in ("depthwise", "lossguide"):
+            raise ValueError(f"grow_policy must be 'depthwise' or 'lossguide', got {grow_policy!r}")
+        self.lossguide = grow_policy == "lossguide"
+        self.max_depth, self.max_leaves = int(max_depth), int(max_leaves)
+        self.split_params = split_params
+        self.num_leaves = 1
+        self._queue: list[Candidate] = []
+
+    def push(self, candidates) -> None:
+        for c in candidates:
+            if c.loss_change > RT_EPS:
+                if self.lossguide:
+                    heapq.heappush(self._queue, c)
+                else:
+                    self._queue.append(c)
+
+    def pop(self) -> list[Candidate]:
+        """The next nodes to expand; empty when the tree is done."""
+        if not self._queue:
+            return []
+        if self.lossguide:
+            c = heapq.heappop(self._queue)
+            if not self._valid(c):
+                self._queue.clear()
+                return []
+            self.num_leaves += 1
+            return [c]
+        # Depthwise: the queue holds one depth (children are pushed only after their
+        # whole level was popped); expand its valid nodes in id order, while leaves remain.
+        level = sorted(self._queue, key=lambda c: c.nid)
+        self._queue = []
+        recs = np.array([c.split for c in level], dtype=SPLIT_DTYPE)
+        ok = splits_applied(recs, level[0].depth, self.max_depth, self.split_params)
+        batch = [c for c, v in zip(level, ok.tolist()) if v]
+        if self.max_leaves > 0:
+            batch = batch[: max(0, self.max_leaves - self.num_leaves)]
+        self.num_leaves += len(batch)
+        return batch
+
+    def child_valid(self, parent: Candidate) -> bool:
+        """Could the children of this expanded node still be expanded (XGBoost's IsChildValid)?"""
+        if self.max_depth > 0 and parent.depth + 1 >= self.max_depth:
+            return False
+        return not (self.max_leaves > 0 and self.num_leaves >= self.max_leaves)
+
+    def _valid(self, c: Candidate) -> bool:
+        if self.max_leaves > 0 and self.num_leaves >= self.max_leaves:
+            return False
+        rec = np.asarray(c.split).reshape(1)
+        return bool(splits_applied(rec, c.depth, self.max_depth, self.split_params)[0])
