@@ -95,13 +95,27 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     """
     k, total_bins, _ = hist.shape
     ptrs = np.asarray(_host(cut_ptrs), dtype=np.int64)
-    n_features = ptrs.size - 1
-    n_bins = np.diff(ptrs)
+    feats = np.arange(ptrs.size - 1)  # the features scanned; arrays below index them 0..n_features-1
+    mask = None
+    if feature_mask is not None:
+        # (F,): one mask for every node; (k, F): a mask per node.
+        mask = xp.asarray(feature_mask, dtype=bool)
+        mask = mask[None] if mask.ndim == 1 else mask
+        # Scan only the features some node may use (column sampling leaves few), in the
+        # same order. Feature 0 always: a node allowed nothing then reports feature 0's
+        # fields, as it does without the restriction (and as kernels/split.cu does).
+        used = _host(mask.any(axis=0)).copy()
+        used[:1] = True
+        feats = np.flatnonzero(used)
+        mask = mask[:, xp.asarray(feats)]
+    n_features = feats.size
+    lo = ptrs[feats]
+    n_bins = ptrs[feats + 1] - lo
     width = int(n_bins.max()) if n_features else 1
     # Pad every feature to `width` bins with a zero bin (index total_bins), so the
     # scans are plain cumulative sums along one axis.
     j = np.arange(width)
-    gather = np.where(j[None, :] < n_bins[:, None], ptrs[:-1, None] + j[None, :], total_bins)
+    gather = np.where(j[None, :] < n_bins[:, None], lo[:, None] + j[None, :], total_bins)
     padded = xp.concatenate([hist, xp.zeros((k, 1, 2), dtype=hist.dtype)], axis=1)
     h = padded[:, xp.asarray(gather)]  # (k, F, width, 2)
     fwd = xp.cumsum(h, axis=2)  # bins 0..b
@@ -122,12 +136,7 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
 
     root_gain = child_gain(xp, parent[:, 0] * scale[0], parent[:, 1] * scale[1], p)[:, None, None]
     in_feature = xp.asarray(j[None, :] < n_bins[:, None])[None]
-    if feature_mask is None:
-        allowed = in_feature
-    else:
-        # (F,): one mask for every node; (k, F): a mask per node.
-        m = xp.asarray(feature_mask, dtype=bool)
-        allowed = in_feature & (m[None] if m.ndim == 1 else m)[:, :, None]
+    allowed = in_feature if mask is None else in_feature & mask[:, :, None]
 
     gain_f, valid_f = loss_change(fwd, par - fwd)
     loss_f = (gain_f - root_gain).astype(xp.float32)
@@ -150,12 +159,13 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     best_loss = cand[xp.arange(k), best]
 
     best_h = _host(best)
-    f = best_h // (2 * width)
+    fi = best_h // (2 * width)  # index among the scanned features
+    f = feats[fi]
     backward = (best_h // width) % 2 == 1
     pos = best_h % width
-    b = np.where(backward, rev[f, pos], pos)  # bin index the candidate was scored at
+    b = np.where(backward, rev[fi, pos], pos)  # bin index the candidate was scored at
     kk = xp.arange(k)
-    fx, bx = xp.asarray(f), xp.asarray(b)
+    fx, bx = xp.asarray(fi), xp.asarray(b)
     # As XGBoost records them: the scanned sum on its side, the parent minus it on the other.
     back_x = xp.asarray(backward)[:, None]
     acc_f, acc_b = fwd[kk, fx, bx], bwd[kk, fx, bx]
