@@ -15,6 +15,7 @@ from .feature_sets import interaction_sets
 from .grower import grow_tree
 from .inputs import as_features
 from .matrix import QuantileMatrix
+from .monotone import monotone_vector
 from .objective import get_objective
 from .params import TrainParams
 from .tree import Tree
@@ -250,8 +251,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                              f"QuantileMatrix(..., ref=dtrain)")
     if dtrain.max_bin != p.max_bin and "max_bin" in (params or {}):
         raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
-    # Checked against the data before any work: indices in range, names the data has.
+    # Constraints are checked against the data before any work: indices in range, names it has.
     interaction = interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
+    monotone = monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
     objective = get_objective(p.objective, p)
     device = resolve_device(p.device)
     backend = get_backend(device)
@@ -310,7 +312,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
         gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
         tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins,
-                                    tree_index=len(booster.trees), interaction=interaction)
+                                    tree_index=len(booster.trees), interaction=interaction, monotone=monotone)
         # Training margins come from the rows' final leaves: no re-prediction.
         margin += xp.asarray(tree.value)[positions]
         booster.trees.append(tree)

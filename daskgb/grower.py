@@ -3,7 +3,8 @@
 Each step: apply the chosen splits to the tree and to the rows -> build the histograms
 of the smaller child of each split and sum them across workers -> the sibling is the
 parent minus the child -> evaluate all children's splits at once, each with the
-features it may use (feature_sets.py) -> queue the children. A depthwise step takes
+features it may use (feature_sets.py) and within its weight bounds (monotone.py)
+-> queue the children. A depthwise step takes
 a whole level, a lossguide step one node; the steps themselves are the same.
 """
 
@@ -15,6 +16,7 @@ from ._types import SPLIT_DTYPE
 from .backend import to_host
 from .driver import Candidate, Driver
 from .feature_sets import NodeFeatures
+from .monotone import NodeBounds
 from .split import calc_weight
 from .tree import Tree, TreeBuilder
 
@@ -32,11 +34,13 @@ class _Evaluation:
 class _Growth:
     """One tree being grown: the tree so far, the rows' nodes, and the per-node steps."""
 
-    def __init__(self, backend, ell, gpair, scale, params, comm, tree_index: int, interaction):
+    def __init__(self, backend, ell, gpair, scale, params, comm, tree_index: int, interaction, monotone):
         self.backend, self.ell, self.gpair, self.scale, self.comm = backend, ell, gpair, scale, comm
         self.split_params = params.split_params()
         self.eta = np.float32(params.learning_rate)
         self.features = NodeFeatures(params, ell.n_features, tree_index, interaction)
+        self.monotone = monotone
+        self.bounds = NodeBounds(monotone) if monotone is not None else None
         self.part = backend.new_partition(ell.n_rows)
         self.builder = TreeBuilder()
 
@@ -52,8 +56,9 @@ class _Growth:
     def evaluate(self, hist, sums, nids, depths) -> list[Candidate]:
         """Best splits of the nodes (histograms and sums row by row), as candidates."""
         mask = self.features.masks(nids, depths)
+        bounds = None if self.bounds is None else self.bounds.of(nids)
         recs, left, right = self.backend.evaluate_splits(self.ell.cuts, hist, sums, self.scale,
-                                                         self.split_params, mask)
+                                                         self.split_params, mask, self.monotone, bounds)
         ev = _Evaluation(hist, left, right)
         return [Candidate(int(n), int(d), recs[i], (ev, i)) for i, (n, d) in enumerate(zip(nids, depths))]
 
@@ -62,8 +67,10 @@ class _Growth:
         recs = np.array([c.split for c in batch], dtype=SPLIT_DTYPE)
         nids = np.array([c.nid for c in batch], dtype=np.int32)
         sp, eta = self.split_params, self.eta
-        lw = calc_weight(np, recs["left_grad"], recs["left_hess"], sp)
-        rw = calc_weight(np, recs["right_grad"], recs["right_hess"], sp)
+        # The children's weights, within the split node's monotone bounds.
+        bounds = None if self.bounds is None else tuple(self.bounds.of(nids).T)
+        lw = calc_weight(np, recs["left_grad"], recs["left_hess"], sp, bounds)
+        rw = calc_weight(np, recs["right_grad"], recs["right_hess"], sp, bounds)
         lids = np.empty(len(batch), np.int32)
         rids = np.empty(len(batch), np.int32)
         add, split = self.builder.add_node, self.builder.split
@@ -74,6 +81,8 @@ class _Growth:
             split(c.nid, int(r["feature"]), int(r["bin"]), float(r["threshold"]), bool(r["default_left"]),
                   float(r["gain"]), int(lids[j]), int(rids[j]))
         self.features.split(nids, recs["feature"], lids, rids)
+        if self.bounds is not None:
+            self.bounds.split(nids, recs["feature"], lw, rw, lids, rids)
         self.backend.apply_splits(self.ell, self.part, nids, recs["feature"], recs["bin"], recs["default_left"],
                                   lids, rids)
         return lids, rids
@@ -100,15 +109,16 @@ class _Growth:
 
 
 def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int = 0,
-              interaction=None) -> tuple[Tree, object]:
+              interaction=None, monotone=None) -> tuple[Tree, object]:
     """Grow one tree; returns it and the leaf node id of every row (a backend array).
 
     root_from_bins: every worker's data is dense without missing values (see _root_sum);
     the caller decides it once, for all workers alike.
     tree_index: the tree's index in the model, which keys its column samples.
     interaction: the interaction constraint sets (feature_sets.interaction_sets), or None.
+    monotone: the (n_features,) monotone constraints (monotone.monotone_vector), or None.
     """
-    growth = _Growth(backend, ell, gpair, scale, params, comm, tree_index, interaction)
+    growth = _Growth(backend, ell, gpair, scale, params, comm, tree_index, interaction, monotone)
     driver = Driver(params.grow_policy, params.max_depth, params.max_leaves, growth.split_params)
     driver.push(growth.root(root_from_bins))
     batch = driver.pop()

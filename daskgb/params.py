@@ -57,6 +57,9 @@ class TrainParams:
     # None, XGBoost's string form "[[0, 1], [2, 3]]", or a list of lists of feature
     # indices or names; indices are checked against the data in interaction_sets().
     interaction_constraints: object = None
+    # None, XGBoost's string "(1,0,-1)", a list of -1/0/1 by position, or a dict by
+    # feature name or index; checked against the data in monotone.monotone_vector().
+    monotone_constraints: object = None
     seed: int = 0
     nthread: int | None = None
 
@@ -95,6 +98,9 @@ class TrainParams:
         from .feature_sets import parse_interaction_constraints
 
         self.interaction_constraints = parse_interaction_constraints(self.interaction_constraints)
+        from .monotone import parse_monotone_constraints
+
+        self.monotone_constraints = parse_monotone_constraints(self.monotone_constraints)
         self.max_bin = _integer("max_bin", self.max_bin, low=2)
         self.min_child_weight = _number("min_child_weight", self.min_child_weight, low=0.0)
         self.reg_lambda = _number("reg_lambda", self.reg_lambda, low=0.0)

@@ -45,6 +45,7 @@ class _GBModel:
         colsample_bylevel=1.0,
         colsample_bynode=1.0,
         interaction_constraints=None,
+        monotone_constraints=None,
         base_score=None,
         objective=None,
         eval_metric=None,
@@ -68,6 +69,7 @@ class _GBModel:
         self.colsample_bylevel = colsample_bylevel
         self.colsample_bynode = colsample_bynode
         self.interaction_constraints = interaction_constraints
+        self.monotone_constraints = monotone_constraints
         self.base_score = base_score
         self.objective = objective
         self.eval_metric = eval_metric
@@ -167,6 +169,8 @@ class _GBModel:
             params["eval_metric"] = self.eval_metric
         if self.interaction_constraints is not None:
             params["interaction_constraints"] = self.interaction_constraints
+        if self.monotone_constraints is not None:
+            params["monotone_constraints"] = self.monotone_constraints
         canonical = {ALIASES.get(k, k): k for k in params}
         for key, value in self.kwargs.items():
             name = ALIASES.get(key, key)

@@ -38,8 +38,10 @@ __device__ __forceinline__ float child_gain(double G, double H, const SplitParam
   }
   const float w = calc_weight(G, H, p);
   const float g32 = (float)G, h32 = (float)H;
-  const float lam = (float)p.reg_lambda, alpha = (float)p.reg_alpha;
-  return -((2.0f * g32 * w + (h32 + lam) * w * w) + 2.0f * alpha * fabsf(w));
+  const float lam = (float)p.reg_lambda;
+  // xgboost 3.2's CalcGainGivenWeight: -(2 G w + (H + lambda) * (w * w)), no alpha term. The
+  // _rn intrinsics are never fused into multiply-adds, so the float result is split.child_gain's.
+  return -__fadd_rn(__fmul_rn(__fmul_rn(2.0f, g32), w), __fmul_rn(__fadd_rn(h32, lam), __fmul_rn(w, w)));
 }
 
 // One candidate: its loss change and where it lies in the visiting order.

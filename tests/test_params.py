@@ -23,7 +23,7 @@ def test_defaults_match_xgboost():
     assert p.eval_metric == []
     assert (p.grow_policy, p.max_leaves) == ("depthwise", 0)
     assert (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode) == (1.0, 1.0, 1.0)
-    assert p.interaction_constraints is None
+    assert p.interaction_constraints is None and p.monotone_constraints is None
 
 
 def test_none_is_empty_dict():
@@ -93,6 +93,7 @@ def test_unknown_parameter():
         ({"colsample_bylevel": 1.01}, "colsample_bylevel"),
         ({"colsample_bynode": "all"}, "colsample_bynode"),
         ({"interaction_constraints": "[[0, 1"}, "interaction_constraints"),
+        ({"monotone_constraints": (1, 3)}, "monotone_constraints"),
     ],
 )
 def test_out_of_range(params, name):

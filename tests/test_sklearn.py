@@ -100,7 +100,7 @@ def test_get_params_set_params_clone():
     for name in ("n_estimators", "max_depth", "learning_rate", "min_child_weight", "reg_lambda", "reg_alpha",
                  "gamma", "max_delta_step", "max_bin", "base_score", "objective", "eval_metric", "device",
                  "missing", "random_state", "grow_policy", "max_leaves", "colsample_bytree", "colsample_bylevel",
-                 "colsample_bynode", "interaction_constraints"):
+                 "colsample_bynode", "interaction_constraints", "monotone_constraints"):
         assert name in params
     assert params["n_estimators"] == 7 and params["objective"] == "binary:logistic"
     assert params["verbosity"] == 0  # an extra XGBoost parameter given through **kwargs
@@ -151,7 +151,8 @@ def test_extra_params_reach_train(binary):
 
 
 TREE_PARAMS = dict(grow_policy="lossguide", max_leaves=12, max_depth=0, colsample_bytree=0.9, colsample_bylevel=0.8,
-                   colsample_bynode=0.7, interaction_constraints=[[0, 1, 2], [2, 3]], random_state=3)
+                   colsample_bynode=0.7, interaction_constraints=[[0, 1, 2], [2, 3]], monotone_constraints=(1, -1),
+                   random_state=3)
 
 
 @pytest.mark.parametrize("estimator", [GBClassifier, GBRegressor])

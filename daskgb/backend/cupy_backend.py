@@ -464,10 +464,12 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     return hist
 
 
-def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
+def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
     """Best split of each node (see split.evaluate_splits), from int64 histograms.
 
     feature_mask: None, (n_features,) for all nodes or (k, n_features) per node.
+    monotone / bounds: monotone constraints; the kernel does not implement them, so
+    with constraints set the array-operation reference runs on the device instead.
 
     kernels/split.cu computes exactly what split.evaluate_splits computes, with
     one device sync (the records) instead of several; USE_SPLIT_KERNEL = False
@@ -476,9 +478,10 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
     arrays = _cuts_arrays(cuts)
     k = hist.shape[0]
     n_features = len(arrays.host[0]) - 1
-    if not USE_SPLIT_KERNEL or k == 0 or n_features == 0 or hist.dtype != cupy.int64:
+    if not USE_SPLIT_KERNEL or k == 0 or n_features == 0 or hist.dtype != cupy.int64 or monotone is not None:
         ptrs, values, min_values = arrays.host
-        return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask)
+        return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask,
+                                      monotone, bounds)
     ptrs, values, min_values = arrays.device
     hist = cupy.ascontiguousarray(hist)
     parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)

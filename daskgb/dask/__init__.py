@@ -7,6 +7,7 @@ import uuid
 import numpy as np
 
 from ..feature_sets import interaction_sets
+from ..monotone import monotone_vector
 from ..params import TrainParams
 from .data import DaskQuantileMatrix
 from .watch import gather_watching
@@ -42,8 +43,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             raise ValueError(f"eval set {item[1]!r} has its own cuts; build it with DaskQuantileMatrix(..., ref=dtrain)")
         if not item[0]._has_labels:
             raise ValueError(f"eval set {item[1]!r} has no labels")
-    # Checked here, on the client, so that a bad index or name fails before any worker starts.
+    # Constraints are checked here, on the client: a bad index or name fails before any worker starts.
     interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
+    monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
     device = _device(p.device, dtrain.device)
     params = {**params, "device": device}
     workers = dtrain.workers

@@ -278,10 +278,11 @@ TREE_GROWTH = [
     {"max_leaves": 9, "colsample_bytree": 0.8, "colsample_bylevel": 0.7, "colsample_bynode": 0.6, "seed": 5},
     {"grow_policy": "lossguide", "max_leaves": 16, "interaction_constraints": [[0, 1], [1, 2, 3]],
      "colsample_bynode": 0.8},
+    {"monotone_constraints": (1, 0, -1), "max_delta_step": 0.5, "grow_policy": "lossguide", "max_leaves": 12},
 ]
 
 
-@pytest.mark.parametrize("growth", range(len(TREE_GROWTH)), ids=["lossguide", "colsample", "interaction"])
+@pytest.mark.parametrize("growth", range(len(TREE_GROWTH)), ids=["lossguide", "colsample", "interaction", "monotone"])
 def test_tree_growth_options_equal_in_process(client, growth):
     X, y = exact_data(n=1600, seed=51, nan_rows=slice(300, 900))
     chunks, placement = [500, 300, 800], [0, 1, 0]
