@@ -20,31 +20,39 @@ histograms.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ._types import SPLIT_DTYPE
 from .split import RT_EPS, SplitParams, splits_applied
 
 
-@dataclass(order=True)
 class Candidate:
-    """A node with its best split. Sorted as the lossguide queue pops: larger loss change, then smaller id."""
+    """A node with its best split. `source` is (evaluation, row): the split record is
+    evaluation.recs[row] (SPLIT_DTYPE), where the grower also keeps the node's histogram.
+    Ordered as the lossguide queue pops: larger loss change first, then the smaller (older) node id."""
 
-    sort_key: tuple = field(init=False, repr=False)
-    nid: int = field(compare=False)
-    depth: int = field(compare=False)
-    split: np.void = field(compare=False, repr=False)  # one SPLIT_DTYPE record
-    # Where the grower keeps the node's histogram and its children's sums: (evaluation, row).
-    source: tuple = field(compare=False, repr=False)
+    __slots__ = ("nid", "depth", "loss_change", "source")
 
-    def __post_init__(self):
-        self.sort_key = (-float(self.split["gain"]), self.nid)
+    def __init__(self, nid: int, depth: int, loss_change: float, source: tuple):
+        self.nid, self.depth, self.loss_change, self.source = nid, depth, loss_change, source
+
+    def __lt__(self, other: "Candidate") -> bool:
+        if self.loss_change != other.loss_change:
+            return self.loss_change > other.loss_change
+        return self.nid < other.nid
 
     @property
-    def loss_change(self) -> float:
-        return float(self.split["gain"])
+    def split(self) -> np.void:
+        ev, row = self.source
+        return ev.recs[row]
+
+
+def records(candidates) -> np.ndarray:
+    """The candidates' split records as one SPLIT_DTYPE array (one gather when they share an evaluation)."""
+    evs = {id(c.source[0]) for c in candidates}
+    if len(evs) == 1:
+        return candidates[0].source[0].recs[[c.source[1] for c in candidates]]
+    return np.array([c.split for c in candidates], dtype=SPLIT_DTYPE)
 
 
 class Driver:
@@ -82,8 +90,7 @@ class Driver:
         # whole level was popped); expand its valid nodes in id order, while leaves remain.
         level = sorted(self._queue, key=lambda c: c.nid)
         self._queue = []
-        recs = np.array([c.split for c in level], dtype=SPLIT_DTYPE)
-        ok = splits_applied(recs, level[0].depth, self.max_depth, self.split_params)
+        ok = splits_applied(records(level), level[0].depth, self.max_depth, self.split_params)
         batch = [c for c, v in zip(level, ok.tolist()) if v]
         if self.max_leaves > 0:
             batch = batch[: max(0, self.max_leaves - self.num_leaves)]
@@ -99,5 +106,4 @@ class Driver:
     def _valid(self, c: Candidate) -> bool:
         if self.max_leaves > 0 and self.num_leaves >= self.max_leaves:
             return False
-        rec = np.asarray(c.split).reshape(1)
-        return bool(splits_applied(rec, c.depth, self.max_depth, self.split_params)[0])
+        return bool(splits_applied(records([c]), c.depth, self.max_depth, self.split_params)[0])

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._types import SPLIT_DTYPE
 from .backend import to_host
-from .driver import Candidate, Driver
+from .driver import Candidate, Driver, records
 from .feature_sets import NodeFeatures
 from .monotone import NodeBounds
 from .split import calc_weight
@@ -22,13 +21,14 @@ from .tree import Tree, TreeBuilder
 
 
 class _Evaluation:
-    """Nodes evaluated together: their histograms and the sums of their best splits' children
-    (backend arrays, row i for the i-th node). Candidates point into it by row."""
+    """Nodes evaluated together: their best splits (host SPLIT_DTYPE records), histograms and
+    the sums of their best splits' children (backend arrays); row i for the i-th node.
+    Candidates point into it by row."""
 
-    __slots__ = ("hist", "left", "right")
+    __slots__ = ("recs", "hist", "left", "right")
 
-    def __init__(self, hist, left, right):
-        self.hist, self.left, self.right = hist, left, right
+    def __init__(self, recs, hist, left, right):
+        self.recs, self.hist, self.left, self.right = recs, hist, left, right
 
 
 class _Growth:
@@ -59,12 +59,14 @@ class _Growth:
         bounds = None if self.bounds is None else self.bounds.of(nids)
         recs, left, right = self.backend.evaluate_splits(self.ell.cuts, hist, sums, self.scale,
                                                          self.split_params, mask, self.monotone, bounds)
-        ev = _Evaluation(hist, left, right)
-        return [Candidate(int(n), int(d), recs[i], (ev, i)) for i, (n, d) in enumerate(zip(nids, depths))]
+        ev = _Evaluation(recs, hist, left, right)
+        return [Candidate(n, d, g, (ev, i))
+                for i, (n, d, g) in enumerate(zip(np.asarray(nids).tolist(), np.asarray(depths).tolist(),
+                                                  recs["gain"].tolist()))]
 
     def expand(self, batch: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
         """Split the nodes in the tree and move their rows to the children; returns the children's ids."""
-        recs = np.array([c.split for c in batch], dtype=SPLIT_DTYPE)
+        recs = records(batch)
         nids = np.array([c.nid for c in batch], dtype=np.int32)
         sp, eta = self.split_params, self.eta
         # The children's weights, within the split node's monotone bounds.
@@ -74,12 +76,15 @@ class _Growth:
         lids = np.empty(len(batch), np.int32)
         rids = np.empty(len(batch), np.int32)
         add, split = self.builder.add_node, self.builder.split
-        for j, c in enumerate(batch):
-            r = recs[j]
-            lids[j] = add(c.nid, c.depth + 1, float(lw[j]), float(lw[j] * eta), float(r["left_hess"]))
-            rids[j] = add(c.nid, c.depth + 1, float(rw[j]), float(rw[j] * eta), float(r["right_hess"]))
-            split(c.nid, int(r["feature"]), int(r["bin"]), float(r["threshold"]), bool(r["default_left"]),
-                  float(r["gain"]), int(lids[j]), int(rids[j]))
+        # Plain lists: per-node access to numpy scalars would cost more than the loop itself.
+        rows = zip(nids.tolist(), [c.depth + 1 for c in batch], lw.tolist(), (lw * eta).tolist(), rw.tolist(),
+                   (rw * eta).tolist(), recs["left_hess"].tolist(), recs["right_hess"].tolist(),
+                   recs["feature"].tolist(), recs["bin"].tolist(), recs["threshold"].tolist(),
+                   recs["default_left"].tolist(), recs["gain"].tolist())
+        for j, (nid, depth, wl, vl, wr, vr, hl, hr, f, b, thr, dl, gain) in enumerate(rows):
+            lids[j] = add(nid, depth, wl, vl, hl)
+            rids[j] = add(nid, depth, wr, vr, hr)
+            split(nid, f, b, thr, bool(dl), gain, int(lids[j]), int(rids[j]))
         self.features.split(nids, recs["feature"], lids, rids)
         if self.bounds is not None:
             self.bounds.split(nids, recs["feature"], lw, rw, lids, rids)
@@ -91,7 +96,7 @@ class _Growth:
         """Histograms of the expanded nodes' children (the smaller one built, the other by
         subtraction), then their best splits."""
         xp = self.backend.xp
-        recs = np.array([c.split for c in parents], dtype=SPLIT_DTYPE)
+        recs = records(parents)
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = recs["right_hess"] < recs["left_hess"]
         build = np.where(build_right, rids, lids).tolist()

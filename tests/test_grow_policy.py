@@ -88,10 +88,17 @@ def test_lossguide_default_depth_is_six_as_in_xgboost():
     assert_same_structure(bx, ours, "lossguide defaults")
 
 
+class _Evaluation:
+    """Stands in for the grower's evaluation: the driver reads only its split records."""
+
+    def __init__(self, recs):
+        self.recs = recs
+
+
 def _cand(nid, depth, gain, feature=0):
-    rec = np.zeros((), dtype=SPLIT_DTYPE)
+    rec = np.zeros(1, dtype=SPLIT_DTYPE)
     rec["gain"], rec["feature"], rec["left_hess"], rec["right_hess"] = gain, feature, 1.0, 1.0
-    return Candidate(nid, depth, rec[()], (None, 0))
+    return Candidate(nid, depth, float(rec["gain"][0]), (_Evaluation(rec), 0))
 
 
 def test_lossguide_pops_the_largest_loss_change_first_ties_to_the_older_node():
