@@ -167,3 +167,18 @@ def test_masked_evaluation_equals_evaluating_the_allowed_features_alone():
             np.testing.assert_array_equal(left[i], lft[0])
             np.testing.assert_array_equal(right[i], rgt[0])
     assert (rec["feature"] >= 0).sum() >= k // 2
+
+
+def test_multiclass_trees_draw_their_own_sets():
+    X, _ = make(9)
+    y = np.digitize(np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]), [-1, 0, 1]).astype(np.float32)
+    params = {"objective": "multi:softprob", "num_class": 4, "colsample_bytree": 0.3, "seed": 2, "max_depth": 4,
+              "device": "cpu"}
+    b = daskgb.train(params, daskgb.QuantileMatrix(X, y), 3, verbose_eval=False)
+    assert len(b.trees) == 12
+    sets = []
+    for i, t in enumerate(b.trees):
+        s = ColumnSampler(X.shape[1], 0.3, 1.0, 1.0, seed=2, tree_index=i)
+        assert np.isin(t.feature[~t.is_leaf], s.tree_set).all(), f"tree {i}"
+        sets.append(tuple(s.tree_set))
+    assert len(set(sets[:4])) > 1  # the classes of one round sample apart

@@ -143,3 +143,27 @@ def test_bad_parameters(params, match):
     X, y = make_data(1, "reg:squarederror", False, n=50)
     with pytest.raises(ValueError, match=match):
         daskgb.train(params, daskgb.QuantileMatrix(X, y), 1)
+
+
+@pytest.mark.parametrize("extra", [
+    {"grow_policy": "lossguide", "max_leaves": 9, "max_depth": 0},
+    {"max_leaves": 7},
+    {"grow_policy": "lossguide", "max_leaves": 12, "monotone_constraints": (1, -1),
+     "interaction_constraints": [[0, 1, 4], [2, 3]]},
+], ids=["lossguide", "depthwise-max_leaves", "lossguide-constrained"])
+def test_multiclass_matches_xgboost(extra):
+    """K trees per round, each grown with the options (and its own constraints' state)."""
+    rng = np.random.default_rng(0)
+    n = 900
+    X = (np.round(rng.normal(size=(n, 5)) * 4) / 4).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Z = np.nan_to_num(X)
+    y = np.digitize(Z[:, 0] + 0.5 * Z[:, 1] * Z[:, 2] + rng.normal(size=n) * 0.5, [-1, 0.5, 1.5]).astype(np.float32)
+    params = {"objective": "multi:softprob", "num_class": 4, "max_depth": 4, **extra}
+    as_xgb = {k: json.dumps(v) if k == "interaction_constraints" else str(v) if k == "monotone_constraints" else v
+              for k, v in params.items()}
+    bx = xgb.train({**as_xgb, "tree_method": "hist", "nthread": 1}, xgb.DMatrix(X, y), 6)
+    ours = daskgb.train({**params, "device": "cpu"}, daskgb.QuantileMatrix(X, y), 6, verbose_eval=False)
+    assert_same_structure(bx, ours, str(extra))
+    np.testing.assert_allclose(ours.predict(X, output_margin=True), bx.predict(xgb.DMatrix(X), output_margin=True),
+                               atol=1e-5)
