@@ -11,15 +11,16 @@ A popped node is expanded only if its split is valid (split.splits_applied: loss
 change > RT_EPS and >= min_split_loss, both children with hessian) and the tree is
 within its limits: depth < max_depth and leaves < max_leaves (0: no limit), leaves
 counted as nodes are popped. Under lossguide an invalid top ends the tree, as in
-XGBoost (the queue is ordered by loss change, so everything behind it fails the
-loss and leaf tests too). The children of an expanded node are evaluated only while
-they could still be expanded themselves (child_valid), which also spares their
-histograms.
+XGBoost, whose loop stops on an empty pop (the queue is ordered by loss change, so
+behind a top that fails the gain or leaf tests everything fails them too). The
+children of an expanded node are evaluated only while they could still be expanded
+themselves (child_valid), which also spares their histograms.
 """
 
 from __future__ import annotations
 
 import heapq
+
 import numpy as np
 
 from ._types import SPLIT_DTYPE

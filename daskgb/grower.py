@@ -3,9 +3,9 @@
 Each step: apply the chosen splits to the tree and to the rows -> build the histograms
 of the smaller child of each split and sum them across workers -> the sibling is the
 parent minus the child -> evaluate all children's splits at once, each with the
-features it may use (feature_sets.py) and within its weight bounds (monotone.py)
--> queue the children. A depthwise step takes
-a whole level, a lossguide step one node; the steps themselves are the same.
+features it may use (feature_sets.py) and within its weight bounds (monotone.py) ->
+queue the children. A depthwise step takes a whole level, a lossguide step one node;
+the steps themselves are the same.
 """
 
 from __future__ import annotations
