@@ -85,11 +85,15 @@ def parse_interaction_constraints(value):
             value = json.loads(value)
         except json.JSONDecodeError as e:
             raise ValueError(f"interaction_constraints is not a valid list of lists: {value!r} ({e})") from None
+    if isinstance(value, np.ndarray):  # equal-sized groups as a 2-D array
+        value = value.tolist()
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"interaction_constraints must be a list of lists of feature indices or names, "
                          f"got {value!r}")
     sets = []
     for group in value:
+        if isinstance(group, np.ndarray):
+            group = group.tolist()
         if isinstance(group, (str, bytes)) or not isinstance(group, (list, tuple, set, frozenset)):
             raise ValueError(f"interaction_constraints must be a list of lists; {group!r} is not a list")
         items = []

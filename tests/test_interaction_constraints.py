@@ -180,3 +180,5 @@ def test_parse_forms():
     assert parse_interaction_constraints("[[1.0, 2]]") == [[1, 2]]  # XGBoost's parser takes integral floats
     assert parse_interaction_constraints([{3, 1}]) in ([[1, 3]], [[3, 1]])
     assert parse_interaction_constraints("[]") == []
+    assert parse_interaction_constraints(np.array([[0, 1], [2, 3]])) == [[0, 1], [2, 3]]
+    assert parse_interaction_constraints([np.array([0, 1]), [2]]) == [[0, 1], [2]]
