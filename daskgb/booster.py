@@ -9,6 +9,7 @@ import numpy as np
 
 from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
+from .adaptive import refresh_leaves
 from .backend import get_backend, resolve_device, to_host
 from .collective import LocalCommunicator
 from .grower import grow_tree
@@ -265,9 +266,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     elif obj is not None:
         base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
     else:
-        num, den = objective.base_score_sums(xp, dtrain.label, dtrain.weight)
-        num, den = comm.allreduce(np.array([num, den], dtype=np.float64))
-        base_score = num / den
+        base_score = objective.estimate_base_score(xp, dtrain.label, dtrain.weight, comm)
     base_score = float(np.float32(base_score))
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
     booster._train_cuts_token = dtrain.cuts_token
@@ -307,6 +306,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
         gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
         tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
+        if obj is None and objective.leaf_quantile_alpha is not None:
+            # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
+            refresh_leaves(xp, tree, positions, margin, dtrain.label, dtrain.weight, objective.leaf_quantile_alpha,
+                           p.learning_rate, comm)
         # Training margins come from the rows' final leaves: no re-prediction.
         margin += xp.asarray(tree.value)[positions]
         booster.trees.append(tree)
@@ -318,7 +321,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 add_tree_binned(backend, m.ellpack, tree, em)
             out = objective.transform(xp, em)
             for k in metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm)
+                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
             if custom_metric is not None:

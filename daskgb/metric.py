@@ -89,6 +89,16 @@ def _mphe_sums(xp, y, pred, w, slope=1.0):
     return (w * (slope * slope * (xp.sqrt(1.0 + (z / slope) ** 2) - 1.0))).sum(), w.sum()
 
 
+def _quantile_sums(alpha):
+    def sums(xp, y, pred, w):
+        # XGBoost's pinball loss: alpha * d above the prediction, (alpha - 1) * d below, d = y - pred.
+        d = y.astype(xp.float64) - pred.astype(xp.float64)
+        a = float(np.float32(alpha))
+        return (w * xp.where(d >= 0, a * d, (a - 1.0) * d)).sum(), w.sum()
+
+    return sums
+
+
 def _mean(num, den):
     return float(num / den)
 
@@ -124,19 +134,61 @@ def auc_of(y, pred, weight=None):
     return float(((fp - fp0) * (tp + tp0) / 2.0).sum() / (total_p * total_n))
 
 
-METRICS = tuple(_ADDITIVE) + ("auc", "tweedie-nloglik@<rho>")
+def aucpr_of(y, pred, weight=None):
+    """Weighted area under the precision-recall curve of host arrays, as XGBoost computes it
+    (BinaryPRAUC): between consecutive distinct predictions, precision is interpolated
+    non-linearly in recall (Davis and Goadrich), with XGBoost's closed form per segment."""
+    y = np.asarray(y, dtype=np.float32)
+    w = np.ones(y.size, np.float32) if weight is None else np.asarray(weight, dtype=np.float32)
+    # XGBoost's sums: float products added in double.
+    pos_w = (w * y).astype(np.float64)
+    neg_w = (w * (np.float32(1.0) - y)).astype(np.float64)
+    total_pos, total_neg = float(pos_w.sum()), float(neg_w.sum())
+    if total_pos <= 0 or total_neg <= 0:
+        return float("nan")
+    order = np.argsort(-np.asarray(pred, dtype=np.float64), kind="stable")
+    p = np.asarray(pred)[order]
+    tp = np.cumsum(pos_w[order])
+    fp = np.cumsum(neg_w[order])
+    last = np.concatenate([p[1:] != p[:-1], [True]])
+    tp, fp = tp[last], fp[last]
+    tp0 = np.concatenate([[0.0], tp[:-1]])
+    fp0 = np.concatenate([[0.0], fp[:-1]])
+    # CalcDeltaPRAUC for every segment (tp0, fp0) -> (tp, fp) at once.
+    same = tp == tp0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(same, 0.0, (fp - fp0) / (tp - tp0))
+        a = np.where(same, 1.0, h + 1.0)
+        b = np.where(same, 0.0, (fp0 - h * tp0) / total_pos)
+        pr, pr0 = tp / total_pos, tp0 / total_pos
+        curved = (pr - pr0 - b / a * (np.log(a * pr + b) - np.log(a * pr0 + b))) / a
+        area = np.where(b != 0.0, curved, (pr - pr0) / a)
+    return float(min(area.sum(), 1.0))
 
 
-def evaluate(name: str, xp, y, pred, weight=None, comm=None) -> float:
-    """The metric over the rows of every worker (comm=None: this process's rows)."""
+# Metrics of the ranking of all rows: each worker's rows are gathered, since they do not add up.
+_RANKING = {"auc": auc_of, "aucpr": aucpr_of}
+
+METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>")
+
+
+def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None) -> float:
+    """The metric over the rows of every worker (comm=None: this process's rows).
+
+    quantile_alpha: the alpha of the ``quantile`` (pinball loss) metric.
+    """
     comm = comm or LocalCommunicator()
-    if name == "auc":
+    if name in _RANKING:
         parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
         ys, ps, ws = zip(*parts)
         w = None if all(v is None for v in ws) else np.concatenate(
             [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
-        return auc_of(np.concatenate(ys), np.concatenate(ps), w)
-    if name.startswith("tweedie-nloglik@"):
+        return _RANKING[name](np.concatenate(ys), np.concatenate(ps), w)
+    if name == "quantile":
+        if quantile_alpha is None:
+            raise ValueError("eval_metric 'quantile' needs quantile_alpha")
+        partial, finish = _quantile_sums(quantile_alpha), _mean
+    elif name.startswith("tweedie-nloglik@"):
         partial, finish = _tweedie_sums(float(name.split("@", 1)[1])), _mean
     else:
         partial, finish = _ADDITIVE.get(name, (None, None))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .backend import to_host
+from .collective import LocalCommunicator
 from .fmath import expf
 
 
@@ -22,6 +24,9 @@ class Objective:
 
     name = ""
     default_metric = ""
+    # Objectives whose leaves XGBoost refits after growth (UpdateTreeLeaf): the alpha of the
+    # residual quantile each leaf takes (adaptive.refresh_leaves); None for the others.
+    leaf_quantile_alpha: float | None = None
 
     def check_labels(self, xp, y) -> None:
         """Raise ValueError if the labels are invalid for this objective."""
@@ -47,8 +52,10 @@ class Objective:
         w64 = weight.astype(xp.float64)
         return float((w64 * y64).sum()), float(w64.sum())
 
-    def estimate_base_score(self, xp, y, weight) -> float:
-        num, den = self.base_score_sums(xp, y, weight)
+    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
+        """The default base_score over the rows of every worker (comm=None: this process's rows)."""
+        comm = comm or LocalCommunicator()
+        num, den = comm.allreduce(np.array(self.base_score_sums(xp, y, weight), dtype=np.float64))
         return num / den
 
 
@@ -192,8 +199,57 @@ class PseudoHuber(Objective):
         return _pack(xp, grad, hess, weight)
 
 
+class AbsoluteError(Objective):
+    """reg:absoluteerror: gradient sign(margin - y), hessian 1; the leaves are then refitted to
+    the median residual of their rows (leaf_quantile_alpha)."""
+
+    name = "reg:absoluteerror"
+    default_metric = "mae"
+    leaf_quantile_alpha = 0.5
+
+    def gradient(self, xp, margin, y, weight):
+        return _pack(xp, xp.sign(margin - y), xp.float32(1.0), weight)
+
+    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
+        """XGBoost's intercept: the (weighted) median label, scaled by the weight sum W and back in
+        float, float(float(median * W) / W), as XGBoost averages workers' medians. Here the median
+        is the one of all workers' rows, not an average."""
+        from .adaptive import group_quantiles
+
+        comm = comm or LocalCommunicator()
+        q, _ = group_quantiles(xp, y, xp.zeros(y.shape[0], dtype=xp.int64), 1, 0.5, weight, comm)
+        total = float(y.shape[0]) if weight is None else float(weight.astype(xp.float64).sum())
+        total = float(comm.allreduce(np.array([total], dtype=np.float64))[0])
+        return float(np.float32(float(np.float32(float(to_host(q)[0]) * total)) / total))
+
+
+class QuantileError(Objective):
+    """reg:quantileerror (pinball loss) at quantile_alpha: gradient 1 - alpha where margin >= y,
+    -alpha below, hessian 1; the leaves are then refitted to the alpha-quantile residual."""
+
+    name = "reg:quantileerror"
+    default_metric = "quantile"
+
+    def __init__(self, quantile_alpha: float = 0.5):
+        self.alpha = np.float32(quantile_alpha)
+        self.leaf_quantile_alpha = float(self.alpha)
+
+    def gradient(self, xp, margin, y, weight):
+        grad = xp.where(margin - y >= 0, xp.float32(1.0) - self.alpha, -self.alpha).astype(xp.float32)
+        return _pack(xp, grad, xp.float32(1.0), weight)
+
+    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
+        """The alpha-quantile of the labels (XGBoost's Quantile or WeightedQuantile), over all
+        workers' rows (XGBoost averages the workers' quantiles)."""
+        from .adaptive import group_quantiles
+
+        q, _ = group_quantiles(xp, y, xp.zeros(y.shape[0], dtype=xp.int64), 1, self.leaf_quantile_alpha, weight,
+                               comm)
+        return float(to_host(q)[0])
+
+
 OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
-                                        PseudoHuber)}
+                                        PseudoHuber, AbsoluteError, QuantileError)}
 
 
 def get_objective(name: str, params=None) -> Objective:
@@ -210,4 +266,6 @@ def get_objective(name: str, params=None) -> Objective:
         return cls(params.tweedie_variance_power)
     if cls is PseudoHuber:
         return cls(params.huber_slope)
+    if cls is QuantileError:
+        return cls(params.quantile_alpha)
     return cls()

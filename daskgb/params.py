@@ -21,8 +21,9 @@ ALIASES = {
 }
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
-              "reg:pseudohubererror")
-METRICS = ("rmse", "mae", "logloss", "error", "auc", "poisson-nloglik", "gamma-nloglik", "gamma-deviance", "mphe")
+              "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror")
+METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
+           "mphe", "quantile")
 GROW_POLICIES = ("depthwise",)
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
@@ -45,6 +46,7 @@ class TrainParams:
     max_bin: int = 256
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
+    quantile_alpha: float | None = None
     base_score: float | None = None
     eval_metric: list = field(default_factory=list)
     device: str = "auto"
@@ -107,6 +109,7 @@ class TrainParams:
             if not (isinstance(m, str) and m.startswith("tweedie-nloglik@")):
                 _choice("eval_metric", m, METRICS)
         self.eval_metric = metrics
+        self._check_quantile_alpha()
         if not isinstance(self.device, str):
             raise ValueError(f"device must be a string, got {self.device!r}")
         from .backend import DEVICES
@@ -116,6 +119,27 @@ class TrainParams:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
         if self.tree_method == "gpu_hist":
             self.device = "cuda"
+
+    def _check_quantile_alpha(self) -> None:
+        # XGBoost takes a number or a list of them; reg:quantileerror and the quantile metric need one.
+        alpha = self.quantile_alpha
+        if isinstance(alpha, (list, tuple)) or (hasattr(alpha, "ndim") and getattr(alpha, "ndim", 0) == 1):
+            alpha = list(alpha)
+            if len(alpha) > 1:
+                raise ValueError(f"quantile_alpha with several values ({alpha}) is not supported yet; give one")
+            if not alpha:
+                raise ValueError("quantile_alpha is empty; give a number in [0, 1]")
+            alpha = alpha[0]
+        if alpha is not None:
+            alpha = _number("quantile_alpha", alpha, low=0.0)
+            if alpha > 1.0:
+                raise ValueError(f"quantile_alpha must be in [0, 1], got {alpha!r}")
+        self.quantile_alpha = alpha
+        needs = [what for what, used in (("objective reg:quantileerror", self.objective == "reg:quantileerror"),
+                                         ("eval_metric 'quantile'", "quantile" in self.eval_metric))
+                 if used]
+        if alpha is None and needs:
+            raise ValueError(f"{' and '.join(needs)} need(s) quantile_alpha (the quantile to fit, in [0, 1])")
 
     def split_params(self):
         from .split import SplitParams
