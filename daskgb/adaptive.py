@@ -166,18 +166,25 @@ def group_quantiles(xp, values, groups, n_groups: int, alpha: float, weight=None
     return q, rows.count > 0
 
 
-def refresh_leaves(xp, tree, positions, margin, y, weight, alpha: float, learning_rate: float, comm=None) -> None:
+def refresh_leaves(xp, tree, positions, margin, y, hess, weight, alpha: float, learning_rate: float,
+                   comm=None) -> None:
     """Set every leaf of ``tree`` to the alpha-quantile of its rows' residuals y - margin, times
     the learning rate (XGBoost's UpdateTreeLeaf), over the rows of all workers.
 
-    positions: each row's leaf node id; margin: the margins before this tree. A leaf without
-    rows on any worker keeps XGBoost's fallback: its value times the learning rate once more.
+    positions: each row's leaf node id; margin: the margins before this tree; hess: the rows'
+    hessians. Rows of zero hessian (zero weight) take no part, as XGBoost counts them as sampled
+    out. A leaf without rows on any worker keeps XGBoost's fallback: its value times the learning
+    rate once more.
     """
     leaves = np.flatnonzero(tree.is_leaf)
     leaf_index = np.zeros(tree.n_nodes, dtype=np.int64)
     leaf_index[leaves] = np.arange(leaves.size)
     groups = xp.asarray(leaf_index)[positions]
     residual = y.astype(xp.float32) - margin.astype(xp.float32)
+    used = hess != 0
+    if not bool(used.all()):
+        groups, residual = groups[used], residual[used]
+        weight = None if weight is None else weight[used]
     q, has_rows = group_quantiles(xp, residual, groups, leaves.size, alpha, weight, comm)
     q, has_rows = to_host(q), to_host(has_rows)
     eta = np.float32(learning_rate)

@@ -308,8 +308,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
         if obj is None and objective.leaf_quantile_alpha is not None:
             # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
-            refresh_leaves(xp, tree, positions, margin, dtrain.label, dtrain.weight, objective.leaf_quantile_alpha,
-                           p.learning_rate, comm)
+            refresh_leaves(xp, tree, positions, margin, dtrain.label, gpair[:, 1], dtrain.weight,
+                           objective.leaf_quantile_alpha, p.learning_rate, comm)
         # Training margins come from the rows' final leaves: no re-prediction.
         margin += xp.asarray(tree.value)[positions]
         booster.trees.append(tree)
