@@ -179,7 +179,7 @@ def test_quantile_alpha_and_metric_errors_are_early_and_clear():
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
 
 
-def test_regressor_fits_quantiles_and_custom_objective_skips_the_refresh():
+def test_regressor_fits_quantiles_and_custom_objective_skips_the_refresh(tmp_path):
     X, y, _ = make(9, n=2000)
     lo = daskgb.GBRegressor(objective="reg:quantileerror", quantile_alpha=0.1, n_estimators=30, max_depth=3,
                             device="cpu").fit(X, y)
@@ -187,6 +187,9 @@ def test_regressor_fits_quantiles_and_custom_objective_skips_the_refresh():
                             device="cpu").fit(X, y)
     below_lo, below_hi = np.mean(y < lo.predict(X)), np.mean(y < hi.predict(X))
     assert 0.05 < below_lo < 0.15 and 0.85 < below_hi < 0.95, (below_lo, below_hi)
+    hi.get_booster().save_model(tmp_path / "q.json")
+    loaded = daskgb.Booster().load_model(tmp_path / "q.json")
+    np.testing.assert_array_equal(loaded.predict(X), hi.predict(X))
     # With obj= the user's gradients decide; XGBoost refits no leaves then, and neither do we.
     m = daskgb.QuantileMatrix(X, y)
     b = daskgb.train({"objective": "reg:absoluteerror", "base_score": 0.0, "device": "cpu", "max_depth": 2}, m, 1,
