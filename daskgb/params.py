@@ -21,9 +21,9 @@ ALIASES = {
 }
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
-              "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror")
+              "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax")
 METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
-           "mphe", "quantile")
+           "mphe", "quantile", "mlogloss", "merror")
 GROW_POLICIES = ("depthwise",)
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
@@ -47,6 +47,7 @@ class TrainParams:
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
     quantile_alpha: float | None = None
+    num_class: int = 0
     base_score: float | None = None
     eval_metric: list = field(default_factory=list)
     device: str = "auto"
@@ -95,6 +96,10 @@ class TrainParams:
         if self.tweedie_variance_power >= 2.0:
             raise ValueError(f"tweedie_variance_power must be in [1, 2), got {self.tweedie_variance_power}")
         self.huber_slope = _number("huber_slope", self.huber_slope, low=0.0, low_open=True)
+        self.num_class = _integer("num_class", self.num_class, low=0)
+        if self.objective.startswith("multi:"):
+            if self.num_class < 2:
+                raise ValueError(f"{self.objective} needs num_class >= 2 (the number of classes), got {self.num_class}")
         if self.base_score is not None:
             self.base_score = _number("base_score", self.base_score, low=None)
             if self.objective in ("binary:logistic", "reg:logistic") and not 0.0 < self.base_score < 1.0:
