@@ -15,7 +15,7 @@ from .collective import LocalCommunicator
 from .grower import grow_tree
 from .inputs import as_features
 from .matrix import QuantileMatrix
-from .objective import Softmax, get_objective
+from .objective import QuantileError, Softmax, get_objective
 from .params import TrainParams
 from .tree import Tree
 
@@ -54,8 +54,9 @@ class Booster:
 
     @property
     def n_groups(self) -> int:
-        """Outputs per row (trees per round): num_class for multiclass models, else 1."""
-        return max(1, self.params.num_class)
+        """Outputs per row (trees per round): num_class for multiclass models, the number of
+        quantile_alpha values for reg:quantileerror, else 1."""
+        return self.objective.n_groups
 
     def num_boosted_rounds(self) -> int:
         return len(self.trees) // self.n_groups
@@ -284,7 +285,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
     objective = get_objective(p.objective, p)
     n_groups = objective.n_groups
-    if obj is None and n_groups > 1 and not isinstance(objective, Softmax):
+    if obj is None and p.num_class > 1 and not isinstance(objective, Softmax):
         raise ValueError(f"num_class={p.num_class} is for multi:softprob and multi:softmax (or a custom "
                          f"objective), not {p.objective}")
     metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
@@ -292,7 +293,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     if obj is not None and n_groups > 1 and not p.eval_metric:
         metrics = []  # the named objective's default metric reads one output per row: name one instead
     for k in metrics:
-        _metric.check_metric(k, n_groups)
+        if n_groups > 1 and isinstance(objective, QuantileError) and k != "quantile":
+            raise ValueError(f"eval_metric {k!r} reads one output per row; a model of several quantile_alpha "
+                             "values takes 'quantile'")
+        _metric.check_metric(k, n_groups, p.quantile_alpha)
     for m in [dtrain] + [m for m, _ in evals]:
         if m.base_margin is not None and _margin_groups(m.base_margin) != n_groups:
             raise ValueError(f"base_margin has shape {tuple(m.base_margin.shape)}; this model needs "
@@ -355,10 +359,11 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
             gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
             tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
-            if obj is None and objective.leaf_quantile_alpha is not None:
+            alpha = objective.leaf_quantile_alpha(group) if obj is None else None
+            if alpha is not None:
                 # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
                 refresh_leaves(xp, tree, positions, _column(margin, group), dtrain.label, gpair[:, 1],
-                               dtrain.weight, objective.leaf_quantile_alpha, p.learning_rate, comm)
+                               dtrain.weight, alpha, p.learning_rate, comm)
             # Training margins come from the rows' final leaves: no re-prediction.
             _column(margin, group)[...] += xp.asarray(tree.value)[positions]
             booster.trees.append(tree)

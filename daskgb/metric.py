@@ -90,11 +90,14 @@ def _mphe_sums(xp, y, pred, w, slope=1.0):
 
 
 def _quantile_sums(alpha):
+    alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float32)).astype(np.float64)
+
     def sums(xp, y, pred, w):
-        # XGBoost's pinball loss: alpha * d above the prediction, (alpha - 1) * d below, d = y - pred.
-        d = y.astype(xp.float64) - pred.astype(xp.float64)
-        a = float(np.float32(alpha))
-        return (w * xp.where(d >= 0, a * d, (a - 1.0) * d)).sum(), w.sum()
+        # XGBoost's pinball loss: alpha * d above the prediction, (alpha - 1) * d below, d = y - pred;
+        # with K alphas, predictions (n, K), the mean over rows and alphas.
+        d = y.astype(xp.float64)[:, None] - pred.astype(xp.float64).reshape(y.shape[0], -1)
+        a = xp.asarray(alphas)[None, :]
+        return (w[:, None] * xp.where(d >= 0, a * d, (a - 1.0) * d)).sum(), w.sum() * alphas.size
 
     return sums
 
@@ -132,8 +135,14 @@ _ADDITIVE = {
 MULTICLASS = ("mlogloss", "merror", "auc")
 
 
-def check_metric(name: str, n_groups: int) -> None:
+def check_metric(name: str, n_groups: int, quantile_alpha=None) -> None:
     """Raise ValueError if metric `name` cannot evaluate a model with n_groups outputs per row."""
+    if name == "quantile":
+        n_alphas = int(np.size(quantile_alpha))
+        if n_alphas != n_groups:
+            raise ValueError(f"eval_metric 'quantile' has {n_alphas} quantile_alpha value(s) for a model of "
+                             f"{n_groups} output(s) per row")
+        return
     if n_groups > 1 and name not in MULTICLASS:
         raise ValueError(f"eval_metric {name!r} is for single-output models; a multiclass model takes "
                          f"{list(MULTICLASS)}")

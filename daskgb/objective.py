@@ -29,12 +29,15 @@ class Objective:
     name = ""
     default_metric = ""
     n_groups = 1
-    # Objectives whose leaves XGBoost refits after growth (UpdateTreeLeaf): the alpha of the
-    # residual quantile each leaf takes (adaptive.refresh_leaves); None for the others.
-    leaf_quantile_alpha: float | None = None
 
     def check_labels(self, xp, y) -> None:
         """Raise ValueError if the labels are invalid for this objective."""
+
+    def leaf_quantile_alpha(self, group: int) -> float | None:
+        """For objectives whose leaves XGBoost refits after growth (UpdateTreeLeaf): the alpha of
+        the residual quantile each leaf of output group `group` takes (adaptive.refresh_leaves).
+        None for the others."""
+        return None
 
     def gradient(self, xp, margin, y, weight):
         """(n, 2) float32 gradient pairs at the current margins."""
@@ -215,11 +218,13 @@ class PseudoHuber(Objective):
 
 class AbsoluteError(Objective):
     """reg:absoluteerror: gradient sign(margin - y), hessian 1; the leaves are then refitted to
-    the median residual of their rows (leaf_quantile_alpha)."""
+    the median residual of their rows."""
 
     name = "reg:absoluteerror"
     default_metric = "mae"
-    leaf_quantile_alpha = 0.5
+
+    def leaf_quantile_alpha(self, group):
+        return 0.5
 
     def gradient(self, xp, margin, y, weight):
         return _pack(xp, xp.sign(margin - y), xp.float32(1.0), weight)
@@ -238,31 +243,46 @@ class AbsoluteError(Objective):
 
 
 class QuantileError(Objective):
-    """reg:quantileerror (pinball loss) at quantile_alpha: gradient 1 - alpha where margin >= y,
-    -alpha below, hessian 1; the leaves are then refitted to the alpha-quantile residual."""
+    """reg:quantileerror (pinball loss) at each of quantile_alpha's K alphas: one output per alpha
+    (margins (n, K) for K > 1, one tree per alpha per round, as XGBoost); gradient 1 - alpha where
+    the margin is >= y, -alpha below, hessian 1; the leaves are then refitted to the alpha-quantile
+    residual."""
 
     name = "reg:quantileerror"
     default_metric = "quantile"
 
-    def __init__(self, quantile_alpha: float = 0.5):
-        self.alpha = np.float32(quantile_alpha)
-        self.leaf_quantile_alpha = float(self.alpha)
+    def __init__(self, quantile_alpha=0.5):
+        self.alphas = np.atleast_1d(np.asarray(quantile_alpha, dtype=np.float32))
+        self.n_groups = int(self.alphas.size)
+
+    def leaf_quantile_alpha(self, group):
+        return float(self.alphas[group])
 
     def gradient(self, xp, margin, y, weight):
-        grad = xp.where(margin - y >= 0, xp.float32(1.0) - self.alpha, -self.alpha).astype(xp.float32)
-        return _pack(xp, grad, xp.float32(1.0), weight)
+        if self.n_groups == 1:
+            grad = xp.where(margin - y >= 0, xp.float32(1.0) - self.alphas[0], -self.alphas[0]).astype(xp.float32)
+            return _pack(xp, grad, xp.float32(1.0), weight)
+        alphas = xp.asarray(self.alphas)[None, :]
+        grad = xp.where(margin - y[:, None] >= 0, xp.float32(1.0) - alphas, -alphas).astype(xp.float32)
+        hess = xp.ones_like(grad)
+        if weight is not None:
+            grad, hess = grad * weight[:, None], hess * weight[:, None]
+        return xp.stack([grad, hess], axis=-1)
 
-    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
-        """The alpha-quantile of the labels (XGBoost's Quantile or WeightedQuantile), over all
-        workers' rows (XGBoost averages the workers' quantiles)."""
+    def estimate_base_score(self, xp, y, weight, comm=None):
+        """Each alpha's quantile of the labels (XGBoost's Quantile or WeightedQuantile), over all
+        workers' rows (XGBoost averages the workers' quantiles); one number, or K."""
         from .adaptive import group_quantiles
 
-        q, _ = group_quantiles(xp, y, xp.zeros(y.shape[0], dtype=xp.int64), 1, self.leaf_quantile_alpha, weight,
-                               comm)
-        return float(to_host(q)[0])
+        groups = xp.zeros(y.shape[0], dtype=xp.int64)
+        q = [float(to_host(group_quantiles(xp, y, groups, 1, float(a), weight, comm)[0])[0]) for a in self.alphas]
+        return q[0] if self.n_groups == 1 else q
 
-
-
+    def base_score_to_margin(self, base_score):
+        """base_score: one margin per alpha, or one number used for all."""
+        if np.ndim(base_score) == 0:
+            return np.float32(base_score) if self.n_groups == 1 else np.full(self.n_groups, base_score, np.float32)
+        return np.asarray(base_score, dtype=np.float32)
 
 
 # std::numeric_limits<float>::min(): XGBoost's softmax gradient starts its running max there, so a

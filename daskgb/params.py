@@ -126,19 +126,18 @@ class TrainParams:
             self.device = "cuda"
 
     def _check_quantile_alpha(self) -> None:
-        # XGBoost takes a number or a list of them; reg:quantileerror and the quantile metric need one.
+        # XGBoost takes a number or a list (one output per alpha); reg:quantileerror and the quantile
+        # metric need one. Kept as a float for one alpha and a list of floats for several.
         alpha = self.quantile_alpha
-        if isinstance(alpha, (list, tuple)) or (hasattr(alpha, "ndim") and getattr(alpha, "ndim", 0) == 1):
-            alpha = list(alpha)
-            if len(alpha) > 1:
-                raise ValueError(f"quantile_alpha with several values ({alpha}) is not supported yet; give one")
-            if not alpha:
-                raise ValueError("quantile_alpha is empty; give a number in [0, 1]")
-            alpha = alpha[0]
         if alpha is not None:
-            alpha = _number("quantile_alpha", alpha, low=0.0)
-            if alpha > 1.0:
-                raise ValueError(f"quantile_alpha must be in [0, 1], got {alpha!r}")
+            many = isinstance(alpha, (list, tuple)) or getattr(alpha, "ndim", 0) == 1
+            values = [_number("quantile_alpha", a, low=0.0) for a in (alpha if many else [alpha])]
+            if not values:
+                raise ValueError("quantile_alpha is empty; give a number in [0, 1] or a list of them")
+            bad = [a for a in values if a > 1.0]
+            if bad:
+                raise ValueError(f"quantile_alpha must be in [0, 1], got {bad[0]!r}")
+            alpha = values[0] if len(values) == 1 else values
         self.quantile_alpha = alpha
         needs = [what for what, used in (("objective reg:quantileerror", self.objective == "reg:quantileerror"),
                                          ("eval_metric 'quantile'", "quantile" in self.eval_metric))

@@ -125,6 +125,32 @@ def test_parity_across_regularisation_zero_weights_and_base_margin():
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_several_alphas_give_one_output_each_as_xgboost(device, tmp_path):
+    # quantile_alpha=[a1, ..., aK]: K outputs, one tree per alpha per round, K intercepts.
+    X, y, w = make(13)
+    for weight, alphas in ((None, [0.1, 0.5, 0.9]), (w, [0.9, 0.05])):
+        params = {"objective": "reg:quantileerror", "quantile_alpha": alphas, "max_depth": 4}
+        dm = xgb.DMatrix(X, y, weight=weight)
+        rx, ro = {}, {}
+        bx = xgb.train({**params, "tree_method": "hist", "nthread": 1}, dm, 10, evals=[(dm, "t")], evals_result=rx,
+                       verbose_eval=False)
+        m = daskgb.QuantileMatrix(X, y, weight=weight)
+        bo = daskgb.train({**params, "device": device}, m, 10, evals=[(m, "t")], evals_result=ro, verbose_eval=False)
+        expected_base = json.loads(bx.save_config())["learner"]["learner_model_param"]["base_score"]
+        np.testing.assert_array_equal(np.float32(bo.base_score),
+                                      np.float32([float(v) for v in expected_base.strip("[]").split(",")]))
+        assert bo.num_boosted_rounds() == 10 and len(bo.trees) == 10 * len(alphas)
+        for rounds in ((0, 0), (2, 7)):
+            px = bx.predict(xgb.DMatrix(X), output_margin=True, iteration_range=rounds)
+            po = bo.predict(X, output_margin=True, iteration_range=rounds)
+            assert po.shape == (X.shape[0], len(alphas))
+            np.testing.assert_allclose(po, px, atol=1e-5)
+        np.testing.assert_allclose(ro["t"]["quantile"], rx["t"]["quantile"], rtol=1e-6)
+        bo.save_model(tmp_path / "multi.json")
+        np.testing.assert_array_equal(daskgb.Booster().load_model(tmp_path / "multi.json").predict(X), bo.predict(X))
+
+
 def test_quantile_and_aucpr_metrics_match_xgboost():
     X, y, w = make(7)
     yb = (y > 0.5).astype(np.float32)
@@ -169,8 +195,14 @@ def test_quantile_alpha_and_metric_errors_are_early_and_clear():
         daskgb.train({"objective": "reg:quantileerror", "quantile_alpha": -0.1}, m, 1)
     with pytest.raises(ValueError, match="quantile_alpha is empty"):
         daskgb.train({"objective": "reg:quantileerror", "quantile_alpha": []}, m, 1)
+    with pytest.raises(ValueError, match=r"quantile_alpha must be in \[0, 1\], got 2.0"):
+        daskgb.train({"objective": "reg:quantileerror", "quantile_alpha": [0.5, 2.0]}, m, 1)
     with pytest.raises(ValueError, match="eval_metric 'quantile'"):
         daskgb.train({"objective": "reg:squarederror", "eval_metric": "quantile"}, m, 1)
+    with pytest.raises(ValueError, match="2 quantile_alpha value"):
+        daskgb.train({"objective": "reg:squarederror", "eval_metric": "quantile", "quantile_alpha": [0.1, 0.9]}, m, 1)
+    with pytest.raises(ValueError, match="takes 'quantile'"):
+        daskgb.train({"objective": "reg:quantileerror", "eval_metric": "mae", "quantile_alpha": [0.1, 0.9]}, m, 1)
     # A list of one alpha is one alpha, as in XGBoost.
     a = daskgb.train({"objective": "reg:quantileerror", "quantile_alpha": [0.3], "device": "cpu"}, m, 3,
                      verbose_eval=False)

@@ -84,3 +84,28 @@ def test_aucpr_on_dask_is_the_metric_of_all_rows(client):
     params = {"objective": "binary:logistic", "max_depth": 5, "eval_metric": "aucpr", "device": "cpu"}
     out = dgb.train(client, params, dtrain, 5, evals=[(dvalid, "v")], verbose_eval=False)
     assert out["history"]["v"]["aucpr"][-1] == pytest.approx(aucpr_of(yv, out["booster"].predict(Xv)), abs=1e-12)
+
+
+def test_several_alphas_on_dask_equal_in_process(client):
+    rng = np.random.default_rng(54)
+    X = features(1200, 54)
+    X = X[np.argsort(X[:, 2], kind="stable")]  # rank 0 holds the low values of feature 2
+    y = (X[:, 0] + X[:, 2] + rng.standard_t(2, X.shape[0])).astype(np.float32)
+    chunks, placement = [300, 900], [0, 1]
+    Xd = on_workers(client, X, chunks, placement)
+    params = {"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.9], "max_depth": 3, "device": "cpu"}
+    out = dgb.train(client, params, dgb.DaskQuantileMatrix(client, Xd, on_workers(client, y, chunks, placement)), 6,
+                    verbose_eval=False)
+    local = daskgb.train(params, daskgb.QuantileMatrix(X, y), 6, verbose_eval=False)
+    assert out["booster"].base_score == local.base_score
+    for t_dist, t_local in zip(out["booster"].trees, local.trees):
+        np.testing.assert_array_equal(t_dist.value, t_local.value)
+    pred = dgb.predict(client, out["booster"], Xd)
+    assert pred.shape == (X.shape[0], 3)
+    np.testing.assert_allclose(pred.compute(), local.predict(X), atol=1e-6)
+
+    reg = daskgb.DaskGBRegressor(objective="reg:quantileerror", quantile_alpha=[0.2, 0.8], n_estimators=5,
+                                 max_depth=3, client=client).fit(Xd, on_workers(client, y, chunks, placement))
+    ref = daskgb.GBRegressor(objective="reg:quantileerror", quantile_alpha=[0.2, 0.8], n_estimators=5,
+                             max_depth=3, device="cpu").fit(X, y)
+    np.testing.assert_allclose(reg.predict(Xd).compute(), ref.predict(X), atol=1e-6)
