@@ -259,11 +259,11 @@ class QuantileError(Objective):
         return float(self.alphas[group])
 
     def gradient(self, xp, margin, y, weight):
+        # (margin >= y) - alpha: 1 - alpha (in float, as XGBoost's 1.0f - alpha) or -alpha.
         if self.n_groups == 1:
-            grad = xp.where(margin - y >= 0, xp.float32(1.0) - self.alphas[0], -self.alphas[0]).astype(xp.float32)
+            grad = (margin - y >= 0).astype(xp.float32) - self.alphas[0]
             return _pack(xp, grad, xp.float32(1.0), weight)
-        alphas = xp.asarray(self.alphas)[None, :]
-        grad = xp.where(margin - y[:, None] >= 0, xp.float32(1.0) - alphas, -alphas).astype(xp.float32)
+        grad = (margin - y[:, None] >= 0).astype(xp.float32) - xp.asarray(self.alphas)[None, :]
         hess = xp.ones_like(grad)
         if weight is not None:
             grad, hess = grad * weight[:, None], hess * weight[:, None]
