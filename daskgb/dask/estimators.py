@@ -62,7 +62,8 @@ class _DaskModel:
             w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
             evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
                                              missing=self.missing, ref=dtrain, device=device), f"validation_{i}"))
-        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
+        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose,
+                    **self._training_controls())
         self._Booster = out["booster"]
         self.evals_result_ = out["history"]
         self._collective = out["collective"]
