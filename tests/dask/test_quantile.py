@@ -36,10 +36,10 @@ def _leaf_of(tree, X):
     return node
 
 
-@pytest.mark.parametrize("objective,alpha,weighted", [("reg:absoluteerror", None, False),
-                                                      ("reg:quantileerror", 0.2, True),
-                                                      ("reg:quantileerror", 0.9, False)])
-def test_quantile_objectives_equal_in_process(client, objective, alpha, weighted):
+@pytest.mark.parametrize("objective,alpha,weighted,subsample", [("reg:absoluteerror", None, False, 1.0),
+                                                                ("reg:quantileerror", 0.2, True, 1.0),
+                                                                ("reg:quantileerror", 0.9, False, 0.7)])
+def test_quantile_objectives_equal_in_process(client, objective, alpha, weighted, subsample):
     # The leaf quantiles are taken over both workers' rows, exactly, so the Dask model is the
     # in-process model (XGBoost would average the workers' own quantiles here).
     rng = np.random.default_rng(51)
@@ -49,7 +49,8 @@ def test_quantile_objectives_equal_in_process(client, objective, alpha, weighted
     X = X[np.argsort(X[:, 0], kind="stable")]
     y = (2 * X[:, 0] + rng.standard_t(2, X.shape[0])).astype(np.float32)
     w = rng.uniform(0.5, 2, X.shape[0]).astype(np.float32) if weighted else None
-    params = {"objective": objective, "max_depth": 3, "device": "cpu"}
+    # Rows left out by subsample have zero hessians: they take no part in the leaf quantiles either.
+    params = {"objective": objective, "max_depth": 3, "subsample": subsample, "device": "cpu"}
     if alpha is not None:
         params["quantile_alpha"] = alpha
     chunks, placement = [400, 1100], [0, 1]
