@@ -9,6 +9,7 @@ import numpy as np
 
 from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
+from .adaptive import refresh_leaves
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
@@ -17,7 +18,7 @@ from .grower import grow_tree
 from .inputs import as_features
 from .matrix import QuantileMatrix
 from .monotone import monotone_vector
-from .objective import Softmax, get_objective
+from .objective import QuantileError, Softmax, get_objective
 from .params import TrainParams
 from .tree import Tree
 
@@ -56,8 +57,9 @@ class Booster:
 
     @property
     def n_groups(self) -> int:
-        """Outputs per row (trees per round): num_class for multiclass models, else 1."""
-        return max(1, self.params.num_class)
+        """Outputs per row (trees per round): num_class for multiclass models, the number of
+        quantile_alpha values for reg:quantileerror, else 1."""
+        return self.objective.n_groups
 
     def num_boosted_rounds(self) -> int:
         return len(self.trees) // self.n_groups
@@ -315,7 +317,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     monotone = monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
     objective = get_objective(p.objective, p)
     n_groups = objective.n_groups
-    if obj is None and n_groups > 1 and not isinstance(objective, Softmax):
+    if obj is None and p.num_class > 1 and not isinstance(objective, Softmax):
         raise ValueError(f"num_class={p.num_class} is for multi:softprob and multi:softmax (or a custom "
                          f"objective), not {p.objective}")
     metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
@@ -323,7 +325,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     if obj is not None and n_groups > 1 and not p.eval_metric:
         metrics = []  # the named objective's default metric reads one output per row: name one instead
     for k in metrics:
-        _metric.check_metric(k, n_groups)
+        if n_groups > 1 and isinstance(objective, QuantileError) and k != "quantile":
+            raise ValueError(f"eval_metric {k!r} reads one output per row; a model of several quantile_alpha "
+                             "values takes 'quantile'")
+        _metric.check_metric(k, n_groups, p.quantile_alpha)
     for m in [dtrain] + [m for m, _ in evals]:
         if m.base_margin is not None and _margin_groups(m.base_margin) != n_groups:
             raise ValueError(f"base_margin has shape {tuple(m.base_margin.shape)}; this model needs "
@@ -343,8 +348,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     elif obj is not None:
         base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
     else:
-        sums = objective.base_score_sums(xp, dtrain.label, dtrain.weight)
-        base_score = objective.base_score_from_sums(comm.allreduce(np.asarray(sums, dtype=np.float64)))
+        base_score = objective.estimate_base_score(xp, dtrain.label, dtrain.weight, comm)
     base_score = float(np.float32(base_score)) if np.ndim(base_score) == 0 else \
         [float(v) for v in np.float32(base_score)]
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
@@ -404,6 +408,11 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins,
                                         tree_index=len(booster.trees), interaction=interaction,
                                         monotone=monotone)
+            alpha = objective.leaf_quantile_alpha(group) if obj is None else None
+            if alpha is not None:
+                # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
+                refresh_leaves(xp, tree, positions, _column(margin, group), dtrain.label, gpair[:, 1],
+                               dtrain.weight, alpha, p.learning_rate, comm)
             # Training margins come from the rows' final leaves: no re-prediction.
             _column(margin, group)[...] += xp.asarray(tree.value)[positions]
             booster.trees.append(tree)
@@ -418,7 +427,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                     add_tree_binned(backend, m.ellpack, tree, _column(em, group))
             out = objective.eval_transform(xp, em)
             for k in metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm)
+                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
             if custom_metric is not None:
