@@ -14,7 +14,7 @@ from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
 from .feature_sets import interaction_sets
-from .grower import grow_tree
+from .grower import grow_forest
 from .inputs import as_features
 from .matrix import QuantileMatrix
 from .monotone import monotone_vector
@@ -393,31 +393,37 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             gpair_all = objective.gradient(xp, margin, dtrain.label, dtrain.weight)
         else:
             gpair_all = _custom_gradient(xp, obj, margin, dtrain)
-        new_trees = []
-        # One tree per output group (class), each from its own column of gradients.
+        # One tree per output group (class), each from its own column of gradients; the
+        # groups' trees grow together, sharing each step's backend calls (grower.grow_forest).
+        gpairs = []
         for group in range(n_groups):
-            gpair = gpair_all if n_groups == 1 else xp.ascontiguousarray(gpair_all[:, group])
+            gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
             if p.subsample < 1.0:
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
                                            p.subsample)[:, None]
-            abs_sum = None
-            if comm.world_size > 1:
-                # The fixed-point scale must be the same on every worker: size it from global sums.
-                abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
-            gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
-            tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins,
-                                        tree_index=len(booster.trees), interaction=interaction,
-                                        monotone=monotone)
+            gpairs.append(gpair)
+        gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
+        abs_sum = None
+        if comm.world_size > 1:
+            # The fixed-point scale must be the same on every worker: size it from global sums.
+            abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
+        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
+        first = len(booster.trees)
+        new_trees, positions = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins,
+                                           tree_indices=range(first, first + n_groups), interaction=interaction,
+                                           monotone=monotone)
+        n = ell.n_rows
+        for group, tree in enumerate(new_trees):
+            leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
             alpha = objective.leaf_quantile_alpha(group) if obj is None else None
             if alpha is not None:
                 # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
-                refresh_leaves(xp, tree, positions, _column(margin, group), dtrain.label, gpair[:, 1],
+                refresh_leaves(xp, tree, leaves, _column(margin, group), dtrain.label, gpairs[group][:, 1],
                                dtrain.weight, alpha, p.learning_rate, comm)
             # Training margins come from the rows' final leaves: no re-prediction.
-            _column(margin, group)[...] += xp.asarray(tree.value)[positions]
+            _column(margin, group)[...] += xp.asarray(tree.value)[leaves]
             booster.trees.append(tree)
             booster.tree_info.append(group)
-            new_trees.append(tree)
         line = [f"[{it}]"]
         for m, name, em in eval_state:
             if em is None:
