@@ -106,16 +106,15 @@ class _Growth:
         rw = calc_weight(np, recs["right_grad"], recs["right_hess"], sp, bounds)
         llocal = np.empty(len(batch), np.int64)
         rlocal = np.empty(len(batch), np.int64)
-        # Plain lists: per-node access to numpy scalars would cost more than the loop itself.
-        rows = zip(trees.tolist(), local.tolist(), [c.depth + 1 for c in batch], lw.tolist(), (lw * eta).tolist(),
-                   rw.tolist(), (rw * eta).tolist(), recs["left_hess"].tolist(), recs["right_hess"].tolist(),
-                   recs["feature"].tolist(), recs["bin"].tolist(), recs["threshold"].tolist(),
-                   recs["default_left"].tolist(), recs["gain"].tolist())
-        for j, (c, nid, depth, wl, vl, wr, vr, hl, hr, f, b, thr, dl, gain) in enumerate(rows):
-            builder = self.builders[c]
-            llocal[j] = builder.add_node(nid, depth, wl, vl, hl)
-            rlocal[j] = builder.add_node(nid, depth, wr, vr, hr)
-            builder.split(nid, f, b, thr, bool(dl), gain, int(llocal[j]), int(rlocal[j]))
+        depths = np.array([c.depth + 1 for c in batch])
+        lv, rv = lw * eta, rw * eta
+        for c, r in enumerate(rows_of):
+            if r.size:
+                builder = self.builders[c]
+                llocal[r], rlocal[r] = builder.add_children(local[r], depths[r], lw[r], lv[r], recs["left_hess"][r],
+                                                            rw[r], rv[r], recs["right_hess"][r])
+                builder.split(local[r], recs["feature"][r], recs["bin"][r], recs["threshold"][r],
+                              recs["default_left"][r], recs["gain"][r], llocal[r], rlocal[r])
         for c, r in enumerate(rows_of):
             if r.size:
                 self.features[c].split(local[r], recs["feature"][r], llocal[r], rlocal[r])

@@ -65,23 +65,64 @@ class Tree:
 
 
 class TreeBuilder:
-    """Grows a Tree node by node (host lists, turned into arrays once at the end)."""
+    """Grows a Tree: a root, then the children of split nodes a batch at a time, into arrays
+    that double in size as needed (no per-node Python objects)."""
 
-    def __init__(self):
-        self._nodes: list[dict] = []
+    def __init__(self, capacity: int = 64):
+        self._n = 0
+        self._a = {name: np.empty(capacity, dtype=dtype) for name, dtype in _FIELDS.items()}
+
+    def _reserve(self, extra: int) -> None:
+        size = next(iter(self._a.values())).size
+        if self._n + extra > size:
+            size = max(2 * size, self._n + extra)
+            for name, a in self._a.items():
+                grown = np.empty(size, dtype=a.dtype)
+                grown[: self._n] = a[: self._n]
+                self._a[name] = grown
 
     def add_node(self, parent: int, depth: int, base_weight: float, value: float, cover: float) -> int:
-        self._nodes.append(
-            dict(left=-1, right=-1, parent=parent, feature=-1, bin=-1, threshold=0.0, default_left=0,
-                 value=value, base_weight=base_weight, gain=0.0, cover=cover, depth=depth)
-        )
-        return len(self._nodes) - 1
+        """One leaf; returns its id."""
+        return int(self.add_children([parent], [depth], [base_weight], [value], [cover],
+                                     [base_weight], [value], [cover], pairs=False)[0][0])
 
-    def split(self, nid: int, feature: int, bin: int, threshold: float, default_left: bool, gain: float,
-              left: int, right: int) -> None:
-        n = self._nodes[nid]
-        n.update(feature=feature, bin=bin, threshold=threshold, default_left=int(default_left), gain=gain,
-                 left=left, right=right, value=0.0)
+    def add_children(self, parents, depths, left_weight, left_value, left_cover, right_weight, right_value,
+                     right_cover, pairs: bool = True):
+        """Leaves for the children of each parent: ids (left[i], right[i]), numbered left then right,
+        parent after parent (the order XGBoost numbers them in). pairs=False adds one leaf per entry."""
+        parents = np.asarray(parents, dtype=np.int64)
+        k = parents.size
+        width = 2 if pairs else 1
+        self._reserve(width * k)
+        first = self._n
+        ids = first + np.arange(width * k).reshape(k, width)
+        a = self._a
+        for j, (w, v, c) in enumerate(((left_weight, left_value, left_cover),
+                                       (right_weight, right_value, right_cover))[:width]):
+            at = ids[:, j]
+            a["parent"][at] = parents
+            a["depth"][at] = depths
+            a["base_weight"][at] = w
+            a["value"][at] = v
+            a["cover"][at] = c
+            for name, empty in (("left", -1), ("right", -1), ("feature", -1), ("bin", -1), ("threshold", 0.0),
+                                ("default_left", 0), ("gain", 0.0)):
+                a[name][at] = empty
+        self._n += width * k
+        return ids[:, 0], ids[:, -1]
+
+    def split(self, nids, features, bins, thresholds, default_left, gains, lefts, rights) -> None:
+        """Turn leaves nids[i] into splits with children (lefts[i], rights[i])."""
+        a = self._a
+        nids = np.asarray(nids, dtype=np.int64)
+        a["feature"][nids] = features
+        a["bin"][nids] = bins
+        a["threshold"][nids] = thresholds
+        a["default_left"][nids] = np.asarray(default_left) != 0
+        a["gain"][nids] = gains
+        a["left"][nids] = lefts
+        a["right"][nids] = rights
+        a["value"][nids] = 0.0
 
     def build(self) -> Tree:
-        return Tree(**{name: np.asarray([n[name] for n in self._nodes], dtype=dtype) for name, dtype in _FIELDS.items()})
+        return Tree(**{name: a[: self._n].copy() for name, a in self._a.items()})
