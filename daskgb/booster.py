@@ -260,6 +260,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         objective.check_labels(xp, dtrain.label)
         for m, _ in evals:
             objective.check_labels(xp, m.on(device).label)
+        objective.prepare(xp, dtrain, comm)
     if p.base_score is not None:
         base_score = p.base_score
     elif obj is not None:
@@ -273,6 +274,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     booster._train_cuts_token = dtrain.cuts_token
     metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
         "disable_default_eval_metric")) else [objective.default_metric])
+    for m, _ in evals:  # labels a metric cannot score are an error before the first round
+        for k in metrics:
+            _metric.check_labels(k, xp, m.on(device).label, p.ndcg_exp_gain, m.groups, comm)
 
     def initial_margin(m):
         if m.base_margin is not None:
@@ -298,7 +302,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
     for it in range(num_boost_round):
         if obj is None:
-            gpair = objective.gradient(xp, margin, dtrain.label, dtrain.weight)
+            gpair = objective.gradient_of(xp, margin, dtrain, it)
         else:
             gpair = _custom_gradient(xp, obj, margin, dtrain)
         abs_sum = None
@@ -318,7 +322,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 add_tree_binned(backend, m.ellpack, tree, em)
             out = objective.transform(xp, em)
             for k in metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm)
+                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, groups=m.groups,
+                                     ndcg_exp_gain=p.ndcg_exp_gain)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
             if custom_metric is not None:
@@ -387,7 +392,8 @@ class _EarlyStopping:
     """XGBoost's EarlyStopping rule: watch the last metric of the last eval set; stop after
     `rounds` rounds in a row without a strict improvement on the best score."""
 
-    _MAXIMIZE = ("auc", "aucpr", "map", "ndcg", "pre")
+    # XGBoost's list, matched as prefixes (so ndcg@10 and ndcg- maximise too).
+    _MAXIMIZE = ("auc", "aucpr", "pre", "map", "ndcg")
 
     def __init__(self, rounds: int, maximize: bool | None):
         self.rounds, self.maximize = int(rounds), maximize
@@ -398,7 +404,7 @@ class _EarlyStopping:
     def should_stop(self, it: int, log: dict) -> bool:
         self.metric = list(log)[-1]
         if self.maximize is None:
-            self.maximize = self.metric.split("@")[0] in self._MAXIMIZE
+            self.maximize = self.metric != "mape" and self.metric.startswith(self._MAXIMIZE)
         score = log[self.metric][-1]
         better = self.best is None or (score > self.best if self.maximize else score < self.best)
         if better:
