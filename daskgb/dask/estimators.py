@@ -1,4 +1,4 @@
-"""DaskGBRegressor and DaskGBClassifier: the scikit-learn style front end on a Dask cluster.
+"""DaskGBRegressor, DaskGBClassifier and DaskGBRanker: the scikit-learn style front end on a Dask cluster.
 
 Thin: the parameters and their checks are the in-process estimators'; fit builds
 DaskQuantileMatrix objects and calls daskgb.dask.train; predict returns lazy
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_module
-from ..sklearn import GBClassifier, GBRegressor
+from ..sklearn import GBClassifier, GBRanker, GBRegressor, _check_rank_objective
 from . import DaskQuantileMatrix, predict, train
 
-__all__ = ["DaskGBRegressor", "DaskGBClassifier"]
+__all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
 
 
 def _as_dask_vector(y, what):
@@ -157,3 +157,114 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         w = _as_dask_vector(sample_weight, "sample_weight").astype(np.float64)
         num, den = da.compute((w * correct).sum(), w.sum())
         return float(num / den)
+
+
+class DaskGBRanker(_DaskModel, GBRanker):
+    """Learning to rank on a Dask cluster (XGBoost's DaskXGBRanker parameters).
+
+    qid is a dask array or series partitioned like X (or a qid column of a dask
+    dataframe X); every query group must lie whole in one partition (a qid seen in
+    two partitions is an error). sample_weight is partitioned like X too: one
+    weight per row, the same for all rows of a group. The model equals the one
+    trained in process on the same rows.
+    """
+
+    def __init__(self, *, client=None, objective="rank:ndcg", **kwargs):
+        self.client = client
+        super().__init__(objective=objective, **kwargs)
+
+    def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
+            verbose=False, sample_weight_eval_set=None):
+        """Train n_estimators rounds on dask collections with their query groups (qid=, or group= sizes
+        when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
+        as in GBRanker.fit."""
+        if y is None:
+            raise ValueError("DaskGBRanker requires y to be passed, but the target y is None")
+        _check_rank_objective(self.objective)
+        client = self._get_client()
+        X, qid = _split_dask_qid(X, qid)
+        if group is None and qid is None:
+            raise ValueError("DaskGBRanker needs query groups: pass qid= (or group=, or a qid column in X)")
+        params = self._train_params()
+        device = None if self.device in (None, "auto") else self.device
+        dtrain = DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=sample_weight, missing=self.missing,
+                                    max_bin=self.max_bin, device=device, qid=_as_dask_vector(qid, "qid"),
+                                    group=group)
+        eval_set = list(eval_set or ())
+        for what, v in (("eval_group", eval_group), ("eval_qid", eval_qid),
+                        ("sample_weight_eval_set", sample_weight_eval_set)):
+            if v is not None and len(v) != len(eval_set):
+                raise ValueError(f"{what} has {len(v)} entries, eval_set has {len(eval_set)}")
+        evals = []
+        for i, (X_eval, y_eval) in enumerate(eval_set):
+            X_eval, q = _split_dask_qid(X_eval, None if eval_qid is None else eval_qid[i])
+            g = None if eval_group is None else eval_group[i]
+            if g is None and q is None:
+                raise ValueError(f"eval_set[{i}] has no query groups: pass eval_qid (or eval_group, or a qid column)")
+            w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            evals.append((DaskQuantileMatrix(client, X_eval, _as_dask_vector(y_eval, "y"), weight=w,
+                                             missing=self.missing, ref=dtrain, device=device,
+                                             qid=_as_dask_vector(q, "qid"), group=g), f"validation_{i}"))
+        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
+        self._Booster = out["booster"]
+        self.evals_result_ = out["history"]
+        self._collective = out["collective"]
+        self.n_features_in_ = dtrain.n_features
+        if hasattr(X, "columns") and dtrain.feature_names is not None:
+            self.feature_names_in_ = np.asarray(dtrain.feature_names, dtype=object)
+        return self
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Lazy dask array of ranking scores (a qid column in X is ignored)."""
+        X, _ = _split_dask_qid(X, None)
+        return self._margin_or_value(X, output_margin, iteration_range)
+
+    def score(self, X, y, qid=None):
+        """The last evaluation metric (e.g. ndcg@32) of predict(X) against y over the query groups of qid
+        (or X's qid column), exact over all queries: each partition scores its whole groups on its worker
+        and only the sums come back. A qid in two partitions is an error."""
+        import dask
+
+        X, qid = _split_dask_qid(X, qid)
+        if qid is None:
+            raise ValueError("DaskGBRanker.score needs the query ids: qid= or a qid column in X")
+        booster = self.get_booster()
+        name = (booster.params.eval_metric or [booster.objective.default_metric])[-1]
+        pred = self.predict(X)
+        y, qid = _as_dask_vector(y, "y"), _as_dask_vector(qid, "qid")
+        blocks = [p.to_delayed() for p in (pred, y, qid)]
+        if not len(blocks[0]) == len(blocks[1]) == len(blocks[2]):
+            raise ValueError("X, y and qid must be partitioned alike")
+        parts = [dask.delayed(_partition_metric)(name, p, t, q, booster.params.ndcg_exp_gain)
+                 for p, t, q in zip(*(list(b) for b in blocks))]
+        results = self._get_client().compute(parts, sync=True) if parts else []
+        keys = np.concatenate([r[2] for r in results]) if results else np.zeros(0)
+        unique, counts = np.unique(keys, return_counts=True)
+        if np.any(counts > 1):
+            raise ValueError(f"qid {int(unique[counts > 1][0])} is in more than one partition; every query group "
+                             "must lie whole in one partition")
+        num = sum(r[0] for r in results)
+        den = sum(r[1] for r in results)
+        return float(num / den) if den > 0 else 0.0
+
+
+def _partition_metric(name, pred, y, qid, exp_gain):
+    """(weighted metric sum, weight sum, qids) of one partition's whole query groups."""
+    from ..backend import array_module, to_host
+    from ..ranking import groups_from_qid, metric_sums
+
+    xp = array_module(pred)
+    y = xp.asarray(y, dtype=xp.float32)
+    groups = groups_from_qid(qid, int(y.shape[0]))
+    num, den = metric_sums(name, xp, y, pred, groups, exp_gain)
+    keys = to_host(qid)[groups.ptr[:-1]] if groups.n_groups else np.zeros(0)
+    return num, den, np.asarray(keys)
+
+
+def _split_dask_qid(X, qid):
+    """A dask dataframe X may carry the query ids as a column named qid (XGBRanker's convention)."""
+    if hasattr(X, "columns") and "qid" in list(X.columns):
+        if qid is not None:
+            raise ValueError("X has a qid column and qid= is given too; remove one of them")
+        return X.drop(columns="qid"), X["qid"]
+    return X, qid
