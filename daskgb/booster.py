@@ -16,6 +16,7 @@ from .inputs import as_features
 from .matrix import QuantileMatrix
 from .objective import get_objective
 from .params import TrainParams
+from .ranking import DEFAULT_METRIC_K
 from .tree import Tree
 
 MODEL_FORMAT = "daskgb-model"
@@ -274,6 +275,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     booster._train_cuts_token = dtrain.cuts_token
     metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
         "disable_default_eval_metric")) else [objective.default_metric])
+    # An unsuffixed ranking metric is cut at XGBoost's default k, unless it is the objective's own default.
+    rank_k = getattr(objective, "default_metric_k", DEFAULT_METRIC_K) if not p.eval_metric else DEFAULT_METRIC_K
     for m, _ in evals:  # labels a metric cannot score are an error before the first round
         for k in metrics:
             _metric.check_labels(k, xp, m.on(device).label, p.ndcg_exp_gain, m.groups, comm)
@@ -323,7 +326,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             out = objective.transform(xp, em)
             for k in metrics:
                 v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, groups=m.groups,
-                                     ndcg_exp_gain=p.ndcg_exp_gain)
+                                     ndcg_exp_gain=p.ndcg_exp_gain, rank_default_k=rank_k)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
             if custom_metric is not None:

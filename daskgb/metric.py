@@ -146,17 +146,19 @@ def check_labels(name: str, xp, y, ndcg_exp_gain: bool = True, groups=None, comm
         ranking.check_metric_labels(name, xp, y, ndcg_exp_gain)
 
 
-def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, groups=None, ndcg_exp_gain: bool = True) -> float:
+def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, groups=None, ndcg_exp_gain: bool = True,
+             rank_default_k: int | None = ranking.DEFAULT_METRIC_K) -> float:
     """The metric over the rows of every worker (comm=None: this process's rows).
 
     Ranking metrics (ndcg, map, pre and their @k / - forms) score each query group
     (``groups``, a ranking.Groups; None: all rows one query) and average them with the
-    groups' weights; ``weight`` (per row) is not theirs to read.
+    groups' weights; ``weight`` (per row) is not theirs to read. A ranking metric named
+    without @k is cut at rank_default_k (XGBoost's 32; None: whole lists).
     """
     comm = comm or LocalCommunicator()
     if ranking.parse_metric(name) is not None:
         g = _rank_groups(name, y, groups, comm)
-        num, den = ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain)
+        num, den = ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k)
         sums = comm.allreduce(np.array([num, den], dtype=np.float64))
         return float(sums[0] / sums[1]) if sums[1] > 0 else 0.0
     if name == "auc":

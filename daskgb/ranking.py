@@ -24,6 +24,10 @@ PAIR_METHODS = ("topk", "mean")
 # XGBoost's defaults for lambdarank_num_pair_per_sample: the truncation level of topk,
 # the number of sampled pairs per document of mean.
 DEFAULT_NUM_PAIR = {"topk": 32, "mean": 1}
+# XGBoost 3.2 scores a ranking metric named without @k (ndcg, map, pre) at this truncation, the
+# default k of its LambdaRankParam; only the default metric of rank:ndcg / rank:pairwise under the
+# mean method scores whole lists (checked against xgboost 3.2).
+DEFAULT_METRIC_K = 32
 MAX_EXP_GAIN_LABEL = 31  # 2^label - 1 must fit XGBoost's 32-bit relevance degree
 # Pairs evaluated at once: bounds the temporaries of a gradient to a few hundred MiB.
 PAIR_CHUNK = 1 << 22
@@ -319,6 +323,9 @@ class LambdaRank(Objective):
         self.exp_gain = bool(ndcg_exp_gain)
         self.topk = self.num_pair if pair_method == "topk" else None
         self.default_metric = self._metric_base + (f"@{self.topk}" if self.topk is not None else "")
+        # The truncation of the default metric when its name has no @k (see DEFAULT_METRIC_K).
+        self.default_metric_k = None if (pair_method == "mean" and self._metric_base == "ndcg") \
+            else DEFAULT_METRIC_K
         self._state = None
 
     _metric_base = "ndcg"
@@ -601,14 +608,16 @@ def check_metric_labels(name: str, xp, y, exp_gain: bool) -> None:
         check_binary_labels(xp, y, f"eval_metric {name!r}")
 
 
-def metric_sums(name: str, xp, y, pred, groups: Groups, exp_gain: bool = True):
+def metric_sums(name: str, xp, y, pred, groups: Groups, exp_gain: bool = True, default_k: int | None = DEFAULT_METRIC_K):
     """(sum over groups of weight * value, sum of group weights) for a ranking metric, XGBoost's
     per-group definitions: documents ordered by prediction (descending, ties in row order);
     ndcg@k = DCG@k / ideal DCG@k (gain 2^label - 1, or label with exp_gain False); map@k = sum over
     the first k positions of precision-at-i for relevant documents, over min(relevant, k); pre@k =
     relevant documents among the first min(k, n), over min(k, n). A group with no relevant
-    document scores 1 (0 for the names ending in '-')."""
+    document scores 1 (0 for the names ending in '-'). A name without @k is cut at default_k
+    (None: the whole list)."""
     kind, k, minus = parse_metric(name)
+    k = default_k if k is None else k
     n_groups = groups.n_groups
     if n_groups == 0:
         return 0.0, 0.0

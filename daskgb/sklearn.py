@@ -429,9 +429,21 @@ class GBRanker(_GBModel):
         y = _host_1d(y).astype(np.float32)
         pred = to_host(self.predict(X)).astype(np.float32)
         booster = self.get_booster()
-        name = (booster.params.eval_metric or [booster.objective.default_metric])[-1]
+        name, k = _score_metric(booster)
         groups = None if qid is None else groups_from_qid(qid, y.shape[0])
-        return evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=booster.params.ndcg_exp_gain)
+        return evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=booster.params.ndcg_exp_gain,
+                        rank_default_k=k)
+
+
+def _score_metric(booster):
+    """The metric XGBRanker.score reports: the last of eval_metric, else the objective's default (and the
+    truncation its name implies when it has no @k)."""
+    from .ranking import DEFAULT_METRIC_K
+
+    if booster.params.eval_metric:
+        return booster.params.eval_metric[-1], DEFAULT_METRIC_K
+    objective = booster.objective
+    return objective.default_metric, getattr(objective, "default_metric_k", DEFAULT_METRIC_K)
 
 
 def _check_rank_objective(objective):

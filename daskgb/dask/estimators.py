@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_module
-from ..sklearn import GBClassifier, GBRanker, GBRegressor, _check_rank_objective
+from ..sklearn import GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _score_metric
 from . import DaskQuantileMatrix, predict, train
 
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
@@ -229,13 +229,13 @@ class DaskGBRanker(_DaskModel, GBRanker):
         if qid is None:
             raise ValueError("DaskGBRanker.score needs the query ids: qid= or a qid column in X")
         booster = self.get_booster()
-        name = (booster.params.eval_metric or [booster.objective.default_metric])[-1]
+        name, k = _score_metric(booster)
         pred = self.predict(X)
         y, qid = _as_dask_vector(y, "y"), _as_dask_vector(qid, "qid")
         blocks = [p.to_delayed() for p in (pred, y, qid)]
         if not len(blocks[0]) == len(blocks[1]) == len(blocks[2]):
             raise ValueError("X, y and qid must be partitioned alike")
-        parts = [dask.delayed(_partition_metric)(name, p, t, q, booster.params.ndcg_exp_gain)
+        parts = [dask.delayed(_partition_metric)(name, p, t, q, booster.params.ndcg_exp_gain, k)
                  for p, t, q in zip(*(list(b) for b in blocks))]
         results = self._get_client().compute(parts, sync=True) if parts else []
         keys = np.concatenate([r[2] for r in results]) if results else np.zeros(0)
@@ -248,7 +248,7 @@ class DaskGBRanker(_DaskModel, GBRanker):
         return float(num / den) if den > 0 else 0.0
 
 
-def _partition_metric(name, pred, y, qid, exp_gain):
+def _partition_metric(name, pred, y, qid, exp_gain, default_k):
     """(weighted metric sum, weight sum, qids) of one partition's whole query groups."""
     from ..backend import array_module, to_host
     from ..ranking import groups_from_qid, metric_sums
@@ -256,7 +256,7 @@ def _partition_metric(name, pred, y, qid, exp_gain):
     xp = array_module(pred)
     y = xp.asarray(y, dtype=xp.float32)
     groups = groups_from_qid(qid, int(y.shape[0]))
-    num, den = metric_sums(name, xp, y, pred, groups, exp_gain)
+    num, den = metric_sums(name, xp, y, pred, groups, exp_gain, default_k)
     keys = to_host(qid)[groups.ptr[:-1]] if groups.n_groups else np.zeros(0)
     return num, den, np.asarray(keys)
 
