@@ -529,9 +529,13 @@ class NDCG(LambdaRank):
         idcg = _idcg(xp, groups, y, self.topk, self.exp_gain)
         return {"inv_idcg": xp.where(idcg == 0.0, 0.0, 1.0 / xp.where(idcg == 0.0, 1.0, idcg))}
 
+    def _per_round(self, xp, st, ranked, ys):
+        # Gains and discounts of the current ranking, once per position rather than per pair.
+        return {"gain": _gain(xp, ys, self.exp_gain), "discount": _discount(xp, ranked.rank)}
+
     def _delta(self, xp, st, ranked, ys, hi, lo, g):
-        gain_hi, gain_lo = _gain(xp, ys[hi], self.exp_gain), _gain(xp, ys[lo], self.exp_gain)
-        disc_hi, disc_lo = _discount(xp, ranked.rank[hi]), _discount(xp, ranked.rank[lo])
+        gain_hi, gain_lo = st["gain"][hi], st["gain"][lo]
+        disc_hi, disc_lo = st["discount"][hi], st["discount"][lo]
         original = gain_hi * disc_hi + gain_lo * disc_lo
         changed = gain_lo * disc_hi + gain_hi * disc_lo
         return (original - changed) * st["inv_idcg"][g]
