@@ -22,10 +22,14 @@ from daskgb import ranking
 from daskgb.metric import evaluate
 from daskgb.params import TrainParams
 
-xgb = pytest.importorskip("xgboost")
-
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 ROUNDS = 10
+
+
+@pytest.fixture(scope="module")
+def xgb():
+    """The reference; tests that need it skip without it (the CUDA-vs-numpy tests do not)."""
+    return pytest.importorskip("xgboost")
 
 
 def make(seed=0, n_queries=40, n_features=5, binary=False, max_size=40):
@@ -61,7 +65,7 @@ CONFIGS = [
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("objective, extra", CONFIGS, ids=[f"{o}-{json.dumps(e)}" for o, e in CONFIGS])
-def test_parity_with_xgboost(objective, extra, device):
+def test_parity_with_xgboost(objective, extra, device, xgb):
     X, y, qid, sizes = make(binary=objective == "rank:map")
     w = np.random.default_rng(4).uniform(0.5, 2.0, sizes.size).astype(np.float32)
     failures = []
@@ -87,7 +91,7 @@ def test_parity_with_xgboost(objective, extra, device):
     assert not failures, "\n".join(failures)
 
 
-def test_rows_without_query_ids_are_one_query_as_in_xgboost():
+def test_rows_without_query_ids_are_one_query_as_in_xgboost(xgb):
     X, y, _, _ = make(seed=1, n_queries=3)
     params = {"objective": "rank:ndcg", "max_depth": 3}
     bx = xgb.train({**params, "tree_method": "hist", "nthread": 1}, xgb.DMatrix(X, y), 5)
@@ -106,7 +110,7 @@ def test_group_sizes_equal_qid():
 
 
 @pytest.mark.parametrize("objective", ["rank:pairwise", "rank:ndcg", "rank:map"])
-def test_default_metric_and_base_score_match_xgboost(objective):
+def test_default_metric_and_base_score_match_xgboost(objective, xgb):
     X, y, qid, _ = make(seed=3, binary=objective == "rank:map")
     for extra in ({}, {"lambdarank_pair_method": "mean"}, {"lambdarank_num_pair_per_sample": 7}):
         params = {"objective": objective, **extra}
@@ -119,7 +123,7 @@ def test_default_metric_and_base_score_match_xgboost(objective):
         assert abs(ours.base_score) < 1e-6 and abs(expected) < 1e-6
 
 
-def test_lambdarank_defaults_match_xgboost():
+def test_lambdarank_defaults_match_xgboost(xgb):
     bx = xgb.train({"objective": "rank:ndcg"}, xgb.DMatrix(*make(seed=4)[:2], qid=make(seed=4)[2]), 1)
     saved = json.loads(bx.save_config())["learner"]["objective"]["lambdarank_param"]
     p = TrainParams.from_dict({"objective": "rank:ndcg"})
@@ -304,7 +308,7 @@ def test_gradient_does_not_depend_on_how_queries_are_chunked(monkeypatch):
 # --------------------------------------------------------------------------- metrics
 
 
-def _xgb_metric(metric, y, pred, sizes, w=None, exp_gain=True):
+def _xgb_metric(xgb, metric, y, pred, sizes, w=None, exp_gain=True):
     """XGBoost's value of `metric` for these predictions (a 0-round model scores its base margins)."""
     d = xgb.DMatrix(np.zeros((y.size, 1)), y, group=sizes, weight=w, base_margin=pred)
     objective = "rank:map" if metric.startswith(("map", "pre")) else "rank:ndcg"
@@ -312,7 +316,7 @@ def _xgb_metric(metric, y, pred, sizes, w=None, exp_gain=True):
     return float(b.eval(d).split(":")[1])
 
 
-def test_metrics_match_xgboost_on_the_same_predictions():
+def test_metrics_match_xgboost_on_the_same_predictions(xgb):
     rng = np.random.default_rng(2)
     names = ["ndcg", "ndcg@3", "ndcg@3-", "ndcg-", "ndcg@20", "map", "map@3", "map@3-", "map-", "pre@3", "pre",
              "pre@5-"]
@@ -336,7 +340,7 @@ def test_metrics_match_xgboost_on_the_same_predictions():
             if name in ("ndcg", "ndcg@3", "ndcg@20") and w is not None and _has_query_without_relevance(y, sizes):
                 continue  # the deviation tested below
             got = evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=exp_gain)
-            assert got == pytest.approx(_xgb_metric(name, y, pred, sizes, w, exp_gain), rel=1e-12, abs=1e-12), \
+            assert got == pytest.approx(_xgb_metric(xgb, name, y, pred, sizes, w, exp_gain), rel=1e-12, abs=1e-12), \
                 (trial, name)
             checked += 1
     assert checked > 250
@@ -346,7 +350,7 @@ def _has_query_without_relevance(y, sizes):
     return any(not (part > 0).any() for part in np.split(y, np.cumsum(sizes)[:-1]))
 
 
-def test_weighted_ndcg_of_a_query_without_relevant_documents_deviates_on_purpose():
+def test_weighted_ndcg_of_a_query_without_relevant_documents_deviates_on_purpose(xgb):
     # XGBoost scores such a query 1 without its weight, inside a weighted mean (so a lone
     # query of weight 0.5 scores 2 and trips XGBoost's own "score <= 1" check). We weight it
     # like every other query: sum(w * ndcg) / sum(w), always in [0, 1].
@@ -356,13 +360,13 @@ def test_weighted_ndcg_of_a_query_without_relevant_documents_deviates_on_purpose
     groups.weight = np.array([2.0, 1.0], np.float32)
     second = (3.0 / np.log2(2) + 1.0 / np.log2(4)) / (3.0 / np.log2(2) + 1.0 / np.log2(3))
     assert evaluate("ndcg", np, y, pred, groups=groups) == pytest.approx((2.0 * 1.0 + second) / 3.0, rel=1e-12)
-    assert _xgb_metric("ndcg", y, pred, [3, 3], groups.weight) == pytest.approx((1.0 + second) / 3.0, rel=1e-12)
+    assert _xgb_metric(xgb, "ndcg", y, pred, [3, 3], groups.weight) == pytest.approx((1.0 + second) / 3.0, rel=1e-12)
     # The "-" form scores such a query 0: there both agree.
     assert evaluate("ndcg-", np, y, pred, groups=groups) == pytest.approx(second / 3.0, rel=1e-12)
-    assert _xgb_metric("ndcg-", y, pred, [3, 3], groups.weight) == pytest.approx(second / 3.0, rel=1e-12)
+    assert _xgb_metric(xgb, "ndcg-", y, pred, [3, 3], groups.weight) == pytest.approx(second / 3.0, rel=1e-12)
 
 
-def test_ranking_metrics_on_other_objectives_and_early_stopping():
+def test_ranking_metrics_on_other_objectives_and_early_stopping(xgb):
     X, y, qid, _ = make(seed=6)
     Xv, yv, qv, _ = make(seed=7, n_queries=15)
     params = {"objective": "reg:squarederror", "eval_metric": ["rmse", "ndcg@5-"], "max_depth": 3, "eta": 0.3}
@@ -434,7 +438,7 @@ def test_bad_labels_and_parameters_fail_before_training():
 # --------------------------------------------------------------------------- GBRanker
 
 
-def test_gbranker_equals_xgbranker():
+def test_gbranker_equals_xgbranker(xgb):
     X, y, qid, _ = make(seed=10, n_queries=50)
     Xv, yv, qv, sv = make(seed=11, n_queries=15)
     ours = daskgb.GBRanker(n_estimators=8, max_depth=4, device="cpu")
@@ -499,7 +503,7 @@ def test_cupy_gradient_and_metrics_equal_numpy(kind, pair_method):
     assert results[1] == pytest.approx(results[3], rel=1e-12)
 
 
-def test_unsuffixed_metric_names_are_cut_at_32_as_in_xgboost():
+def test_unsuffixed_metric_names_are_cut_at_32_as_in_xgboost(xgb):
     # XGBoost 3.2 reads "ndcg", "map" and "pre" as @32, except that the default metric of
     # rank:ndcg / rank:pairwise under the mean method ("ndcg") scores whole lists.
     rng = np.random.default_rng(13)
@@ -508,7 +512,7 @@ def test_unsuffixed_metric_names_are_cut_at_32_as_in_xgboost():
     pred = rng.normal(size=sizes.sum()).astype(np.float32)
     groups = ranking.groups_from_sizes(sizes, sizes.sum())
     for name in ("ndcg", "map", "pre"):
-        expected = _xgb_metric(name, y, pred, sizes)
+        expected = _xgb_metric(xgb, name, y, pred, sizes)
         assert evaluate(name, np, y, pred, groups=groups) == pytest.approx(expected, rel=1e-12)
         assert evaluate(f"{name}@32", np, y, pred, groups=groups) == pytest.approx(expected, rel=1e-12)
         assert evaluate(name, np, y, pred, groups=groups, rank_default_k=None) != pytest.approx(expected)
