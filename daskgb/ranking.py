@@ -189,7 +189,8 @@ def sort_within_groups(xp, values, row_group):
     """The row order that sorts every group's values in descending order, ties in row order (a stable
     sort, as XGBoost's ArgSort with std::greater); groups keep their places."""
     key = (row_group.astype(xp.uint64) << xp.uint64(32)) | _descending_bits(xp, values)
-    return xp.argsort(key, kind="stable")
+    # CuPy always sorts stably (thrust), and older releases take no kind=.
+    return xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
 
 
 class _Ranked:
@@ -336,6 +337,13 @@ class LambdaRank(Objective):
     def prepare(self, xp, dtrain, comm) -> None:
         """Per-matrix constants: the groups on the device and the global weight normaliser (groups / sum of the
         group weights, XGBoost 3.2's RankingCache::WeightNorm), summed over every worker's groups."""
+        if dtrain.groups is None:
+            # XGBoost reads ranking rows without query ids as one query, and then takes no weights.
+            if dtrain.weight is not None:
+                raise ValueError(f"{self.name} weights are per query group: give the matrix qid= or group= "
+                                 "with one weight per group")
+            if comm is not None and comm.world_size > 1:
+                raise ValueError(f"{self.name} on several workers needs query groups (qid= or group=)")
         groups = dtrain.groups if dtrain.groups is not None else Groups.single(dtrain.n_rows)
         groups = groups.to(xp)
         n = float(groups.n_groups)

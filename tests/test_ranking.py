@@ -405,6 +405,9 @@ def test_bad_query_ids_and_groups_fail_early():
         daskgb.QuantileMatrix(X, y, qid=qid, weight=np.ones(y.size))
     with pytest.raises(ValueError, match="NaN or infinite"):
         daskgb.QuantileMatrix(X, y, qid=qid, weight=np.full(sizes.size, np.nan))
+    with pytest.raises(ValueError, match="per query group"):  # no groups: XGBoost takes no weights either
+        daskgb.train({"objective": "rank:ndcg", "device": "cpu"}, daskgb.QuantileMatrix(X, y, weight=np.ones(y.size)),
+                     1)
 
 
 def test_bad_labels_and_parameters_fail_before_training():
