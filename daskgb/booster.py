@@ -14,7 +14,7 @@ from .collective import LocalCommunicator
 from .grower import grow_tree
 from .inputs import as_features
 from .matrix import QuantileMatrix
-from .objective import get_objective
+from .objective import Softmax, get_objective
 from .params import TrainParams
 from .ranking import DEFAULT_METRIC_K
 from .tree import Tree
@@ -26,12 +26,17 @@ MODEL_VERSION = 1
 class Booster:
     """A trained gradient-boosted tree ensemble."""
 
-    def __init__(self, params: dict | None = None, trees=None, base_score: float = 0.5, n_features: int = 0,
-                 feature_names=None):
+    def __init__(self, params: dict | None = None, trees=None, base_score=0.5, n_features: int = 0,
+                 feature_names=None, tree_info=None):
         self.params = TrainParams.from_dict(params or {})
         self._raw_params = dict(params or {})
         self.trees: list[Tree] = list(trees or [])
-        self.base_score = float(base_score)
+        # Output group of each tree: its class for multiclass models (K trees per round, in class order).
+        self.tree_info: list[int] = list(tree_info) if tree_info is not None else [0] * len(self.trees)
+        if len(self.tree_info) != len(self.trees):
+            raise ValueError(f"tree_info has {len(self.tree_info)} entries for {len(self.trees)} trees")
+        # One number, or for multiclass the K class margins.
+        self.base_score = float(base_score) if np.ndim(base_score) == 0 else [float(v) for v in base_score]
         self.n_features = int(n_features)
         self.feature_names = feature_names
         self.best_iteration: int | None = None
@@ -47,11 +52,16 @@ class Booster:
     def num_features(self) -> int:
         return self.n_features
 
+    @property
+    def n_groups(self) -> int:
+        """Outputs per row (trees per round): num_class for multiclass models, else 1."""
+        return max(1, self.params.num_class)
+
     def num_boosted_rounds(self) -> int:
-        return len(self.trees)
+        return len(self.trees) // self.n_groups
 
     def __len__(self) -> int:
-        return len(self.trees)
+        return self.num_boosted_rounds()
 
     def get_score(self, importance_type: str = "weight") -> dict:
         """Feature importance as XGBoost's get_score: weight (splits), gain and cover (mean per split),
@@ -75,15 +85,17 @@ class Booster:
 
     # ------------------------------------------------------------------ prediction
     def _tree_slice(self, iteration_range) -> tuple[int, int]:
+        """The trees [first, last) of a range of boosting rounds (K trees a round for K classes)."""
+        rounds = self.num_boosted_rounds()
         start, end = iteration_range or (0, 0)
         if end == 0:
-            end = len(self.trees) if self.best_iteration is None else self.best_iteration + 1
-        if not 0 <= start <= end <= len(self.trees):
-            raise ValueError(f"iteration_range {iteration_range} is outside the model's {len(self.trees)} trees")
-        return start, end
+            end = rounds if self.best_iteration is None else self.best_iteration + 1
+        if not 0 <= start <= end <= rounds:
+            raise ValueError(f"iteration_range {iteration_range} is outside the model's {rounds} rounds")
+        return start * self.n_groups, end * self.n_groups
 
-    def _packed_trees(self, start: int, end: int):
-        nodes = [t.predict_nodes() for t in self.trees[start:end]]
+    def _packed_trees(self, trees):
+        nodes = [t.predict_nodes() for t in trees]
         offsets = np.zeros(len(nodes) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([n.size for n in nodes])
         flat = np.concatenate(nodes) if nodes else np.zeros(0, dtype=PREDICT_NODE_DTYPE)
@@ -109,18 +121,27 @@ class Booster:
         xp = backend.xp
         X = features.to(xp).densify(missing)
         margin = self._initial_margin(xp, features.n_rows, base_margin)
-        if end > start:
-            nodes, offsets = self._packed_trees(start, end)
-            backend.predict_margin(X, nodes, offsets, margin, float(missing))
+        for group in range(self.n_groups):
+            trees = [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group]
+            if not trees:
+                continue
+            nodes, offsets = self._packed_trees(trees)
+            if margin.ndim == 1:
+                backend.predict_margin(X, nodes, offsets, margin, float(missing))
+            else:
+                column = xp.ascontiguousarray(margin[:, group])
+                backend.predict_margin(X, nodes, offsets, column, float(missing))
+                margin[:, group] = column
         out = margin if output_margin else self.objective.transform(xp, margin)
         return out if on_gpu else to_host(out)
 
     def _initial_margin(self, xp, n: int, base_margin=None):
+        """(n,) float32 initial margins, or (n, K) for multiclass models."""
         if base_margin is not None:
-            from .inputs import as_vector
+            from .inputs import as_margin
 
-            return as_vector(base_margin, n, "base_margin", xp).copy()
-        return xp.full(n, self.objective.base_score_to_margin(self.base_score), dtype=xp.float32)
+            return as_margin(base_margin, n, self.n_groups, xp).copy()
+        return initial_margin(xp, self.objective, self.base_score, n)
 
     def _predict_matrix(self, m: QuantileMatrix, output_margin: bool, start: int, end: int):
         if m.n_features != self.n_features:
@@ -133,8 +154,8 @@ class Booster:
         backend = get_backend(device)
         m = m.on(device)
         margin = m.base_margin.copy() if m.base_margin is not None else self._initial_margin(backend.xp, m.n_rows)
-        for t in self.trees[start:end]:
-            add_tree_binned(backend, m.ellpack, t, margin)
+        for t, group in zip(self.trees[start:end], self.tree_info[start:end]):
+            add_tree_binned(backend, m.ellpack, t, margin if margin.ndim == 1 else margin[:, group])
         out = margin if output_margin else self.objective.transform(backend.xp, margin)
         return to_host(out)
 
@@ -151,6 +172,7 @@ class Booster:
             "best_iteration": self.best_iteration,
             "best_score": self.best_score,
             "trees": [t.to_dict() for t in self.trees],
+            "tree_info": list(self.tree_info),
         }
 
     @classmethod
@@ -161,7 +183,7 @@ class Booster:
             raise ValueError(f"daskgb model version {d.get('version')!r} is not supported (this is version "
                              f"{MODEL_VERSION})")
         b = cls(d["params"], [Tree.from_dict(t) for t in d["trees"]], d["base_score"], d["num_features"],
-                d["feature_names"])
+                d["feature_names"], d.get("tree_info"))
         b.best_iteration = d.get("best_iteration")
         b.best_score = d.get("best_score")
         return b
@@ -175,6 +197,16 @@ class Booster:
         other = Booster.from_dict(json.loads(Path(path).read_text()))
         self.__dict__.update(other.__dict__)
         return self
+
+
+def initial_margin(xp, objective, base_score, n: int):
+    """(n,) float32 margins of base_score, or (n, K) for an objective with K outputs."""
+    m = objective.base_score_to_margin(base_score)
+    if objective.n_groups == 1:
+        return xp.full(n, m, dtype=xp.float32)
+    if np.ndim(m) == 0:
+        return xp.full((n, objective.n_groups), m, dtype=xp.float32)
+    return xp.tile(xp.asarray(m, dtype=xp.float32)[None, :], (n, 1))
 
 
 def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
@@ -251,6 +283,20 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     if dtrain.max_bin != p.max_bin and "max_bin" in (params or {}):
         raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
     objective = get_objective(p.objective, p)
+    n_groups = objective.n_groups
+    if obj is None and n_groups > 1 and not isinstance(objective, Softmax):
+        raise ValueError(f"num_class={p.num_class} is for multi:softprob and multi:softmax (or a custom "
+                         f"objective), not {p.objective}")
+    metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
+        "disable_default_eval_metric")) else [objective.default_metric])
+    if obj is not None and n_groups > 1 and not p.eval_metric:
+        metrics = []  # the named objective's default metric reads one output per row: name one instead
+    for k in metrics:
+        _metric.check_metric(k, n_groups)
+    for m in [dtrain] + [m for m, _ in evals]:
+        if m.base_margin is not None and _margin_groups(m.base_margin) != n_groups:
+            raise ValueError(f"base_margin has shape {tuple(m.base_margin.shape)}; this model needs "
+                             f"{'one margin per row' if n_groups == 1 else f'(n_rows, {n_groups}) margins'}")
     device = resolve_device(p.device)
     backend = get_backend(device)
     xp = backend.xp
@@ -267,30 +313,28 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     elif obj is not None:
         base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
     else:
-        num, den = objective.base_score_sums(xp, dtrain.label, dtrain.weight)
-        num, den = comm.allreduce(np.array([num, den], dtype=np.float64))
-        base_score = num / den
-    base_score = float(np.float32(base_score))
+        sums = objective.base_score_sums(xp, dtrain.label, dtrain.weight)
+        base_score = objective.base_score_from_sums(comm.allreduce(np.asarray(sums, dtype=np.float64)))
+    base_score = float(np.float32(base_score)) if np.ndim(base_score) == 0 else \
+        [float(v) for v in np.float32(base_score)]
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
     booster._train_cuts_token = dtrain.cuts_token
-    metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
-        "disable_default_eval_metric")) else [objective.default_metric])
     # An unsuffixed ranking metric is cut at XGBoost's default k, unless it is the objective's own default.
     rank_k = getattr(objective, "default_metric_k", DEFAULT_METRIC_K) if not p.eval_metric else DEFAULT_METRIC_K
     for m, _ in evals:  # labels a metric cannot score are an error before the first round
         for k in metrics:
             _metric.check_labels(k, xp, m.on(device).label, p.ndcg_exp_gain, m.groups, comm)
 
-    def initial_margin(m):
+    def start_margin(m):
         if m.base_margin is not None:
             return m.base_margin.astype(xp.float32).copy()
-        return xp.full(m.n_rows, objective.base_score_to_margin(base_score), dtype=xp.float32)
+        return initial_margin(xp, objective, base_score, m.n_rows)
 
-    margin = initial_margin(dtrain)
+    margin = start_margin(dtrain)
     eval_state = []
     for m, name in evals:
         m = m.on(device)
-        eval_state.append((m, name, None if m is dtrain else initial_margin(m)))
+        eval_state.append((m, name, None if m is dtrain else start_margin(m)))
     history: dict = evals_result if evals_result is not None else {}
     history.clear()
     for _, name, _ in eval_state:
@@ -305,25 +349,32 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
     for it in range(num_boost_round):
         if obj is None:
-            gpair = objective.gradient_of(xp, margin, dtrain, it)
+            gpair_all = objective.gradient_of(xp, margin, dtrain, it)
         else:
-            gpair = _custom_gradient(xp, obj, margin, dtrain)
-        abs_sum = None
-        if comm.world_size > 1:
-            # The fixed-point scale must be the same on every worker: size it from global sums.
-            abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
-        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
-        tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
-        # Training margins come from the rows' final leaves: no re-prediction.
-        margin += xp.asarray(tree.value)[positions]
-        booster.trees.append(tree)
+            gpair_all = _custom_gradient(xp, obj, margin, dtrain)
+        new_trees = []
+        # One tree per output group (class), each from its own column of gradients.
+        for group in range(n_groups):
+            gpair = gpair_all if n_groups == 1 else xp.ascontiguousarray(gpair_all[:, group])
+            abs_sum = None
+            if comm.world_size > 1:
+                # The fixed-point scale must be the same on every worker: size it from global sums.
+                abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
+            gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
+            tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
+            # Training margins come from the rows' final leaves: no re-prediction.
+            _column(margin, group)[...] += xp.asarray(tree.value)[positions]
+            booster.trees.append(tree)
+            booster.tree_info.append(group)
+            new_trees.append(tree)
         line = [f"[{it}]"]
         for m, name, em in eval_state:
             if em is None:
                 em = margin
             else:
-                add_tree_binned(backend, m.ellpack, tree, em)
-            out = objective.transform(xp, em)
+                for group, tree in enumerate(new_trees):
+                    add_tree_binned(backend, m.ellpack, tree, _column(em, group))
+            out = objective.eval_transform(xp, em)
             for k in metrics:
                 v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, groups=m.groups,
                                      ndcg_exp_gain=p.ndcg_exp_gain, rank_default_k=rank_k)
@@ -346,20 +397,30 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     return booster
 
 
+def _column(margin, group: int):
+    """The margins of one output group: a view, so adding to it updates margin."""
+    return margin if margin.ndim == 1 else margin[:, group]
+
+
+def _margin_groups(base_margin) -> int:
+    return 1 if base_margin.ndim == 1 else int(base_margin.shape[1])
+
+
 def _truthy(v) -> bool:
     return str(v).lower() in ("1", "true", "yes") if v is not None else False
 
 
 def _custom_gradient(xp, obj, margin, dtrain):
-    """(n, 2) float32 gradient pairs from a user's objective, checked."""
+    """(n, 2) float32 gradient pairs from a user's objective, checked; (n, K, 2) for K outputs."""
     grad, hess = obj(margin.copy(), dtrain)
     n = margin.shape[0]
-    out = xp.empty((n, 2), dtype=xp.float32)
+    out = xp.empty(margin.shape + (2,), dtype=xp.float32)
     for j, (v, what) in enumerate(((grad, "gradient"), (hess, "hessian"))):
-        v = xp.asarray(v, dtype=xp.float32).reshape(-1)
-        if v.shape[0] != n:
-            raise ValueError(f"the custom objective returned {v.shape[0]} {what} values for {n} rows")
-        out[:, j] = v
+        v = xp.asarray(v, dtype=xp.float32)
+        if v.size != margin.size:
+            raise ValueError(f"the custom objective returned {v.size} {what} values for {n} rows"
+                             + (f" x {margin.shape[1]} outputs" if margin.ndim == 2 else ""))
+        out[..., j] = v.reshape(margin.shape)
     if not bool(xp.isfinite(out).all()):
         raise ValueError("the custom objective returned NaN or infinite gradients or hessians")
     return out

@@ -9,7 +9,7 @@ import numpy as np
 from . import ellpack as _ellpack
 from . import sketch
 from .backend import array_module, get_backend, resolve_device
-from .inputs import as_features, as_vector
+from .inputs import as_features, as_margin, as_vector
 
 
 class QuantileMatrix:
@@ -56,7 +56,7 @@ class QuantileMatrix:
             self.groups.weight = gw
             weight = gw[self.groups.device_arrays(xp)[1]]
         self.weight = as_vector(weight, n, "weight", xp, nonnegative=True)
-        self.base_margin = as_vector(base_margin, n, "base_margin", xp)
+        self.base_margin = as_margin(base_margin, n, None, xp)
         if self.weight is not None and float(self.weight.sum()) <= 0:
             raise ValueError("weight sums to 0: no row carries any weight")
         self.n_rows = n

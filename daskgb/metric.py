@@ -90,6 +90,18 @@ def _mphe_sums(xp, y, pred, w, slope=1.0):
     return (w * (slope * slope * (xp.sqrt(1.0 + (z / slope) ** 2) - 1.0))).sum(), w.sum()
 
 
+def _mlogloss_sums(xp, y, pred, w):
+    eps = 1e-16
+    p = pred[xp.arange(y.shape[0]), y.astype(xp.int64)].astype(xp.float64)
+    return (w * -xp.log(xp.maximum(p, eps))).sum(), w.sum()
+
+
+def _merror_sums(xp, y, pred, w):
+    # argmax takes the first of tied maxima, as XGBoost's FindMaxIndex does.
+    wrong = (xp.argmax(pred, axis=1) != y.astype(xp.int64)).astype(xp.float64)
+    return (w * wrong).sum(), w.sum()
+
+
 def _mean(num, den):
     return float(num / den)
 
@@ -103,7 +115,22 @@ _ADDITIVE = {
     "gamma-nloglik": (_gamma_nloglik_sums, _mean),
     "gamma-deviance": (_gamma_deviance_sums, lambda num, den: float(2.0 * num / den)),
     "mphe": (_mphe_sums, _mean),
+    "mlogloss": (_mlogloss_sums, _mean),
+    "merror": (_merror_sums, _mean),
 }
+
+# Metrics of (n, K) class probabilities; the others read one output per row.
+MULTICLASS = ("mlogloss", "merror", "auc")
+
+
+def check_metric(name: str, n_groups: int) -> None:
+    """Raise ValueError if metric `name` cannot evaluate a model with n_groups outputs per row."""
+    if n_groups > 1 and name not in MULTICLASS:
+        raise ValueError(f"eval_metric {name!r} is for single-output models; a multiclass model takes "
+                         f"{list(MULTICLASS)}")
+    if n_groups == 1 and name in ("mlogloss", "merror"):
+        raise ValueError(f"eval_metric {name!r} is for multiclass models (multi:softprob / multi:softmax); "
+                         "use logloss / error for binary ones")
 
 
 def auc_of(y, pred, weight=None):
@@ -123,6 +150,23 @@ def auc_of(y, pred, weight=None):
     tp0 = np.concatenate([[0.0], tp[:-1]])
     fp0 = np.concatenate([[0.0], fp[:-1]])
     return float(((fp - fp0) * (tp + tp0) / 2.0).sum() / (total_p * total_n))
+
+
+def multiclass_auc_of(y, pred, weight=None):
+    """XGBoost's multiclass AUC: each class's one-vs-rest AUC, averaged with the classes'
+    weight sums as weights."""
+    y = np.asarray(y).astype(np.int64)
+    w = np.ones(y.size) if weight is None else np.asarray(weight, dtype=np.float64)
+    total, area = 0.0, 0.0
+    for c in range(pred.shape[1]):
+        prevalence = float(w[y == c].sum())
+        if prevalence <= 0:
+            continue
+        a = auc_of((y == c).astype(np.float64), pred[:, c], w)
+        if not np.isnan(a):
+            area += a * prevalence
+            total += prevalence
+    return float(area / total) if total > 0 else float("nan")
 
 
 METRICS = tuple(_ADDITIVE) + ("auc", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]", "pre[@k][-]")
@@ -166,6 +210,8 @@ def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, groups=None, ndc
         ys, ps, ws = zip(*parts)
         w = None if all(v is None for v in ws) else np.concatenate(
             [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
+        if ps[0].ndim == 2:
+            return multiclass_auc_of(np.concatenate(ys), np.concatenate(ps), w)
         return auc_of(np.concatenate(ys), np.concatenate(ps), w)
     if name.startswith("tweedie-nloglik@"):
         partial, finish = _tweedie_sums(float(name.split("@", 1)[1])), _mean

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .backend import to_host
 from .fmath import expf
 
 
@@ -18,10 +19,15 @@ def _sigmoid(xp, margin):
 
 
 class Objective:
-    """One learning objective (XGBoost's ObjFunction)."""
+    """One learning objective (XGBoost's ObjFunction).
+
+    n_groups outputs per row: 1, or K for multiclass (margins of shape (n, K), one
+    tree per class per round).
+    """
 
     name = ""
     default_metric = ""
+    n_groups = 1
 
     def check_labels(self, xp, y) -> None:
         """Raise ValueError if the labels are invalid for this objective."""
@@ -41,6 +47,15 @@ class Objective:
     def transform(self, xp, margin):
         """Margins to outputs (probabilities, values)."""
         return margin
+
+    def eval_transform(self, xp, margin):
+        """Margins to what metrics read (XGBoost's EvalTransform): the output, except
+        that multi:softmax is evaluated on probabilities."""
+        return self.transform(xp, margin)
+
+    def base_score_from_sums(self, sums):
+        """The default base_score from base_score_sums added over all workers."""
+        return float(sums[0] / sums[1])
 
     def base_score_to_margin(self, base_score: float) -> np.float32:
         return np.float32(base_score)
@@ -200,8 +215,85 @@ class PseudoHuber(Objective):
         return _pack(xp, grad, hess, weight)
 
 
+# std::numeric_limits<float>::min(): XGBoost's softmax gradient starts its running max there, so a
+# row whose margins are all negative is shifted by (about) 0 rather than by its max.
+_FLT_MIN = np.float32(np.finfo(np.float32).tiny)
+
+
+def _softmax(xp, margin, wmax):
+    """Rows of (n, K) float32 margins to probabilities as XGBoost computes them: expf of the
+    shifted margins, their sum accumulated class by class in double, one float divide."""
+    e = expf(xp, margin - wmax[:, None])
+    wsum = xp.zeros(margin.shape[0], dtype=xp.float64)
+    for k in range(margin.shape[1]):
+        wsum += e[:, k]
+    return e / wsum.astype(xp.float32)[:, None]
+
+
+class Softmax(Objective):
+    """multi:softprob (outputs class probabilities) and multi:softmax (outputs the class index).
+
+    The default intercept is XGBoost 3's: the log of each class's weighted frequency
+    (plus 1e-6), centred to mean 0; base_score holds these K margins.
+    """
+
+    default_metric = "mlogloss"
+
+    def __init__(self, num_class: int, output_prob: bool = True):
+        self.n_groups = int(num_class)
+        self.output_prob = output_prob
+        self.name = "multi:softprob" if output_prob else "multi:softmax"
+
+    def check_labels(self, xp, y):
+        bad = int(((y < 0) | (y >= self.n_groups) | (y != xp.floor(y))).sum())
+        if bad:
+            raise ValueError(f"{self.name} needs integer labels in [0, num_class={self.n_groups}); "
+                             f"{bad} labels are not")
+
+    def gradient(self, xp, margin, y, weight):
+        wmax = xp.maximum(margin.max(axis=1), _FLT_MIN)
+        p = _softmax(xp, margin, wmax)
+        is_label = y.astype(xp.int64)[:, None] == xp.arange(self.n_groups)[None, :]
+        grad = xp.where(is_label, p - xp.float32(1.0), p)
+        hess = xp.float32(2.0) * p * (xp.float32(1.0) - p)
+        if weight is not None:
+            grad = grad * weight[:, None]
+            hess = hess * weight[:, None]
+        out = xp.empty(margin.shape + (2,), dtype=xp.float32)
+        out[..., 0] = grad
+        out[..., 1] = xp.maximum(hess, xp.float32(1e-16))
+        return out
+
+    def transform(self, xp, margin):
+        if not self.output_prob:
+            return xp.argmax(margin, axis=1).astype(xp.float32)
+        return self.eval_transform(xp, margin)
+
+    def eval_transform(self, xp, margin):
+        return _softmax(xp, margin, margin.max(axis=1))
+
+    def base_score_sums(self, xp, y, weight):
+        """Each class's weight sum, then the total weight."""
+        w = xp.ones(y.shape[0], dtype=xp.float64) if weight is None else weight.astype(xp.float64)
+        per_class = xp.bincount(y.astype(xp.int64), weights=w, minlength=self.n_groups)[: self.n_groups]
+        return [float(v) for v in to_host(per_class)] + [float(w.sum())]
+
+    def base_score_from_sums(self, sums):
+        sums = np.asarray(sums, dtype=np.float64)
+        p = (sums[:-1] / sums[-1]).astype(np.float32)
+        logp = np.log(p + np.float32(1e-6))
+        return [float(v) for v in (logp - np.float32(logp.astype(np.float64).mean()))]
+
+    def base_score_to_margin(self, base_score):
+        """base_score: the K class margins, or one number used for every class."""
+        if np.ndim(base_score) == 0:
+            return np.full(self.n_groups, base_score, dtype=np.float32)
+        return np.asarray(base_score, dtype=np.float32)
+
+
 OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
                                         PseudoHuber)}
+MULTICLASS = ("multi:softprob", "multi:softmax")
 
 
 def get_objective(name: str, params=None) -> Objective:
@@ -210,17 +302,28 @@ def get_objective(name: str, params=None) -> Objective:
 
     if name in ranking.RANKING_OBJECTIVES:
         return ranking.make_objective(name, params)
+    if name in MULTICLASS:
+        num_class = getattr(params, "num_class", 0) if params is not None else 0
+        if num_class < 2:
+            raise ValueError(f"{name} needs num_class >= 2, got {num_class}")
+        return Softmax(num_class, output_prob=name == "multi:softprob")
     try:
         cls = OBJECTIVES[name]
     except KeyError:
-        raise ValueError(f"unknown objective {name!r}; one of {sorted([*OBJECTIVES, *ranking.RANKING_OBJECTIVES])}"
-                         ) from None
+        raise ValueError(f"unknown objective {name!r}; one of "
+                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES)}") from None
     if params is None:
         return cls()
     if cls is Poisson:
-        return cls(params.max_delta_step if getattr(params, "max_delta_step_set", False) else 0.7)
-    if cls is Tweedie:
-        return cls(params.tweedie_variance_power)
-    if cls is PseudoHuber:
-        return cls(params.huber_slope)
-    return cls()
+        obj = cls(params.max_delta_step if getattr(params, "max_delta_step_set", False) else 0.7)
+    elif cls is Tweedie:
+        obj = cls(params.tweedie_variance_power)
+    elif cls is PseudoHuber:
+        obj = cls(params.huber_slope)
+    else:
+        obj = cls()
+    if getattr(params, "num_class", 0) > 1:
+        # A custom objective (obj=) with num_class outputs: the named objective only supplies the
+        # output transform, as in XGBoost; train() refuses this without obj=.
+        obj.n_groups = params.num_class
+    return obj

@@ -23,8 +23,9 @@ ALIASES = {
 }
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
-              "reg:pseudohubererror", "rank:pairwise", "rank:ndcg", "rank:map")
-METRICS = ("rmse", "mae", "logloss", "error", "auc", "poisson-nloglik", "gamma-nloglik", "gamma-deviance", "mphe")
+              "reg:pseudohubererror", "multi:softprob", "multi:softmax", "rank:pairwise", "rank:ndcg", "rank:map")
+METRICS = ("rmse", "mae", "logloss", "error", "auc", "poisson-nloglik", "gamma-nloglik", "gamma-deviance", "mphe",
+           "mlogloss", "merror")
 GROW_POLICIES = ("depthwise",)
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
@@ -47,6 +48,7 @@ class TrainParams:
     max_bin: int = 256
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
+    num_class: int = 0
     # Learning to rank (XGBoost's LambdaRankParam; defaults checked against xgboost 3.2's saved config).
     lambdarank_pair_method: str = "topk"
     lambdarank_num_pair_per_sample: int | None = None  # None: 32 for topk, 1 for mean
@@ -103,6 +105,10 @@ class TrainParams:
         if self.tweedie_variance_power >= 2.0:
             raise ValueError(f"tweedie_variance_power must be in [1, 2), got {self.tweedie_variance_power}")
         self.huber_slope = _number("huber_slope", self.huber_slope, low=0.0, low_open=True)
+        self.num_class = _integer("num_class", self.num_class, low=0)
+        if self.objective.startswith("multi:"):
+            if self.num_class < 2:
+                raise ValueError(f"{self.objective} needs num_class >= 2 (the number of classes), got {self.num_class}")
         if self.base_score is not None:
             self.base_score = _number("base_score", self.base_score, low=None)
             if self.objective in ("binary:logistic", "reg:logistic") and not 0.0 < self.base_score < 1.0:

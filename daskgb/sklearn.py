@@ -1,4 +1,4 @@
-"""In-process scikit-learn style estimators: GBRegressor, GBClassifier (binary) and GBRanker.
+"""In-process scikit-learn style estimators: GBRegressor, GBClassifier and GBRanker.
 
 Thin front ends: each translates its arguments into an XGBoost-style parameter
 dict, builds QuantileMatrix objects and calls ``daskgb.train``; no algorithm
@@ -103,7 +103,7 @@ class _GBModel:
 
         tags = Tags(estimator_type=self._estimator_type, target_tags=TargetTags(required=True))
         if self._estimator_type == "classifier":
-            tags.classifier_tags = ClassifierTags(multi_class=False)
+            tags.classifier_tags = ClassifierTags(multi_class=True)
         else:
             tags.regressor_tags = RegressorTags()
         tags.input_tags.allow_nan = True
@@ -165,8 +165,8 @@ class _GBModel:
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        params = self._train_params()
         y_train = self._fit_labels(y)
+        params = self._train_params()  # after the labels: the class count picks the objective
         dtrain = QuantileMatrix(
             X, y_train, weight=sample_weight, missing=self.missing, max_bin=self.max_bin, device=self.device
         )
@@ -284,10 +284,12 @@ class GBRegressor(_GBModel):
 
 
 class GBClassifier(_GBModel):
-    """Gradient-boosted trees for binary classification (XGBoost's XGBClassifier parameters).
+    """Gradient-boosted trees for classification (XGBoost's XGBClassifier parameters).
 
-    Any two distinct labels (0/1, -1/1, strings, ...) are accepted: they are encoded
-    as 0 and 1 in sorted order (``classes_``) and predict returns the original labels.
+    Any labels (integers, floats, strings, ...) are accepted: they are encoded as
+    0..n_classes-1 in sorted order (``classes_``) and predict returns the original
+    labels. Two classes train binary:logistic; more train multi:softprob (one tree
+    per class per round), as XGBClassifier does.
     """
 
     _estimator_type = "classifier"
@@ -298,26 +300,39 @@ class GBClassifier(_GBModel):
 
     def _fit_labels(self, y):
         objective = self.objective if self.objective is not None else self._default_objective
-        if objective not in ("binary:logistic", "reg:logistic"):
-            raise ValueError(
-                f"GBClassifier needs a probability objective (binary:logistic or reg:logistic), got {objective!r}"
-            )
+        if objective not in _CLASSIFIER_OBJECTIVES:
+            raise ValueError(f"{type(self).__name__} needs a classification objective (one of "
+                             f"{list(_CLASSIFIER_OBJECTIVES)}), got {objective!r}")
         y_host = _host_1d(y)
         if y_host.dtype.kind == "f" and not np.all(np.isfinite(y_host)):
             raise ValueError("label y contains NaN or inf")
         classes = np.unique(y_host)
-        if len(classes) > 2:
-            raise ValueError(
-                f"y has {len(classes)} classes; GBClassifier supports binary labels only "
-                "(multiclass is not supported yet)"
-            )
         if len(classes) == 0:
             raise ValueError("y is empty: no labels to train on")
         if len(classes) == 1:
-            raise ValueError(f"y has a single class ({classes[0]!r}); GBClassifier needs two")
+            raise ValueError(f"y has a single class ({classes[0]!r}); {type(self).__name__} needs two or more")
+        if len(classes) > 2 and objective in ("binary:logistic", "reg:logistic"):
+            if self.objective not in (None, self._default_objective):
+                raise ValueError(f"y has {len(classes)} classes but objective={objective!r} is binary; use "
+                                 "multi:softprob or multi:softmax")
         self.classes_ = classes
-        self.n_classes_ = 2
+        self.n_classes_ = len(classes)
         return self._encode(y, y_host)
+
+    def _train_params(self) -> dict:
+        params = super()._train_params()
+        if getattr(self, "n_classes_", 2) > 2:
+            # As XGBClassifier: more than two classes switch the default objective to softprob.
+            if params["objective"] not in ("multi:softprob", "multi:softmax"):
+                params["objective"] = "multi:softprob"
+            params["num_class"] = self.n_classes_
+        elif params["objective"] in ("multi:softprob", "multi:softmax"):
+            params["num_class"] = 2
+        return params
+
+    @property
+    def _multiclass(self) -> bool:
+        return self.get_booster().n_groups > 1
 
     def _eval_labels(self, y):
         y_host = _host_1d(y)
@@ -332,18 +347,21 @@ class GBClassifier(_GBModel):
         return encoded if xp is np else xp.asarray(encoded)
 
     def predict_proba(self, X, iteration_range=None):
-        """(n, 2) array: columns P(classes_[0]), P(classes_[1])."""
+        """(n, n_classes_) array of class probabilities, columns in classes_ order."""
+        if self._multiclass:
+            margin = self._margin_or_value(X, True, iteration_range)
+            return self.get_booster().objective.eval_transform(array_module(margin), margin)
         p = self._margin_or_value(X, False, iteration_range)
         xp = array_module(p)
         return xp.stack([1.0 - p, p], axis=1)
 
     def predict(self, X, output_margin=False, iteration_range=None):
         """Predicted labels (from classes_), or raw margins with output_margin=True."""
-        p = self._margin_or_value(X, output_margin, iteration_range)
+        p = self._margin_or_value(X, output_margin or self._multiclass, iteration_range)
         if output_margin:
             return p
-        index = (p > 0.5).astype(np.int64)
-        xp = array_module(index)
+        xp = array_module(p)
+        index = xp.argmax(p, axis=1) if self._multiclass else (p > 0.5).astype(np.int64)
         if xp is not np and self.classes_.dtype.kind in "biuf":
             return xp.asarray(self.classes_)[index]
         return self.classes_[to_host(index)]
@@ -461,6 +479,9 @@ def _split_qid(X, qid):
             raise ValueError("X has a qid column and qid= is given too; remove one of them")
         return X.drop(columns="qid"), X["qid"]
     return X, qid
+
+
+_CLASSIFIER_OBJECTIVES = ("binary:logistic", "reg:logistic", "multi:softprob", "multi:softmax")
 
 
 def _host_1d(a) -> np.ndarray:

@@ -62,6 +62,8 @@ def test_label_checks():
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         get_objective("reg:logistic").check_labels(np, np.float32([0, 1.5]))
     with pytest.raises(ValueError, match="unknown objective"):
+        get_objective("binary:hinge")
+    with pytest.raises(ValueError, match="num_class >= 2"):
         get_objective("multi:softmax")
 
 

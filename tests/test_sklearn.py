@@ -234,12 +234,15 @@ def test_eval_set_label_not_seen_in_training(binary):
         GBClassifier(n_estimators=1, device="cpu").fit(X, y, eval_set=[(Xt, np.where(yt == 1, 2, 0))])
 
 
-def test_three_classes_is_an_error(binary):
+def test_three_classes_train_softprob_unless_a_binary_objective_is_named(binary):
     X, y, _, _ = binary
     y3 = y.copy()
     y3[:10] = 2
-    with pytest.raises(ValueError, match="multiclass is not supported"):
-        GBClassifier(n_estimators=1, device="cpu").fit(X, y3)
+    clf = GBClassifier(n_estimators=2, device="cpu").fit(X, y3)
+    assert clf.n_classes_ == 3 and clf.get_booster().params.objective == "multi:softprob"
+    assert clf.predict_proba(X).shape == (len(X), 3)
+    with pytest.raises(ValueError, match="3 classes but objective='reg:logistic' is binary"):
+        GBClassifier(n_estimators=1, objective="reg:logistic", device="cpu").fit(X, y3)
 
 
 def test_one_class_is_an_error(binary):

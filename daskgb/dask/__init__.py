@@ -118,14 +118,21 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     handle = client.scatter(booster, broadcast=True, hash=False)
     from dask.array.utils import meta_from_array
 
+    # Multiclass models give (n, K) margins and probabilities; multi:softmax's classes are one column.
+    k = booster.n_groups
+    columns = k if k > 1 and (output_margin or getattr(booster.objective, "output_prob", True)) else 0
+    if columns:
+        meta = meta_from_array(arr._meta, ndim=2, dtype=np.float32)
+        return arr.map_blocks(_predict_block, handle, output_margin, tuple(iteration_range), columns,
+                              chunks=(arr.chunks[0], (columns,)), dtype=np.float32, meta=meta)
     meta = meta_from_array(arr._meta, ndim=1, dtype=np.float32)
-    return arr.map_blocks(_predict_block, handle, output_margin, tuple(iteration_range), drop_axis=1,
+    return arr.map_blocks(_predict_block, handle, output_margin, tuple(iteration_range), 0, drop_axis=1,
                           dtype=np.float32, meta=meta)
 
 
-def _predict_block(block, booster, output_margin, iteration_range):
+def _predict_block(block, booster, output_margin, iteration_range, columns):
     if block.shape[0] == 0:
         xp = np if isinstance(block, np.ndarray) else __import__("cupy")
-        return xp.zeros(0, dtype=np.float32)
+        return xp.zeros((0, columns) if columns else 0, dtype=np.float32)
     return booster.predict(block, output_margin=output_margin, iteration_range=iteration_range)
 

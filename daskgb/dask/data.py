@@ -188,9 +188,12 @@ def _vector_blocks(v, n_blocks, what):
     if isinstance(v, da.Array):
         if v.ndim == 2 and v.shape[1] == 1:
             v = v[:, 0]
-        if v.ndim != 1:
+        if v.ndim == 2 and what == "base_margin":  # (n, K) margins of a multiclass model
+            blocks = list(v.rechunk({1: -1}).to_delayed()[:, 0])
+        elif v.ndim != 1:
             raise ValueError(f"{what} must be 1-dimensional")
-        blocks = list(v.to_delayed())
+        else:
+            blocks = list(v.to_delayed())
     elif hasattr(v, "to_delayed"):
         blocks = list(v.to_delayed())
     else:

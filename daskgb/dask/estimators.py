@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import array_module
+from ..backend import array_module, to_host
 from ..sklearn import GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _score_metric
 from . import DaskQuantileMatrix, predict, train
 
@@ -48,9 +48,10 @@ class _DaskModel:
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         client = self._get_client()
-        params = self._train_params()
+        labels = self._dask_labels(y, fit=True)
+        params = self._train_params()  # after the labels: the class count picks the objective
         device = None if self.device in (None, "auto") else self.device
-        dtrain = DaskQuantileMatrix(client, X, self._dask_labels(y, fit=True), weight=sample_weight,
+        dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
                                     missing=self.missing, max_bin=self.max_bin, device=device)
         eval_set = list(eval_set or ())
         if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
@@ -101,10 +102,11 @@ class DaskGBRegressor(_DaskModel, GBRegressor):
 
 
 class DaskGBClassifier(_DaskModel, GBClassifier):
-    """Binary classification on a Dask cluster (XGBoost's DaskXGBClassifier parameters).
+    """Classification on a Dask cluster (XGBoost's DaskXGBClassifier parameters).
 
-    predict and predict_proba return lazy dask arrays; any two label values are
-    accepted and encoded in sorted order (classes_).
+    predict and predict_proba return lazy dask arrays; labels of any type (strings
+    too) are encoded on the workers in sorted order (classes_); more than two
+    classes train multi:softprob.
     """
 
     def __init__(self, *, client=None, objective="binary:logistic", **kwargs):
@@ -131,20 +133,34 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         return y.map_blocks(encode, dtype=np.float32)
 
     def predict_proba(self, X, iteration_range=None):
-        """Lazy (n, 2) dask array of P(classes_[0]), P(classes_[1])."""
+        """Lazy (n, n_classes_) dask array of class probabilities, columns in classes_ order."""
         import dask.array as da
 
+        if self._multiclass:
+            objective = self.get_booster().objective
+            margin = self._margin_or_value(X, True, iteration_range)
+            return margin.map_blocks(lambda b: objective.eval_transform(array_module(b), b), dtype=np.float32)
         p = self._margin_or_value(X, False, iteration_range)
         return da.stack([1.0 - p, p], axis=1)
 
     def predict(self, X, output_margin=False, iteration_range=None):
         """Lazy dask array of predicted labels (or margins with output_margin=True)."""
-        p = self._margin_or_value(X, output_margin, iteration_range)
+        multiclass = self._multiclass
+        p = self._margin_or_value(X, output_margin or multiclass, iteration_range)
         if output_margin:
             return p
         classes = self.classes_
-        return p.map_blocks(lambda b: classes[np.asarray(b > 0.5, dtype=np.int64)]
-                            if isinstance(b, np.ndarray) else b > 0.5, dtype=classes.dtype)
+
+        def to_labels(b):
+            xp = array_module(b)
+            index = xp.argmax(b, axis=1) if multiclass else (b > 0.5).astype(np.int64)
+            if xp is not np and classes.dtype.kind in "biuf":
+                return xp.asarray(classes)[index]
+            return classes[to_host(index)]
+
+        if multiclass:
+            return p.map_blocks(to_labels, drop_axis=1, dtype=classes.dtype)
+        return p.map_blocks(to_labels, dtype=classes.dtype)
 
     def score(self, X, y, sample_weight=None):
         """Accuracy of predict(X) against y, computed on the workers."""

@@ -15,41 +15,13 @@ from daskgb.metric import auc_of
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
 
-
-@pytest.fixture(scope="module")
-def client():
-    # No work stealing: the tests place partitions on chosen workers and rely on them staying there.
-    import dask
-
-    with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as c:
-            with distributed.Client(c) as cl:
-                yield cl
+from placement import on_workers  # noqa: E402
 
 
 async def _die():
     import os
 
     os._exit(1)
-
-
-def on_workers(client, X, chunk_rows, placement):
-    """A persisted dask array whose row block i lives on worker placement[i] (an index)."""
-    import dask
-
-    addrs = sorted(client.scheduler_info()["workers"])
-    assert sum(chunk_rows) == X.shape[0]
-    blocks, start = [], 0
-    for rows, w in zip(chunk_rows, placement):
-        with dask.annotate(workers=[addrs[w]], allow_other_workers=False):
-            blocks.append(client.persist(da.from_array(X[start : start + rows], chunks=-1), optimize_graph=False))
-        start += rows
-    if len(set(placement)) == 1:
-        # Keep the joining step on the same worker too, so the other worker really holds nothing.
-        with dask.annotate(workers=[addrs[placement[0]]], allow_other_workers=False):
-            return client.persist(da.concatenate(blocks, axis=0), optimize_graph=False)
-    return da.concatenate(blocks, axis=0)
 
 
 def exact_data(n=2000, seed=0, nan_rows=None):

@@ -1,0 +1,25 @@
+"""Dask arrays whose row blocks live on chosen workers, for tests that control data placement."""
+
+from __future__ import annotations
+
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+
+def on_workers(client, X, chunk_rows, placement):
+    """A persisted dask array whose row block i lives on worker placement[i] (an index)."""
+    import dask
+
+    addrs = sorted(client.scheduler_info()["workers"])
+    assert sum(chunk_rows) == X.shape[0]
+    blocks, start = [], 0
+    for rows, w in zip(chunk_rows, placement):
+        with dask.annotate(workers=[addrs[w]], allow_other_workers=False):
+            blocks.append(client.persist(da.from_array(X[start : start + rows], chunks=-1), optimize_graph=False))
+        start += rows
+    if len(set(placement)) == 1:
+        # Keep the joining step on the same worker too, so the other worker really holds nothing.
+        with dask.annotate(workers=[addrs[placement[0]]], allow_other_workers=False):
+            return client.persist(da.concatenate(blocks, axis=0), optimize_graph=False)
+    return da.concatenate(blocks, axis=0)

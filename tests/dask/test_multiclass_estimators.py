@@ -1,0 +1,89 @@
+"""Multiclass and the Dask estimators on a 2-worker LocalCluster: the same models as in process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import daskgb
+import daskgb.dask as dgb
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+from placement import on_workers  # noqa: E402
+
+
+def multiclass_data(n=1500, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = (np.round(rng.normal(size=(n, 5)) * 4) / 4).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Z = np.nan_to_num(X)
+    s = Z[:, 0] - 0.5 * Z[:, 1] * Z[:, 2] + rng.normal(size=n)
+    y = np.digitize(s, np.quantile(s, np.linspace(0, 1, k + 1)[1:-1])).astype(np.float32)
+    return X, y
+
+
+def test_multiclass_train_equals_in_process(client):
+    X, y = multiclass_data(k=4)
+    Xv, yv = multiclass_data(n=500, k=4, seed=1)
+    w = np.random.default_rng(3).uniform(0.5, 2, y.size).astype(np.float32)
+    chunks, placement = [300, 700, 500], [0, 1, 0]
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                    on_workers(client, y, chunks, placement),
+                                    weight=on_workers(client, w, chunks, placement))
+    dvalid = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [500], [1]), on_workers(client, yv, [500], [1]),
+                                    ref=dtrain)
+    params = {"objective": "multi:softprob", "num_class": 4, "max_depth": 4, "device": "cpu",
+              "eval_metric": ["mlogloss", "merror", "auc"]}
+    out = dgb.train(client, params, dtrain, 8, evals=[(dvalid, "v")], verbose_eval=False)
+    m = daskgb.QuantileMatrix(X, y, weight=w)
+    res: dict = {}
+    local = daskgb.train(params, m, 8, evals=[(daskgb.QuantileMatrix(Xv, yv, ref=m), "v")], evals_result=res,
+                         verbose_eval=False)
+    b = out["booster"]
+    assert b.tree_info == local.tree_info
+    np.testing.assert_allclose(b.predict(X, output_margin=True), local.predict(X, output_margin=True), atol=1e-5)
+    for metric in ("mlogloss", "merror", "auc"):  # exact over all rows, not an average of the workers'
+        np.testing.assert_allclose(out["history"]["v"][metric], res["v"][metric], rtol=1e-6)
+    proba = dgb.predict(client, b, on_workers(client, Xv, [200, 300], [0, 1]))
+    assert proba.shape == (500, 4)
+    np.testing.assert_allclose(proba.compute(), local.predict(Xv), atol=1e-5)
+    classes = dgb.predict(client, daskgb.Booster.from_dict({**b.to_dict(), "params": {**params,
+                                                            "objective": "multi:softmax"}}),
+                          da.from_array(Xv, chunks=250))
+    assert classes.shape == (500,)
+    np.testing.assert_array_equal(classes.compute(), local.predict(Xv).argmax(axis=1))
+
+
+def test_classifier_string_labels_equal_in_process(client):
+    X, y = multiclass_data(k=3, seed=5)
+    names = np.array(["high", "low", "mid"], dtype=object)[y.astype(int)]
+    chunks, placement = [900, 600], [0, 1]
+    Xd = on_workers(client, X, chunks, placement)
+    yd = on_workers(client, names, chunks, placement)
+    clf = daskgb.DaskGBClassifier(client=client, n_estimators=6, max_depth=3, device="cpu")
+    clf.fit(Xd, yd, eval_set=[(Xd, yd)])
+    local = daskgb.GBClassifier(n_estimators=6, max_depth=3, device="cpu").fit(X, names, eval_set=[(X, names)])
+    assert list(clf.classes_) == ["high", "low", "mid"] == list(local.classes_)
+    np.testing.assert_allclose(clf.predict_proba(Xd).compute(), local.predict_proba(X), atol=1e-5)
+    np.testing.assert_array_equal(clf.predict(Xd).compute(), local.predict(X))
+    np.testing.assert_allclose(clf.evals_result()["validation_0"]["mlogloss"],
+                               local.evals_result()["validation_0"]["mlogloss"], rtol=1e-6)
+    assert clf.score(Xd, yd) == pytest.approx(local.score(X, names))
+
+
+def test_binary_classifier_and_regressor_equal_in_process(client):
+    X, y = multiclass_data(k=2, seed=7)
+    chunks, placement = [700, 800], [1, 0]
+    Xd, yd = on_workers(client, X, chunks, placement), on_workers(client, y, chunks, placement)
+    clf = daskgb.DaskGBClassifier(client=client, n_estimators=5, max_depth=3, device="cpu").fit(Xd, yd)
+    local = daskgb.GBClassifier(n_estimators=5, max_depth=3, device="cpu").fit(X, y)
+    np.testing.assert_allclose(clf.predict_proba(Xd).compute(), local.predict_proba(X), atol=1e-5)
+    np.testing.assert_array_equal(clf.predict(Xd).compute(), local.predict(X))
+    target = (np.nan_to_num(X[:, 0]) * 2 + y).astype(np.float32)
+    td = on_workers(client, target, chunks, placement)
+    reg = daskgb.DaskGBRegressor(client=client, n_estimators=5, max_depth=3, device="cpu").fit(Xd, td)
+    local_reg = daskgb.GBRegressor(n_estimators=5, max_depth=3, device="cpu").fit(X, target)
+    np.testing.assert_allclose(reg.predict(Xd).compute(), local_reg.predict(X), atol=1e-5)
+    assert reg.score(Xd, td) == pytest.approx(local_reg.score(X, target), rel=1e-6)
