@@ -86,17 +86,9 @@ class Groups:
 def groups_from_qid(qid, n_rows: int) -> Groups:
     """Groups from a per-row query id: ids must be non-negative integers, non-decreasing (XGBoost's rule:
     the rows of a query are contiguous and queries come in ascending id)."""
-    q = _host_vector(qid, "qid")
+    q = host_integers(qid, "qid", "query ids")
     if q.shape[0] != n_rows:
         raise ValueError(f"qid has {q.shape[0]} entries but X has {n_rows} rows")
-    if q.dtype.kind == "f":
-        if not np.all(np.isfinite(q)) or np.any(q != np.floor(q)):
-            raise ValueError("qid must hold integer query ids; it has NaN, infinite or fractional values")
-    elif q.dtype.kind not in "iub":
-        raise ValueError(f"qid must be integer query ids, got dtype {q.dtype}")
-    q = q.astype(np.int64)
-    if q.size and int(q.min()) < 0:
-        raise ValueError("qid must be non-negative (XGBoost reads query ids as unsigned integers)")
     if q.size and int(q.max()) > np.iinfo(np.uint32).max:
         raise ValueError("qid must fit in 32 bits (XGBoost reads query ids as uint32)")
     step = np.diff(q)
@@ -111,19 +103,23 @@ def groups_from_qid(qid, n_rows: int) -> Groups:
 
 def groups_from_sizes(group, n_rows: int) -> Groups:
     """Groups from group sizes (XGBoost's ``group=``): non-negative integers summing to the number of rows."""
-    g = _host_vector(group, "group")
-    if g.dtype.kind == "f":
-        if not np.all(np.isfinite(g)) or np.any(g != np.floor(g)):
-            raise ValueError("group must hold integer group sizes")
-    elif g.dtype.kind not in "iub":
-        raise ValueError(f"group must be integer group sizes, got dtype {g.dtype}")
-    g = g.astype(np.int64)
-    if g.size and int(g.min()) < 0:
-        raise ValueError("group sizes must be non-negative")
+    g = host_integers(group, "group", "group sizes")
     if int(g.sum()) != n_rows:
         raise ValueError(f"group sizes sum to {int(g.sum())} but X has {n_rows} rows; each row must be in "
                          "exactly one query group")
     return Groups(np.concatenate([[0], np.cumsum(g)]).astype(np.int64))
+
+
+def host_integers(v, what: str, meaning: str) -> np.ndarray:
+    """A host int64 vector of non-negative integers (integer-valued floats accepted), checked."""
+    a = _host_vector(v, what)
+    if a.dtype.kind == "f" and (not np.all(np.isfinite(a)) or np.any(a != np.floor(a))):
+        raise ValueError(f"{what} must hold integer {meaning}; it has NaN, infinite or fractional values")
+    a = a.astype(np.int64)
+    if a.size and int(a.min()) < 0:
+        # XGBoost reads query ids and group sizes as unsigned integers.
+        raise ValueError(f"{what} must hold non-negative {meaning}")
+    return a
 
 
 def concat_groups(parts, n_total: int) -> Groups:

@@ -407,15 +407,25 @@ class GBRanker(_GBModel):
         sample_weight and sample_weight_eval_set hold one weight per query group."""
         from . import QuantileMatrix
 
+        def matrix(X, y, weight, qid, group, ref):
+            return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,
+                                  device=self.device, qid=qid, group=group)
+
+        return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid,
+                                 verbose, sample_weight_eval_set)
+
+    def _fit_ranking(self, matrix, split_qid, X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid,
+                     verbose, sample_weight_eval_set):
+        """fit's checks and matrices, shared with DaskGBRanker: ``matrix(X, y, weight, qid, group, ref)``
+        builds one matrix, ``split_qid(X, qid)`` takes a qid column out of X."""
         if y is None:
-            raise ValueError("GBRanker requires y to be passed, but the target y is None")
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         _check_rank_objective(self.objective)
-        X, qid = _split_qid(X, qid)
+        X, qid = split_qid(X, qid)
         if group is None and qid is None:
-            raise ValueError("GBRanker needs query groups: pass group= or qid= (or a qid column in X)")
+            raise ValueError(f"{type(self).__name__} needs query groups: pass group= or qid= (or a qid column in X)")
         params = self._train_params()
-        dtrain = QuantileMatrix(X, y, weight=sample_weight, missing=self.missing, max_bin=self.max_bin,
-                                device=self.device, qid=qid, group=group)
+        dtrain = matrix(X, y, sample_weight, qid, group, None)
         eval_set = list(eval_set or ())
         for what, v in (("eval_group", eval_group), ("eval_qid", eval_qid),
                         ("sample_weight_eval_set", sample_weight_eval_set)):
@@ -423,13 +433,13 @@ class GBRanker(_GBModel):
                 raise ValueError(f"{what} has {len(v)} entries, eval_set has {len(eval_set)}")
         evals = []
         for i, (X_eval, y_eval) in enumerate(eval_set):
-            X_eval, q = _split_qid(X_eval, None if eval_qid is None else eval_qid[i])
+            X_eval, q = split_qid(X_eval, None if eval_qid is None else eval_qid[i])
             g = None if eval_group is None else eval_group[i]
             if g is None and q is None:
                 raise ValueError(f"eval_set[{i}] has no query groups: pass eval_group or eval_qid (or a qid column)")
             weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
-            evals.append((QuantileMatrix(X_eval, y_eval, weight=weight, missing=self.missing, max_bin=self.max_bin,
-                                         ref=dtrain, device=self.device, qid=q, group=g), f"validation_{i}"))
+            # ref= the training matrix: eval rows are binned with the training cuts.
+            evals.append((matrix(X_eval, y_eval, weight, q, g, dtrain), f"validation_{i}"))
         return self._train(params, dtrain, evals, verbose, X)
 
     def predict(self, X, output_margin=False, iteration_range=None):

@@ -340,12 +340,9 @@ class DaskQuantileMatrix:
 def _group_blocks(group, X, n_blocks):
     """DaskQuantileMatrix(group=...) cut at X's partition boundaries: one _GroupSizes per partition.
     A group that crosses a boundary is an error; empty groups go with the partition where they sit."""
-    from ..ranking import _host_vector
+    from ..ranking import host_integers
 
-    sizes = _host_vector(group, "group")
-    if (sizes.dtype.kind == "f" and np.any(sizes != np.floor(sizes))) or np.any(sizes < 0):
-        raise ValueError("group must hold non-negative integer group sizes")
-    sizes = sizes.astype(np.int64)
+    sizes = host_integers(group, "group", "group sizes")
     rows = _partition_rows(X)
     if int(sizes.sum()) != int(rows.sum()):
         raise ValueError(f"group sizes sum to {int(sizes.sum())} but X has {int(rows.sum())} rows; each row must "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_module, to_host
-from ..sklearn import GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _score_metric
+from ..sklearn import GBClassifier, GBRanker, GBRegressor, _score_metric, _split_qid
 from . import DaskQuantileMatrix, predict, train
 
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
@@ -62,7 +62,10 @@ class _DaskModel:
             w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
             evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
                                              missing=self.missing, ref=dtrain, device=device), f"validation_{i}"))
-        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
+        return self._train(params, dtrain, evals, verbose, X)
+
+    def _train(self, params, dtrain, evals, verbose, X):
+        out = train(self._get_client(), params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
         self._Booster = out["booster"]
         self.evals_result_ = out["history"]
         self._collective = out["collective"]
@@ -194,45 +197,20 @@ class DaskGBRanker(_DaskModel, GBRanker):
         """Train n_estimators rounds on dask collections with their query groups (qid=, or group= sizes
         when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
         as in GBRanker.fit."""
-        if y is None:
-            raise ValueError("DaskGBRanker requires y to be passed, but the target y is None")
-        _check_rank_objective(self.objective)
         client = self._get_client()
-        X, qid = _split_dask_qid(X, qid)
-        if group is None and qid is None:
-            raise ValueError("DaskGBRanker needs query groups: pass qid= (or group=, or a qid column in X)")
-        params = self._train_params()
         device = None if self.device in (None, "auto") else self.device
-        dtrain = DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=sample_weight, missing=self.missing,
-                                    max_bin=self.max_bin, device=device, qid=_as_dask_vector(qid, "qid"),
-                                    group=group)
-        eval_set = list(eval_set or ())
-        for what, v in (("eval_group", eval_group), ("eval_qid", eval_qid),
-                        ("sample_weight_eval_set", sample_weight_eval_set)):
-            if v is not None and len(v) != len(eval_set):
-                raise ValueError(f"{what} has {len(v)} entries, eval_set has {len(eval_set)}")
-        evals = []
-        for i, (X_eval, y_eval) in enumerate(eval_set):
-            X_eval, q = _split_dask_qid(X_eval, None if eval_qid is None else eval_qid[i])
-            g = None if eval_group is None else eval_group[i]
-            if g is None and q is None:
-                raise ValueError(f"eval_set[{i}] has no query groups: pass eval_qid (or eval_group, or a qid column)")
-            w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
-            evals.append((DaskQuantileMatrix(client, X_eval, _as_dask_vector(y_eval, "y"), weight=w,
-                                             missing=self.missing, ref=dtrain, device=device,
-                                             qid=_as_dask_vector(q, "qid"), group=g), f"validation_{i}"))
-        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
-        self._Booster = out["booster"]
-        self.evals_result_ = out["history"]
-        self._collective = out["collective"]
-        self.n_features_in_ = dtrain.n_features
-        if hasattr(X, "columns") and dtrain.feature_names is not None:
-            self.feature_names_in_ = np.asarray(dtrain.feature_names, dtype=object)
-        return self
+
+        def matrix(X, y, weight, qid, group, ref):
+            return DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
+                                      max_bin=self.max_bin, ref=ref, device=device, qid=_as_dask_vector(qid, "qid"),
+                                      group=group)
+
+        return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group,
+                                 eval_qid, verbose, sample_weight_eval_set)
 
     def predict(self, X, output_margin=False, iteration_range=None):
         """Lazy dask array of ranking scores (a qid column in X is ignored)."""
-        X, _ = _split_dask_qid(X, None)
+        X, _ = _split_qid(X, None)
         return self._margin_or_value(X, output_margin, iteration_range)
 
     def score(self, X, y, qid=None):
@@ -241,7 +219,7 @@ class DaskGBRanker(_DaskModel, GBRanker):
         and only the sums come back. A qid in two partitions is an error."""
         import dask
 
-        X, qid = _split_dask_qid(X, qid)
+        X, qid = _split_qid(X, qid)
         if qid is None:
             raise ValueError("DaskGBRanker.score needs the query ids: qid= or a qid column in X")
         booster = self.get_booster()
@@ -276,11 +254,3 @@ def _partition_metric(name, pred, y, qid, exp_gain, default_k):
     keys = to_host(qid)[groups.ptr[:-1]] if groups.n_groups else np.zeros(0)
     return num, den, np.asarray(keys)
 
-
-def _split_dask_qid(X, qid):
-    """A dask dataframe X may carry the query ids as a column named qid (XGBRanker's convention)."""
-    if hasattr(X, "columns") and "qid" in list(X.columns):
-        if qid is not None:
-            raise ValueError("X has a qid column and qid= is given too; remove one of them")
-        return X.drop(columns="qid"), X["qid"]
-    return X, qid
