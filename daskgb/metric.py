@@ -185,6 +185,10 @@ def _rank_groups(name, y, groups, comm):
 
 def check_labels(name: str, xp, y, ndcg_exp_gain: bool = True, groups=None, comm=None) -> None:
     """Raise ValueError if metric `name` cannot score these labels (ranking metrics check them)."""
+    if name == "auc" and groups is not None:
+        # XGBoost scores AUC query by query on ranking data (its ranking AUC), which is not built here.
+        raise ValueError("eval_metric 'auc' on data with query groups (qid= or group=) is not supported; "
+                         "use ndcg, map or pre")
     if ranking.parse_metric(name) is not None:
         _rank_groups(name, y, groups, comm or LocalCommunicator())
         ranking.check_metric_labels(name, xp, y, ndcg_exp_gain)

@@ -427,6 +427,10 @@ def test_bad_labels_and_parameters_fail_before_training():
         graded = daskgb.QuantileMatrix(X, y, qid=qid)
         daskgb.train({"objective": "rank:ndcg", "eval_metric": "map@2", "device": "cpu"}, graded, 1,
                      evals=[(graded, "t")])
+    with pytest.raises(ValueError, match="'auc' on data with query groups"):
+        graded = daskgb.QuantileMatrix(X, y, qid=qid)
+        daskgb.train({"objective": "rank:ndcg", "eval_metric": "auc", "device": "cpu"}, graded, 1,
+                     evals=[(graded, "t")])
     for bad, match in [({"lambdarank_pair_method": "random"}, "lambdarank_pair_method"),
                        ({"lambdarank_num_pair_per_sample": 0}, "lambdarank_num_pair_per_sample"),
                        ({"lambdarank_unbiased": True}, "not supported"),
