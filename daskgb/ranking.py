@@ -194,7 +194,6 @@ class _Ranked:
 
     def __init__(self, xp, groups: Groups, values):
         ptr, row_group, _ = groups.device_arrays(xp)
-        self.xp = xp
         self.order = sort_within_groups(xp, values, row_group)
         # Sorting within groups keeps each group's block, so position p belongs to row_group[p].
         self.group = row_group
@@ -303,9 +302,10 @@ class LambdaRank(Objective):
     documents of a query with every document ranked below it (k =
     lambdarank_num_pair_per_sample, default 32); "mean" pairs every document with
     lambdarank_num_pair_per_sample (default 1) documents of other labels, drawn from
-    XGBoost's own random stream (so the pairs are XGBoost's). A pair's lambda is sigmoid(s_i - s_j) - 1 scaled by |delta metric|,
-    divided by |s_i - s_j| + 0.01 when lambdarank_score_normalization is on (and the
-    query's scores are not all equal); a query's gradients are scaled by
+    XGBoost's own random stream (so the pairs are XGBoost's). A pair's lambda is
+    sigmoid(s_i - s_j) - 1 scaled by |delta metric|, divided by |s_i - s_j| + 0.01
+    when lambdarank_score_normalization is on (and the query's scores are not all
+    equal); a query's gradients are scaled by
     log2(1 + L) / L (topk, L = the query's sum of |lambda|) or 1/pairs (mean) when
     lambdarank_normalization is on, then by the query's weight times
     (groups / sum of the group weights).
@@ -326,7 +326,6 @@ class LambdaRank(Objective):
         self._state = None
 
     _metric_base = "ndcg"
-    needs_groups = True
 
     # -- the train loop's hooks ------------------------------------------------
 
