@@ -1,6 +1,7 @@
 """Where a training round's time goes: wall time per backend call, summed over rounds (developer tool).
 
     python ci/profile_train.py --rows 10500000 --rounds 50
+    python ci/profile_train.py --data covertype --rows 523000 --rounds 20 --cprofile
 
 Each backend function is wrapped with a device synchronisation before and after,
 so the numbers add up to the round time (the syncs themselves cost a little).
@@ -22,6 +23,8 @@ def main():
     ap.add_argument("--rows", type=int, default=10_500_000)
     ap.add_argument("--rounds", type=int, default=50)
     ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--data", choices=("higgs", "covertype"), default="higgs")
+    ap.add_argument("--cprofile", action="store_true", help="also profile the host side (no syncs added)")
     args = ap.parse_args()
 
     import cupy
@@ -30,11 +33,31 @@ def main():
     from benchmark_higgs import make_higgs
     from daskgb.backend import cupy_backend as cb
 
-    X, y = make_higgs(cupy, args.rows, 2017)
+    if args.data == "higgs":
+        X, y = make_higgs(cupy, args.rows, 2017)
+        params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
+    else:
+        from benchmark_covertype import make_covertype
+
+        X, y = make_covertype(cupy, args.rows, 1998)
+        params = {"objective": "multi:softprob", "num_class": 7, "max_depth": args.depth, "eta": 0.1,
+                  "device": "cuda"}
     m = daskgb.QuantileMatrix(X, y, device="cuda")
     del X
-    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
     daskgb.train(params, m, 3, verbose_eval=False)  # compile and warm up
+    if args.cprofile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        cupy.cuda.runtime.deviceSynchronize()
+        t = time.perf_counter()
+        prof.enable()
+        daskgb.train(params, m, args.rounds, verbose_eval=False)
+        cupy.cuda.runtime.deviceSynchronize()
+        prof.disable()
+        print(f"unsynchronised: {1e3 * (time.perf_counter() - t) / args.rounds:.2f} ms per round")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
     spent = collections.Counter()
     calls = collections.Counter()

@@ -10,6 +10,7 @@ import numpy as np
 from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
 from .backend import get_backend, resolve_device, to_host
+from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
 from .grower import grow_tree
 from .inputs import as_features
@@ -82,6 +83,24 @@ class Booster:
             value = {"weight": count, "gain": gain / count, "cover": cover / count, "total_gain": gain,
                      "total_cover": cover}[importance_type]
         return {names[i]: float(value[i]) for i in range(self.n_features) if count[i] > 0}
+
+    def set_param(self, key: str, value) -> None:
+        """Set one training parameter (XGBoost name or alias), checked; e.g. by a callback between rounds."""
+        from .params import ALIASES
+
+        name = ALIASES.get(key, key)
+        raw = {k: v for k, v in self._raw_params.items() if ALIASES.get(k, k) != name}
+        raw[key] = value
+        self.params = TrainParams.from_dict(raw)
+        self._raw_params = raw
+
+    def keep_rounds(self, n: int) -> None:
+        """Drop the trees of every round after the first n."""
+        k = self.n_groups
+        del self.trees[n * k :], self.tree_info[n * k :]
+        if self.best_iteration is not None:
+            self.best_iteration = min(self.best_iteration, n - 1)
+        self._packed = None
 
     # ------------------------------------------------------------------ prediction
     def _tree_slice(self, iteration_range) -> tuple[int, int]:
@@ -229,7 +248,7 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
 
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
           evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None,
-          early_stopping_rounds: int | None = None, maximize: bool | None = None) -> Booster:
+          early_stopping_rounds: int | None = None, maximize: bool | None = None, callbacks=()) -> Booster:
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
     evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
@@ -250,6 +269,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     improved for that many rounds (XGBoost's rule; ``maximize`` defaults to True for
     auc); the booster keeps every tree, records best_iteration and best_score, and
     predicts with the trees up to best_iteration unless told otherwise.
+
+    callbacks: daskgb.callback.TrainingCallback objects (EarlyStopping,
+    EvaluationMonitor, LearningRateScheduler, or your own), called as XGBoost calls
+    them; any of them may stop training. On Dask they run on every worker.
     """
     if obj is not None and not callable(obj):
         raise ValueError("obj must be a callable obj(margin, dtrain) -> (grad, hess)")
@@ -257,10 +280,14 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         raise ValueError("custom_metric must be a callable custom_metric(predt, dmatrix) -> (name, value)")
     p = TrainParams.from_dict(params)
     if early_stopping_rounds is not None:
-        if isinstance(early_stopping_rounds, bool) or not isinstance(early_stopping_rounds, (int, np.integer)) \
-                or early_stopping_rounds < 1:
-            raise ValueError(f"early_stopping_rounds must be an integer >= 1, got {early_stopping_rounds!r}")
+        EarlyStopping(early_stopping_rounds)  # checks the value
         if not evals:
+            raise ValueError("early stopping needs at least one eval set in evals")
+    callbacks = list(callbacks or [])
+    for cb in callbacks:
+        if not isinstance(cb, TrainingCallback):
+            raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
+        if isinstance(cb, EarlyStopping) and not evals:
             raise ValueError("early stopping needs at least one eval set in evals")
     if not isinstance(dtrain, QuantileMatrix):
         raise ValueError("dtrain must be a daskgb.QuantileMatrix")
@@ -340,14 +367,26 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     for _, name, _ in eval_state:
         history[name] = {k: [] for k in metrics}
 
-    stopper = _EarlyStopping(early_stopping_rounds, maximize) if early_stopping_rounds is not None else None
+    callbacks = list(callbacks)
+    if early_stopping_rounds is not None:  # as XGBoost: the stopping callback runs after the user's
+        callbacks.append(EarlyStopping(early_stopping_rounds, maximize=maximize))
+    for cb in callbacks:
+        booster = cb.before_training(booster) or booster
     every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
     if comm.rank != 0:
         every = 0
     ell = dtrain.ellpack
+    # This worker's first row in the concatenation of all workers' rows (rank order): row
+    # sampling is keyed by it, so a row's draws do not depend on how rows are partitioned.
+    row_offset = 0
+    if comm.world_size > 1:
+        row_offset = int(sum(comm.allgather(dtrain.n_rows)[: comm.rank]))
     # Every worker must sum the root the same way, so the choice is made for all at once.
     root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
     for it in range(num_boost_round):
+        if _agree(comm, [cb.before_iteration(booster, it, history) for cb in callbacks]):
+            break
+        p = booster.params  # a callback may have changed the learning rate
         if obj is None:
             gpair_all = objective.gradient_of(xp, margin, dtrain, it)
         else:
@@ -356,6 +395,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         # One tree per output group (class), each from its own column of gradients.
         for group in range(n_groups):
             gpair = gpair_all if n_groups == 1 else xp.ascontiguousarray(gpair_all[:, group])
+            if p.subsample < 1.0:
+                gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
+                                           p.subsample)[:, None]
             abs_sum = None
             if comm.world_size > 1:
                 # The fixed-point scale must be the same on every worker: size it from global sums.
@@ -386,15 +428,38 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 line.append(f"{name}-{k}:{v:.5f}")
         if every and eval_state and (it % every == 0 or it == num_boost_round - 1):
             print("\t".join(line), flush=True)
-        if early_stopping_rounds is not None and stopper.should_stop(it, history[eval_state[-1][1]]):
-            if every:
-                print(f"Stopping. Best iteration: [{stopper.best_round}] {stopper.metric}:{stopper.best:.5f}",
-                      flush=True)
+        # Every callback runs (none is skipped because an earlier one asked to stop), as in XGBoost.
+        if _agree(comm, [cb.after_iteration(booster, it, history) for cb in callbacks]):
+            for cb in callbacks:
+                if every and isinstance(cb, EarlyStopping) and cb.best_round is not None:
+                    print(f"Stopping. Best iteration: [{cb.best_round}] {cb.metric}:{cb.best:.5f}", flush=True)
             break
-    if early_stopping_rounds is not None and stopper.best_round is not None:
-        booster.best_iteration = stopper.best_round
-        booster.best_score = stopper.best
+    for cb in callbacks:
+        booster = cb.after_training(booster) or booster
     return booster
+
+
+def row_sample(xp, n_rows: int, first_row: int, seed: int, tree: int, rate: float):
+    """float32 0/1 mask of the rows a tree trains on (XGBoost's uniform subsample: each row
+    kept with probability `rate`). A row's draw is a hash (splitmix64) of the seed, the tree
+    and the row's global index, so it is the same on any device and any partitioning;
+    unsampled rows get zero gradients, as in XGBoost's GPU sampler."""
+    mask64 = (1 << 64) - 1
+    key = (int(seed) * 0x9E3779B97F4A7C15 + (int(tree) + 1) * 0xD1B54A32D192ED03) & mask64
+    z = xp.arange(first_row, first_row + n_rows, dtype=xp.uint64) + xp.uint64(key)
+    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> xp.uint64(31))
+    u = (z >> xp.uint64(11)).astype(xp.float64) * (1.0 / (1 << 53))
+    return (u < rate).astype(xp.float32)
+
+
+def _agree(comm, votes) -> bool:
+    """True if any callback on any worker asked to stop: all workers stop at the same round."""
+    stop = any(votes)
+    if comm.world_size > 1:
+        stop = bool(comm.allreduce(np.array([int(stop)], dtype=np.int64), "max")[0])
+    return stop
 
 
 def _column(margin, group: int):
@@ -450,27 +515,3 @@ def _custom_metric(fn, predt, m, comm):
             [np.ones(len(y), np.float32) if w is None else w for y, w in zip(labels, weights)])
         name, value = fn(np.concatenate(preds), _Rows(np.concatenate(labels), weight))
     return str(name), float(value)
-
-
-class _EarlyStopping:
-    """XGBoost's EarlyStopping rule: watch the last metric of the last eval set; stop after
-    `rounds` rounds in a row without a strict improvement on the best score."""
-
-    # XGBoost's list, matched as prefixes (so ndcg@10 and ndcg- maximise too).
-    _MAXIMIZE = ("auc", "aucpr", "pre", "map", "ndcg")
-
-    def __init__(self, rounds: int, maximize: bool | None):
-        self.rounds, self.maximize = int(rounds), maximize
-        self.metric = None
-        self.best = None
-        self.best_round = None
-
-    def should_stop(self, it: int, log: dict) -> bool:
-        self.metric = list(log)[-1]
-        if self.maximize is None:
-            self.maximize = self.metric != "mape" and self.metric.startswith(self._MAXIMIZE)
-        score = log[self.metric][-1]
-        better = self.best is None or (score > self.best if self.maximize else score < self.best)
-        if better:
-            self.best, self.best_round = score, it
-        return it - self.best_round >= self.rounds

@@ -49,6 +49,7 @@ class TrainParams:
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
     num_class: int = 0
+    subsample: float = 1.0
     # Learning to rank (XGBoost's LambdaRankParam; defaults checked against xgboost 3.2's saved config).
     lambdarank_pair_method: str = "topk"
     lambdarank_num_pair_per_sample: int | None = None  # None: 32 for topk, 1 for mean
@@ -106,6 +107,9 @@ class TrainParams:
             raise ValueError(f"tweedie_variance_power must be in [1, 2), got {self.tweedie_variance_power}")
         self.huber_slope = _number("huber_slope", self.huber_slope, low=0.0, low_open=True)
         self.num_class = _integer("num_class", self.num_class, low=0)
+        self.subsample = _number("subsample", self.subsample, low=0.0, low_open=True)
+        if self.subsample > 1.0:
+            raise ValueError(f"subsample must be in (0, 1], got {self.subsample}")
         if self.objective.startswith("multi:"):
             if self.num_class < 2:
                 raise ValueError(f"{self.objective} needs num_class >= 2 (the number of classes), got {self.num_class}")

@@ -45,6 +45,8 @@ class _GBModel:
         device="auto",
         missing=np.nan,
         random_state=0,
+        early_stopping_rounds=None,
+        callbacks=None,
         **kwargs,
     ):
         self.n_estimators = n_estimators
@@ -62,6 +64,9 @@ class _GBModel:
         self.device = device
         self.missing = missing
         self.random_state = random_state
+        # Training controls, not model parameters (XGBoost 2's estimators take them here too).
+        self.early_stopping_rounds = early_stopping_rounds
+        self.callbacks = callbacks
         # Extra XGBoost parameters, passed to train() as they are (XGBoost's
         # sklearn wrapper does the same); train() rejects unknown ones.
         self.kwargs = kwargs
@@ -203,6 +208,7 @@ class _GBModel:
             evals=evals,
             verbose_eval=verbose,
             evals_result=evals_result,
+            **self._training_controls(),
         )
         self.evals_result_ = evals_result
         self.n_features_in_ = dtrain.n_features
@@ -211,6 +217,29 @@ class _GBModel:
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         return self
+
+    def _training_controls(self) -> dict:
+        """early_stopping_rounds and callbacks for train(); the callbacks are copied, so that a
+        fit never changes the estimator's own callback objects (clone and refit stay clean)."""
+        import copy
+
+        return {"early_stopping_rounds": self.early_stopping_rounds,
+                "callbacks": [copy.deepcopy(cb) for cb in (self.callbacks or [])]}
+
+    @property
+    def best_iteration(self):
+        """The best round found by early stopping (AttributeError without early stopping, as XGBoost)."""
+        b = self.get_booster()
+        if b.best_iteration is None:
+            raise AttributeError("best_iteration is set only by early stopping")
+        return b.best_iteration
+
+    @property
+    def best_score(self):
+        b = self.get_booster()
+        if b.best_score is None:
+            raise AttributeError("best_score is set only by early stopping")
+        return b.best_score
 
     # -- fitted state ------------------------------------------------------
 

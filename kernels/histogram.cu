@@ -8,7 +8,10 @@
 #include "common.cuh"
 
 // hist: (n_build_nodes, total_bins, 2) int64, zeroed by the caller.
-// tiles: (n_tiles, 3) int64 rows of (build-node slot, first ridx slot, row count).
+// tiles: (n_tiles, 4) int64 rows of (build-node slot, first ridx slot, row count, row offset).
+// ridx holds virtual rows (see partition.cu): gradients are indexed by the virtual
+// row, the ELLPACK by the virtual row minus the tile's row offset (its tree's first
+// virtual row; 0 for a single tree).
 // groups: (n_groups, 2) int32 rows of (first feature, one past the last feature).
 // kShared: accumulate in a shared-memory copy of the group's bins (dynamic shared
 // memory of 16 bytes per bin), flushed with one global atomic per non-zero value;
@@ -25,9 +28,10 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   const int f1 = groups[2 * blockIdx.y + 1];
   const int bin0 = ptrs[f0];
   const int n_bins = ptrs[f1] - bin0;
-  const long long slot = tiles[3 * blockIdx.x];
-  const long long begin = tiles[3 * blockIdx.x + 1];
-  const unsigned count = (unsigned)tiles[3 * blockIdx.x + 2];
+  const long long slot = tiles[4 * blockIdx.x];
+  const long long begin = tiles[4 * blockIdx.x + 1];
+  const unsigned count = (unsigned)tiles[4 * blockIdx.x + 2];
+  const unsigned long long row_offset = (unsigned long long)tiles[4 * blockIdx.x + 3];
   long long* node_hist = hist + (slot * total_bins + bin0) * 2;
   long long* acc = kShared ? smem : node_hist;
 
@@ -46,7 +50,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
     const unsigned r = item / width;
     const unsigned j = item - r * width + first_slot;
     const unsigned long long row = ridx[begin + r];
-    const uint32_t s = ellpack_symbol(words, bits, row * (unsigned long long)row_stride + j);
+    const uint32_t s = ellpack_symbol(words, bits, (row - row_offset) * (unsigned long long)row_stride + j);
     int bin;
     if constexpr (kDense) {
       if (s == null_symbol) continue;

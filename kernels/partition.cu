@@ -8,7 +8,12 @@
 // the right rows after them, each in their old order.
 //
 // `info` holds the level's splits as int64, k entries per field after cum:
-//   cum[k+1] | start[k] | feature[k] | bin[k] | default_left[k] | left_id[k] | right_id[k]
+//   cum[k+1] | start[k] | feature[k] | bin[k] | default_left[k] | left_id[k] | right_id[k] | row_offset[k]
+//
+// ridx holds "virtual" rows: a forest of K trees grown together (multiclass) numbers
+// the rows of tree c as c * n_rows + row, so row_offset[i] (the split node's tree
+// times n_rows) turns a virtual row back into its ELLPACK row. A single tree has
+// offset 0. positions is indexed by virtual row.
 #include "common.cuh"
 
 struct LevelSplits {
@@ -19,6 +24,7 @@ struct LevelSplits {
   const long long* default_left;
   const long long* left_id;
   const long long* right_id;
+  const long long* row_offset;
   int k;
 
   __device__ LevelSplits(const long long* info, int k_)
@@ -29,6 +35,7 @@ struct LevelSplits {
         default_left(info + 4 * k_ + 1),
         left_id(info + 5 * k_ + 1),
         right_id(info + 6 * k_ + 1),
+        row_offset(info + 7 * k_ + 1),
         k(k_) {}
 
   // The split owning compact index t: the last i with cum[i] <= t (splits with no
@@ -65,7 +72,8 @@ __global__ void partition_flags(const uint32_t* __restrict__ words, int bits, in
     int i = s.owner(t);
     uint32_t row = ridx[s.start[i] + (t - s.cum[i])];
     rows[t] = row;
-    int b = ellpack_feature_bin<kDense>(words, bits, (unsigned long long)row * (unsigned long long)row_stride,
+    const unsigned long long data_row = (unsigned long long)row - (unsigned long long)s.row_offset[i];
+    int b = ellpack_feature_bin<kDense>(words, bits, data_row * (unsigned long long)row_stride,
                                         row_stride, null_symbol, ptrs, (int)s.feature[i]);
     bool left = b < 0 ? s.default_left[i] != 0 : (long long)b <= s.bin[i];
     flags[t + 1] = left ? 1 : 0;

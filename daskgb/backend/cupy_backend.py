@@ -347,16 +347,24 @@ class RowPartition:
     without asking the device.
     """
 
-    def __init__(self, n_rows: int):
-        if n_rows >= 2**31:
-            raise ValueError(f"a worker holds {n_rows} rows; the CUDA backend takes fewer than 2**31 per worker")
-        self.positions = cupy.zeros(n_rows, dtype=cupy.int32)
-        self.ridx = cupy.arange(n_rows, dtype=cupy.uint32)
-        self.segments: dict[int, tuple[int, int]] = {0: (0, n_rows)}
+    def __init__(self, n_rows: int, n_trees: int = 1):
+        if n_rows * n_trees >= 2**31:
+            raise ValueError(f"a worker holds {n_rows} rows for {n_trees} trees; the CUDA backend takes fewer "
+                             "than 2**31 rows times trees per worker")
+        # A forest of n_trees trees grown together (see numpy_backend.RowPartition): virtual
+        # row c * n_rows + r is row r in tree c; node id g belongs to tree g % n_trees.
+        self.n_rows, self.n_trees = n_rows, n_trees
+        self.positions = cupy.repeat(cupy.arange(n_trees, dtype=cupy.int32), n_rows)
+        self.ridx = cupy.arange(n_rows * n_trees, dtype=cupy.uint32)
+        self.segments: dict[int, tuple[int, int]] = {c: (c * n_rows, n_rows) for c in range(n_trees)}
+
+    def row_offsets(self, nodes) -> np.ndarray:
+        """(len(nodes),) int64: the first virtual row of each node's tree."""
+        return (np.asarray(nodes, dtype=np.int64) % self.n_trees) * self.n_rows
 
 
-def new_partition(n_rows: int) -> RowPartition:
-    return RowPartition(n_rows)
+def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
+    return RowPartition(n_rows, n_trees)
 
 
 def _segments_of(part: RowPartition, nodes) -> np.ndarray:
@@ -389,7 +397,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     if total > 0:
         plan = _plan(ell)
         # One host-to-device copy for all of the level's split parameters (layout in partition.cu).
-        info = cupy.asarray(np.concatenate([cum, seg[:, 0], *fields]))
+        info = cupy.asarray(np.concatenate([cum, seg[:, 0], *fields, part.row_offsets(nids)]))
         rows = cupy.empty(total, dtype=cupy.uint32)
         flags = cupy.empty(total + 1, dtype=cupy.int32)
         flag_fn = _kernel("partition.cu", _PARTITION, f"partition_flags<{_tf(ell.is_dense)}>")
@@ -412,9 +420,10 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
 
 
 # --------------------------------------------------------------------------- histograms
-def _tiles(seg: np.ndarray, n_groups: int, width: int) -> np.ndarray:
-    """(n_tiles, 3) int64 rows of (build-node slot, first ridx slot, rows): each node's
-    segment cut into runs sized so the launch has about _BLOCKS_PER_SM blocks per SM."""
+def _tiles(seg: np.ndarray, n_groups: int, width: int, row_offsets: np.ndarray) -> np.ndarray:
+    """(n_tiles, 4) int64 rows of (build-node slot, first ridx slot, rows, row offset): each
+    node's segment cut into runs sized so the launch has about _BLOCKS_PER_SM blocks per SM;
+    the row offset is the node's tree's first virtual row (see kernels/histogram.cu)."""
     starts, counts = seg[:, 0], seg[:, 1]
     target = _BLOCKS_PER_SM * _sm_count(cupy.cuda.runtime.getDevice())
     tiles_wanted = max(1, -(-target // max(1, n_groups)))
@@ -426,7 +435,7 @@ def _tiles(seg: np.ndarray, n_groups: int, width: int) -> np.ndarray:
     j = np.arange(int(per_node.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_node) - per_node, per_node)
     begin = starts[slot] + j * tile_rows
     rows = np.minimum(tile_rows, starts[slot] + counts[slot] - begin)
-    return np.stack([slot, begin, rows], axis=1)
+    return np.stack([slot, begin, rows, row_offsets[slot]], axis=1)
 
 
 def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
@@ -443,7 +452,7 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     shared, single, max_bins, max_width = plan.groups(SHARED_BUDGET_BYTES)
     n_groups = shared.shape[0] + single.shape[0]
     width = max(max_width, 1) if ell.is_dense else ell.row_stride
-    tiles = _tiles(_segments_of(part, build_nodes), n_groups, width)
+    tiles = _tiles(_segments_of(part, build_nodes), n_groups, width, part.row_offsets(build_nodes))
     if tiles.shape[0] == 0:
         return hist
     tiles_d = cupy.asarray(tiles)

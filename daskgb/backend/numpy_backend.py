@@ -169,14 +169,21 @@ def sum_gradients(gpair_native):
 
 # --------------------------------------------------------------------------- rows per node
 class RowPartition:
-    """Which node each row is in: positions[r] is the node id of row r."""
+    """Which node each row is in: positions[r] is the node id of row r.
 
-    def __init__(self, n_rows: int):
-        self.positions = np.zeros(n_rows, dtype=np.int32)
+    A forest of n_trees trees can be grown together (multiclass: one tree per class,
+    each level of all of them in one pass): it has n_trees * n_rows "virtual" rows,
+    c * n_rows + r being row r in tree c, and node id g belongs to tree g % n_trees
+    (tree c's root is node c). One tree is the case n_trees = 1.
+    """
+
+    def __init__(self, n_rows: int, n_trees: int = 1):
+        self.n_rows, self.n_trees = n_rows, n_trees
+        self.positions = np.repeat(np.arange(n_trees, dtype=np.int32), n_rows)
 
 
-def new_partition(n_rows: int) -> RowPartition:
-    return RowPartition(n_rows)
+def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
+    return RowPartition(n_rows, n_trees)
 
 
 def _node_lookup(node_ids, positions, values):
@@ -198,7 +205,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     rows = np.flatnonzero(which >= 0)
     s = which[rows]
     features = np.asarray(features, dtype=np.int64)
-    b = feature_bins(ell, rows, features[s])
+    b = feature_bins(ell, rows % ell.n_rows if part.n_trees > 1 else rows, features[s])
     go_left = np.where(b < 0, np.asarray(default_left)[s] != 0, b <= np.asarray(bins)[s])
     part.positions[rows] = np.where(go_left, np.asarray(left_ids)[s], np.asarray(right_ids)[s])
 
@@ -214,7 +221,7 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     total_bins = ell.cuts.total_bins
     slot = _node_lookup(build_nodes, part.positions, np.arange(k))
     rows = np.flatnonzero(slot >= 0)
-    sym = symbols(ell)[rows].astype(np.int64)
+    sym = symbols(ell)[rows % ell.n_rows if part.n_trees > 1 else rows].astype(np.int64)
     if ell.is_dense:
         present = sym != ell.null_symbol
         gbin = sym + np.asarray(ell.cuts.ptrs[:-1], dtype=np.int64)[None, :]

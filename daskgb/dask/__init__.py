@@ -14,7 +14,8 @@ from .worker import start_collective, train_on_worker
 __all__ = ["DaskQuantileMatrix", "train", "predict"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
-          verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None) -> dict:
+          verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None,
+          callbacks=()) -> dict:
     """Train on the workers holding dtrain's rows.
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
@@ -23,12 +24,19 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. obj and
     custom_metric as in daskgb.train: the objective runs on each worker's rows,
     the metric sees all rows. early_stopping_rounds / maximize as in
-    daskgb.train: every worker sees the same global metrics, so all stop together. The device
+    daskgb.train: every worker sees the same global metrics, so all stop together. callbacks
+    (daskgb.callback.TrainingCallback objects) run on every worker; a stop asked on any
+    worker stops all of them at the same round. The device
     follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
     params say "cpu" or "cuda". A worker that dies mid-training is an error
     within seconds; training never hangs on it.
     """
     p = TrainParams.from_dict(params)
+    from ..callback import TrainingCallback
+
+    for cb in callbacks or ():
+        if not isinstance(cb, TrainingCallback):
+            raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
     if not isinstance(dtrain, DaskQuantileMatrix):
         raise ValueError("dtrain must be a daskgb.dask.DaskQuantileMatrix")
     if not dtrain._has_labels:
@@ -57,7 +65,7 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     futures = [
         client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
                       [(m._local[a], name) for m, name in evals], num_boost_round, verbose_eval, timeout,
-                      obj, custom_metric, early_stopping_rounds, maximize, workers=[a],
+                      obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()), workers=[a],
                       allow_other_workers=False, pure=False,
                       key=f"daskgb-train-{rank}-{job}")
         for rank, a in enumerate(workers)

@@ -65,7 +65,8 @@ class _DaskModel:
         return self._train(params, dtrain, evals, verbose, X)
 
     def _train(self, params, dtrain, evals, verbose, X):
-        out = train(self._get_client(), params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose)
+        out = train(self._get_client(), params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose,
+                    **self._training_controls())
         self._Booster = out["booster"]
         self.evals_result_ = out["history"]
         self._collective = out["collective"]

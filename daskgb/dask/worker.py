@@ -11,7 +11,7 @@ def start_collective(job_id: str) -> str:
 
 
 def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval,
-                    timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None):
+                    timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None, callbacks=()):
     """One worker's share of training. Every rank grows the same trees (the histograms are summed
     across ranks before any decision), so rank 0's booster is the model."""
     from ..booster import train
@@ -26,7 +26,7 @@ def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, eval
         history: dict = {}
         booster = train(params, dtrain, num_boost_round, evals=evals, verbose_eval=verbose_eval,
                         evals_result=history, comm=comm, obj=obj, custom_metric=custom_metric,
-                        early_stopping_rounds=early_stopping_rounds, maximize=maximize)
+                        early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks)
     stats = {"rank": rank, "communicator": type(comm).__name__,
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}

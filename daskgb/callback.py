@@ -1,0 +1,132 @@
+"""Training callbacks, as XGBoost's xgboost.callback: hooks that can log, change parameters and stop.
+
+A callback is called on every worker of a Dask training with the same arguments
+(metrics are global, the same on every rank), so deterministic callbacks make the
+same decisions everywhere; train() still agrees on "stop" through the collective.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+
+class TrainingCallback:
+    """Base class. evals_log is {eval name: {metric: [value per round]}}; return True to stop."""
+
+    def before_training(self, model):
+        return model
+
+    def after_training(self, model):
+        return model
+
+    def before_iteration(self, model, epoch: int, evals_log: dict) -> bool:
+        return False
+
+    def after_iteration(self, model, epoch: int, evals_log: dict) -> bool:
+        return False
+
+
+class EarlyStopping(TrainingCallback):
+    """Stop after `rounds` rounds without improvement of one metric on one eval set (XGBoost's rule).
+
+    metric_name / data_name: which one; by default the last metric of the last eval
+    set. maximize: defaults to True for auc, aucpr, map, ndcg and pre. min_delta: an
+    improvement must exceed it. save_best: keep only the trees up to the best round.
+    The model records best_iteration and best_score; predict then uses the trees up
+    to best_iteration.
+    """
+
+    # XGBoost's list, matched as prefixes (so ndcg@10 and ndcg- maximise too).
+    _MAXIMIZE = ("auc", "aucpr", "map", "ndcg", "pre")
+
+    def __init__(self, rounds: int, metric_name: str | None = None, data_name: str | None = None,
+                 maximize: bool | None = None, save_best: bool = False, min_delta: float = 0.0):
+        if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral) or rounds < 1:
+            raise ValueError(f"early_stopping_rounds must be an integer >= 1, got {rounds!r}")
+        if not isinstance(min_delta, numbers.Real) or min_delta < 0:
+            raise ValueError(f"min_delta must be a number >= 0, got {min_delta!r}")
+        self.rounds = int(rounds)
+        self.metric_name, self.data_name = metric_name, data_name
+        self.maximize, self.save_best, self.min_delta = maximize, bool(save_best), float(min_delta)
+        self.best = None
+        self.best_round = None
+        self.metric = None
+
+    def before_training(self, model):
+        self.best = self.best_round = None
+        return model
+
+    def after_iteration(self, model, epoch, evals_log):
+        if not evals_log:
+            raise ValueError("early stopping needs at least one eval set in evals")
+        data = self.data_name if self.data_name is not None else list(evals_log)[-1]
+        if data not in evals_log:
+            raise ValueError(f"early stopping: no eval set named {data!r} (have {list(evals_log)})")
+        log = evals_log[data]
+        metric = self.metric_name if self.metric_name is not None else list(log)[-1]
+        if metric not in log:
+            raise ValueError(f"early stopping: eval set {data!r} has no metric {metric!r} (has {list(log)})")
+        self.metric = f"{data}-{metric}"
+        maximize = self.maximize
+        if maximize is None:
+            maximize = metric != "mape" and metric.startswith(self._MAXIMIZE)
+        score = log[metric][-1]
+        if self.best is None:
+            better = True
+        elif maximize:
+            better = score - self.min_delta > self.best
+        else:
+            better = score + self.min_delta < self.best
+        if better:
+            self.best, self.best_round = score, epoch
+        model.best_iteration, model.best_score = self.best_round, self.best
+        return epoch - self.best_round >= self.rounds
+
+    def after_training(self, model):
+        if self.save_best and self.best_round is not None:
+            model.keep_rounds(self.best_round + 1)
+        return model
+
+
+class EvaluationMonitor(TrainingCallback):
+    """Print the round's metrics every `period` rounds (and the last round), as XGBoost's."""
+
+    def __init__(self, period: int = 1):
+        if isinstance(period, bool) or not isinstance(period, numbers.Integral) or period < 1:
+            raise ValueError(f"period must be an integer >= 1, got {period!r}")
+        self.period = int(period)
+        self._last = None
+
+    def after_iteration(self, model, epoch, evals_log):
+        if not evals_log:
+            return False
+        line = [f"[{epoch}]"] + [f"{data}-{metric}:{values[-1]:.5f}" for data, log in evals_log.items()
+                                 for metric, values in log.items()]
+        if epoch % self.period == 0:
+            print("\t".join(line), flush=True)
+            self._last = None
+        else:
+            self._last = line
+        return False
+
+    def after_training(self, model):
+        if self._last is not None:  # the last round, if the period skipped it
+            print("\t".join(self._last), flush=True)
+        return model
+
+
+class LearningRateScheduler(TrainingCallback):
+    """Change the learning rate as rounds go: learning_rates is a callable epoch -> rate or a sequence.
+
+    As XGBoost's, it sets the rate after round `epoch`, so round 0 uses the
+    parameters' learning rate and round e + 1 uses learning_rates(e)."""
+
+    def __init__(self, learning_rates):
+        if not callable(learning_rates) and not hasattr(learning_rates, "__getitem__"):
+            raise ValueError("learning_rates must be a callable epoch -> rate or a sequence of rates")
+        self.learning_rates = learning_rates
+
+    def after_iteration(self, model, epoch, evals_log):
+        rate = self.learning_rates(epoch) if callable(self.learning_rates) else self.learning_rates[epoch]
+        model.set_param("learning_rate", rate)
+        return False
