@@ -12,9 +12,11 @@ from ._types import PREDICT_NODE_DTYPE
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
+from .feature_sets import interaction_sets
 from .grower import grow_tree
 from .inputs import as_features
 from .matrix import QuantileMatrix
+from .monotone import monotone_vector
 from .objective import Softmax, get_objective
 from .params import TrainParams
 from .ranking import DEFAULT_METRIC_K
@@ -309,6 +311,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                              f"QuantileMatrix(..., ref=dtrain)")
     if dtrain.max_bin != p.max_bin and "max_bin" in (params or {}):
         raise ValueError(f"params max_bin={p.max_bin} differs from the QuantileMatrix's max_bin={dtrain.max_bin}")
+    # Constraints are checked against the data before any work: indices in range, names it has.
+    interaction = interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
+    monotone = monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
     objective = get_objective(p.objective, p)
     n_groups = objective.n_groups
     if obj is None and n_groups > 1 and not isinstance(objective, Softmax):
@@ -403,7 +408,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 # The fixed-point scale must be the same on every worker: size it from global sums.
                 abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
             gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
-            tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins)
+            tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins,
+                                        tree_index=len(booster.trees), interaction=interaction,
+                                        monotone=monotone)
             # Training margins come from the rows' final leaves: no re-prediction.
             _column(margin, group)[...] += xp.asarray(tree.value)[positions]
             booster.trees.append(tree)

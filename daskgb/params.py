@@ -26,7 +26,7 @@ OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:pois
               "reg:pseudohubererror", "multi:softprob", "multi:softmax", "rank:pairwise", "rank:ndcg", "rank:map")
 METRICS = ("rmse", "mae", "logloss", "error", "auc", "poisson-nloglik", "gamma-nloglik", "gamma-deviance", "mphe",
            "mlogloss", "merror")
-GROW_POLICIES = ("depthwise",)
+GROW_POLICIES = ("depthwise", "lossguide")
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
 # Accepted and without effect here, so that XGBoost parameter dicts carry over.
@@ -63,6 +63,16 @@ class TrainParams:
     device: str = "auto"
     tree_method: str = "hist"
     grow_policy: str = "depthwise"
+    max_leaves: int = 0
+    colsample_bytree: float = 1.0
+    colsample_bylevel: float = 1.0
+    colsample_bynode: float = 1.0
+    # None, XGBoost's string form "[[0, 1], [2, 3]]", or a list of lists of feature
+    # indices or names; indices are checked against the data in interaction_sets().
+    interaction_constraints: object = None
+    # None, XGBoost's string "(1,0,-1)", a list of -1/0/1 by position, or a dict by
+    # feature name or index; checked against the data in monotone.monotone_vector().
+    monotone_constraints: object = None
     seed: int = 0
     nthread: int | None = None
 
@@ -92,6 +102,18 @@ class TrainParams:
         _choice("grow_policy", self.grow_policy, GROW_POLICIES)
         self.learning_rate = _number("learning_rate", self.learning_rate, low=0.0, low_open=True)
         self.max_depth = _integer("max_depth", self.max_depth, low=0)
+        self.max_leaves = _integer("max_leaves", self.max_leaves, low=0)
+        for name in ("colsample_bytree", "colsample_bylevel", "colsample_bynode"):
+            v = _number(name, getattr(self, name), low=0.0, low_open=True)
+            if v > 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
+            setattr(self, name, v)
+        from .feature_sets import parse_interaction_constraints
+
+        self.interaction_constraints = parse_interaction_constraints(self.interaction_constraints)
+        from .monotone import parse_monotone_constraints
+
+        self.monotone_constraints = parse_monotone_constraints(self.monotone_constraints)
         self.max_bin = _integer("max_bin", self.max_bin, low=2)
         self.min_child_weight = _number("min_child_weight", self.min_child_weight, low=0.0)
         self.reg_lambda = _number("reg_lambda", self.reg_lambda, low=0.0)

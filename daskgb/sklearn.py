@@ -32,6 +32,8 @@ class _GBModel:
         *,
         n_estimators=100,
         max_depth=6,
+        max_leaves=0,
+        grow_policy="depthwise",
         learning_rate=0.3,
         min_child_weight=1,
         reg_lambda=1,
@@ -39,6 +41,11 @@ class _GBModel:
         gamma=0,
         max_delta_step=0,
         max_bin=256,
+        colsample_bytree=1.0,
+        colsample_bylevel=1.0,
+        colsample_bynode=1.0,
+        interaction_constraints=None,
+        monotone_constraints=None,
         base_score=None,
         objective=None,
         eval_metric=None,
@@ -51,6 +58,8 @@ class _GBModel:
     ):
         self.n_estimators = n_estimators
         self.max_depth = max_depth
+        self.max_leaves = max_leaves
+        self.grow_policy = grow_policy
         self.learning_rate = learning_rate
         self.min_child_weight = min_child_weight
         self.reg_lambda = reg_lambda
@@ -58,6 +67,11 @@ class _GBModel:
         self.gamma = gamma
         self.max_delta_step = max_delta_step
         self.max_bin = max_bin
+        self.colsample_bytree = colsample_bytree
+        self.colsample_bylevel = colsample_bylevel
+        self.colsample_bynode = colsample_bynode
+        self.interaction_constraints = interaction_constraints
+        self.monotone_constraints = monotone_constraints
         self.base_score = base_score
         self.objective = objective
         self.eval_metric = eval_metric
@@ -140,12 +154,17 @@ class _GBModel:
             "objective": self.objective if self.objective is not None else self._default_objective,
             "learning_rate": self.learning_rate,
             "max_depth": self.max_depth,
+            "max_leaves": self.max_leaves,
+            "grow_policy": self.grow_policy,
             "min_child_weight": self.min_child_weight,
             "reg_lambda": self.reg_lambda,
             "reg_alpha": self.reg_alpha,
             "gamma": self.gamma,
             "max_delta_step": self.max_delta_step,
             "max_bin": self.max_bin,
+            "colsample_bytree": self.colsample_bytree,
+            "colsample_bylevel": self.colsample_bylevel,
+            "colsample_bynode": self.colsample_bynode,
             "device": self.device,
             "seed": self.random_state,
         }
@@ -153,6 +172,10 @@ class _GBModel:
             params["base_score"] = self.base_score
         if self.eval_metric is not None:
             params["eval_metric"] = self.eval_metric
+        if self.interaction_constraints is not None:
+            params["interaction_constraints"] = self.interaction_constraints
+        if self.monotone_constraints is not None:
+            params["monotone_constraints"] = self.monotone_constraints
         canonical = {ALIASES.get(k, k): k for k in params}
         for key, value in self.kwargs.items():
             name = ALIASES.get(key, key)

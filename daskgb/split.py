@@ -38,8 +38,12 @@ def threshold_l1(xp, g, alpha: float):
     return xp.where(g > alpha, g - alpha, xp.where(g < -alpha, g + alpha, 0.0))
 
 
-def calc_weight(xp, G, H, p: SplitParams):
-    """Optimal leaf weight for gradient sums (G, H), as float32 (XGBoost's CalcWeight)."""
+def calc_weight(xp, G, H, p: SplitParams, bounds=None):
+    """Optimal leaf weight for gradient sums (G, H), as float32 (XGBoost's CalcWeight).
+
+    bounds: optional (lower, upper) float32 arrays broadcasting against G: the node's
+    monotone-constraint bounds (monotone.py), which the weight is clipped to.
+    """
     G = xp.asarray(G, dtype=xp.float64)
     H = xp.asarray(H, dtype=xp.float64)
     ok = (H >= p.min_child_weight) & (H > 0.0)
@@ -47,24 +51,35 @@ def calc_weight(xp, G, H, p: SplitParams):
     w = -threshold_l1(xp, G, p.reg_alpha) / denom
     if p.max_delta_step != 0.0:
         w = xp.where(xp.abs(w) > p.max_delta_step, xp.copysign(p.max_delta_step, w), w)
-    return xp.where(ok, w, 0.0).astype(xp.float32)
+    w = xp.where(ok, w, 0.0).astype(xp.float32)
+    if bounds is not None:
+        lower, upper = bounds
+        w = xp.where(w < lower, lower, xp.where(w > upper, upper, w)).astype(xp.float32)
+    return w
 
 
-def child_gain(xp, G, H, p: SplitParams):
-    """Gain of one side of a split, as float32 (XGBoost's CalcGainGivenWeight)."""
+def child_gain(xp, G, H, p: SplitParams, bounds=None):
+    """Gain of one side of a split, as float32 (XGBoost's CalcGainGivenWeight).
+
+    bounds: as calc_weight's; given (monotone constraints are on), the gain is taken
+    at the bounded weight, as XGBoost does whenever the constraints are set.
+    """
     G = xp.asarray(G, dtype=xp.float64)
     H = xp.asarray(H, dtype=xp.float64)
     positive = H > 0.0
-    if p.max_delta_step == 0.0:
+    if p.max_delta_step == 0.0 and bounds is None:
         t = threshold_l1(xp, G, p.reg_alpha)
         gain = (t * t / xp.where(positive, H + p.reg_lambda, 1.0)).astype(xp.float32)
     else:
         # With a clipped weight the closed form no longer holds: evaluate the
-        # regularised objective at the weight, in float as XGBoost does.
-        w = calc_weight(xp, G, H, p)
+        # objective at the weight, in float as xgboost 3.2's CalcGainGivenWeight does:
+        # no alpha term (reg_alpha acts through the weight only), and (H + lambda)
+        # times (w * w). Saturated weights make neighbouring thresholds tie exactly in
+        # real arithmetic, so the association decides which wins.
+        w = calc_weight(xp, G, H, p, bounds)
         g32, h32 = G.astype(xp.float32), H.astype(xp.float32)
-        lam, alpha = xp.float32(p.reg_lambda), xp.float32(p.reg_alpha)
-        gain = -(xp.float32(2.0) * g32 * w + (h32 + lam) * w * w + xp.float32(2.0) * alpha * xp.abs(w))
+        lam = xp.float32(p.reg_lambda)
+        gain = -(xp.float32(2.0) * g32 * w + (h32 + lam) * (w * w))
     return xp.where(positive, gain, xp.float32(0.0)).astype(xp.float32)
 
 
@@ -76,12 +91,19 @@ def splits_applied(recs, depth: int, max_depth: int, p: SplitParams) -> np.ndarr
     return ok & (not (max_depth > 0 and depth >= max_depth))
 
 
-def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p: SplitParams, feature_mask=None):
+def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p: SplitParams, feature_mask=None,
+                    monotone=None, bounds=None):
     """Best split of each node, from its histogram. The reference implementation.
 
     hist:   (k, total_bins, 2) sums per bin, float64 or int64 fixed point
     parent: (k, 2) node sums in the same type
     scale:  (2,) float64 multipliers from the histogram's type to double (ones for float64)
+    feature_mask: None, or bool (n_features,) for all nodes or (k, n_features) per node:
+            the features a node may split on (column sampling, interaction constraints)
+    monotone: None, or (n_features,) -1 / 0 / 1 monotone constraints, with
+    bounds: (k, 2) float32 [lower, upper] weight bounds of each node (monotone.py).
+            Weights are clipped to the bounds, gains taken at the clipped weights, and a
+            split on a constrained feature is rejected where its weights break the order.
     Returns (records (k,) SPLIT_DTYPE on the host, left (k, 2), right (k, 2)) where
     left / right are the chosen children's sums in the histogram's type.
 
@@ -93,13 +115,27 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     """
     k, total_bins, _ = hist.shape
     ptrs = np.asarray(_host(cut_ptrs), dtype=np.int64)
-    n_features = ptrs.size - 1
-    n_bins = np.diff(ptrs)
+    feats = np.arange(ptrs.size - 1)  # the features scanned; arrays below index them 0..n_features-1
+    mask = None
+    if feature_mask is not None:
+        # (F,): one mask for every node; (k, F): a mask per node.
+        mask = xp.asarray(feature_mask, dtype=bool)
+        mask = mask[None] if mask.ndim == 1 else mask
+        # Scan only the features some node may use (column sampling leaves few), in the
+        # same order. Feature 0 always: a node allowed nothing then reports feature 0's
+        # fields, as it does without the restriction (and as kernels/split.cu does).
+        used = _host(mask.any(axis=0)).copy()
+        used[:1] = True
+        feats = np.flatnonzero(used)
+        mask = mask[:, xp.asarray(feats)]
+    n_features = feats.size
+    lo = ptrs[feats]
+    n_bins = ptrs[feats + 1] - lo
     width = int(n_bins.max()) if n_features else 1
     # Pad every feature to `width` bins with a zero bin (index total_bins), so the
     # scans are plain cumulative sums along one axis.
     j = np.arange(width)
-    gather = np.where(j[None, :] < n_bins[:, None], ptrs[:-1, None] + j[None, :], total_bins)
+    gather = np.where(j[None, :] < n_bins[:, None], lo[:, None] + j[None, :], total_bins)
     padded = xp.concatenate([hist, xp.zeros((k, 1, 2), dtype=hist.dtype)], axis=1)
     h = padded[:, xp.asarray(gather)]  # (k, F, width, 2)
     fwd = xp.cumsum(h, axis=2)  # bins 0..b
@@ -110,17 +146,26 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     has_missing = xp.any(total != parent[:, None, :], axis=2)  # (k, F)
 
     scale = xp.asarray(scale, dtype=xp.float64)
+    node_bounds = None
+    if monotone is not None:
+        b = xp.asarray(bounds, dtype=xp.float32).reshape(k, 2)
+        node_bounds = (b[:, 0, None, None], b[:, 1, None, None])
+        direction = xp.asarray(np.asarray(_host(monotone))[feats])[None, :, None]
 
     def loss_change(left, right):
         lg, lh = left[..., 0] * scale[0], left[..., 1] * scale[1]
         rg, rh = right[..., 0] * scale[0], right[..., 1] * scale[1]
         valid = (lh >= p.min_child_weight) & (rh >= p.min_child_weight)
-        gain = child_gain(xp, lg, lh, p) + child_gain(xp, rg, rh, p)
+        gain = child_gain(xp, lg, lh, p, node_bounds) + child_gain(xp, rg, rh, p, node_bounds)
+        if monotone is not None:
+            wl, wr = calc_weight(xp, lg, lh, p, node_bounds), calc_weight(xp, rg, rh, p, node_bounds)
+            valid &= xp.where(direction > 0, wl <= wr, xp.where(direction < 0, wl >= wr, True))
         return gain, valid
 
-    root_gain = child_gain(xp, parent[:, 0] * scale[0], parent[:, 1] * scale[1], p)[:, None, None]
+    root_bounds = None if node_bounds is None else (node_bounds[0][:, 0, 0], node_bounds[1][:, 0, 0])
+    root_gain = child_gain(xp, parent[:, 0] * scale[0], parent[:, 1] * scale[1], p, root_bounds)[:, None, None]
     in_feature = xp.asarray(j[None, :] < n_bins[:, None])[None]
-    allowed = in_feature if feature_mask is None else in_feature & xp.asarray(feature_mask)[None, :, None]
+    allowed = in_feature if mask is None else in_feature & mask[:, :, None]
 
     gain_f, valid_f = loss_change(fwd, par - fwd)
     loss_f = (gain_f - root_gain).astype(xp.float32)
@@ -143,12 +188,13 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     best_loss = cand[xp.arange(k), best]
 
     best_h = _host(best)
-    f = best_h // (2 * width)
+    fi = best_h // (2 * width)  # index among the scanned features
+    f = feats[fi]
     backward = (best_h // width) % 2 == 1
     pos = best_h % width
-    b = np.where(backward, rev[f, pos], pos)  # bin index the candidate was scored at
+    b = np.where(backward, rev[fi, pos], pos)  # bin index the candidate was scored at
     kk = xp.arange(k)
-    fx, bx = xp.asarray(f), xp.asarray(b)
+    fx, bx = xp.asarray(fi), xp.asarray(b)
     # As XGBoost records them: the scanned sum on its side, the parent minus it on the other.
     back_x = xp.asarray(backward)[:, None]
     acc_f, acc_b = fwd[kk, fx, bx], bwd[kk, fx, bx]

@@ -38,8 +38,10 @@ __device__ __forceinline__ float child_gain(double G, double H, const SplitParam
   }
   const float w = calc_weight(G, H, p);
   const float g32 = (float)G, h32 = (float)H;
-  const float lam = (float)p.reg_lambda, alpha = (float)p.reg_alpha;
-  return -((2.0f * g32 * w + (h32 + lam) * w * w) + 2.0f * alpha * fabsf(w));
+  const float lam = (float)p.reg_lambda;
+  // xgboost 3.2's CalcGainGivenWeight: -(2 G w + (H + lambda) * (w * w)), no alpha term. The
+  // _rn intrinsics are never fused into multiply-adds, so the float result is split.child_gain's.
+  return -__fadd_rn(__fmul_rn(__fmul_rn(2.0f, g32), w), __fmul_rn(__fadd_rn(h32, lam), __fmul_rn(w, w)));
 }
 
 // One candidate: its loss change and where it lies in the visiting order.
@@ -82,7 +84,9 @@ __device__ __forceinline__ float loss_change(long long lg, long long lh, long lo
 constexpr int kSplitThreads = 256;
 constexpr int kSplitWarps = kSplitThreads / 32;
 
-// hist: (k, total_bins, 2) int64; parent: (k, 2) int64; feature_mask: (n_features,) uint8.
+// hist: (k, total_bins, 2) int64; parent: (k, 2) int64; feature_mask: uint8, node i may split
+// on feature f when feature_mask[i * mask_stride + f] is set (mask_stride 0: one (n_features,)
+// mask for all nodes; n_features: a (k, n_features) mask, a row per node).
 // out: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen children (zero
 // where no split was found), as split.evaluate_splits returns them.
 // Launch: grid (k,), block (kSplitThreads,): one block per node, one warp per feature.
@@ -90,7 +94,7 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
                                 int total_bins, const int32_t* __restrict__ ptrs, int n_features,
                                 const float* __restrict__ cut_values, int n_cut_values,
                                 const float* __restrict__ min_values, const uint8_t* __restrict__ feature_mask,
-                                double scale_g, double scale_h, double reg_lambda, double reg_alpha,
+                                int mask_stride, double scale_g, double scale_h, double reg_lambda, double reg_alpha,
                                 double min_child_weight, double max_delta_step, SplitRecord* __restrict__ out,
                                 long long* __restrict__ left_out, long long* __restrict__ right_out) {
   const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
@@ -100,11 +104,12 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
   const long long pg = parent[2 * node], ph = parent[2 * node + 1];
   const float root_gain = child_gain((double)pg * scale_g, (double)ph * scale_h, p);
   const long long* h = hist + (long long)node * total_bins * 2;
+  const uint8_t* node_mask = feature_mask + (long long)node * mask_stride;
 
   // What argmax returns when every candidate is -inf: the first one.
   Candidate best{neg_inf(), 0, 0, 0, 0, 0, 0};
   for (int f = warp; f < n_features; f += kSplitWarps) {
-    if (!feature_mask[f]) continue;  // all of its candidates are -inf: none can win
+    if (!node_mask[f]) continue;  // all of its candidates are -inf: none can win
     const int lo = ptrs[f];
     const int n_bins = ptrs[f + 1] - lo;
     long long tg = 0, th = 0;

@@ -424,7 +424,10 @@ def test_evaluate_splits(cb, layout, params, use_kernel, monkeypatch):
     fixed_h = to_host(fixed)
     parent = np.stack([fixed_h[part_n.positions == n].sum(axis=0) for n in nodes]).astype(np.int64)
     cuts = ell_n.cuts
-    masks = [None, rng.random(cuts.n_features) < 0.6]
+    per_node = rng.random((len(nodes), cuts.n_features)) < 0.5  # column sampling / interaction constraints
+    per_node[0] = False  # a node that may split on nothing
+    per_node[1] = True
+    masks = [None, rng.random(cuts.n_features) < 0.6, per_node]
     for mask in masks:
         rec_e, left_e, right_e = split.evaluate_splits(np, to_host(hist), parent, scale, cuts.ptrs, cuts.values,
                                                        cuts.min_values, params, mask)
@@ -434,7 +437,7 @@ def test_evaluate_splits(cb, layout, params, use_kernel, monkeypatch):
             if field == "_pad":
                 continue
             bad = np.flatnonzero(~((rec_e[field] == rec_g[field]) | (np.isnan(rec_e[field]) & np.isnan(rec_g[field]))))
-            assert bad.size == 0, (f"mask={mask is not None}: field {field} differs for nodes {bad[:5]}: "
+            assert bad.size == 0, (f"mask shape={getattr(mask, 'shape', None)}: field {field} differs for nodes {bad[:5]}: "
                                    f"expected {rec_e[field][bad[:5]]}, got {rec_g[field][bad[:5]]}")
         np.testing.assert_array_equal(to_host(left_g), left_e)
         np.testing.assert_array_equal(to_host(right_g), right_e)

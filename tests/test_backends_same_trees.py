@@ -14,6 +14,17 @@ CASES = [
     dict(objective="binary:logistic", max_depth=8, max_bin=256, reg_alpha=0.5, min_child_weight=2),
     dict(objective="reg:logistic", max_depth=4, max_bin=16, gamma=0.2, reg_lambda=5),
     dict(objective="binary:logistic", max_depth=5, max_bin=128, max_delta_step=0.7),
+    dict(objective="reg:squarederror", max_depth=5, max_bin=128, max_delta_step=0.3, reg_alpha=0.5),
+    # Lossguide expands one node per step (one partition and one histogram per step on the GPU);
+    # sampling and interaction constraints give every node its own feature mask.
+    dict(objective="binary:logistic", grow_policy="lossguide", max_depth=0, max_leaves=40, max_bin=64),
+    dict(objective="reg:squarederror", max_depth=7, max_leaves=24, colsample_bytree=0.8, colsample_bylevel=0.7,
+         colsample_bynode=0.6, max_bin=64),
+    dict(objective="binary:logistic", grow_policy="lossguide", max_leaves=20, colsample_bynode=0.8, max_bin=32,
+         interaction_constraints=[[0, 1, 2], [2, 3, 4], [5, 6]]),
+    # Monotone constraints: split evaluation runs split.evaluate_splits' array operations on the device.
+    dict(objective="binary:logistic", max_depth=6, max_bin=64, monotone_constraints=(1, -1, 0, 1), max_delta_step=0.5,
+         reg_alpha=0.3),
 ]
 
 

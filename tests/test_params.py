@@ -21,6 +21,9 @@ def test_defaults_match_xgboost():
     assert p.base_score is None
     assert p.device == "auto"
     assert p.eval_metric == []
+    assert (p.grow_policy, p.max_leaves) == ("depthwise", 0)
+    assert (p.colsample_bytree, p.colsample_bylevel, p.colsample_bynode) == (1.0, 1.0, 1.0)
+    assert p.interaction_constraints is None and p.monotone_constraints is None
 
 
 def test_none_is_empty_dict():
@@ -84,6 +87,13 @@ def test_unknown_parameter():
         ({"learning_rate": "fast"}, "learning_rate"),
         ({"max_depth": "6"}, "max_depth"),
         ({"max_depth": True}, "max_depth"),
+        ({"max_leaves": -1}, "max_leaves"),
+        ({"grow_policy": "leafwise"}, "grow_policy"),
+        ({"colsample_bytree": 0.0}, "colsample_bytree"),
+        ({"colsample_bylevel": 1.01}, "colsample_bylevel"),
+        ({"colsample_bynode": "all"}, "colsample_bynode"),
+        ({"interaction_constraints": "[[0, 1"}, "interaction_constraints"),
+        ({"monotone_constraints": (1, 3)}, "monotone_constraints"),
     ],
 )
 def test_out_of_range(params, name):
@@ -94,6 +104,9 @@ def test_out_of_range(params, name):
 def test_boundaries_accepted():
     p = TrainParams.from_dict({"max_bin": 2, "max_depth": 0, "reg_lambda": 0, "min_child_weight": 0})
     assert (p.max_bin, p.max_depth, p.reg_lambda) == (2, 0, 0.0)
+    p = TrainParams.from_dict({"grow_policy": "lossguide", "max_depth": 0, "max_leaves": 0, "colsample_bytree": 1,
+                               "colsample_bylevel": 1e-6, "colsample_bynode": np.float32(0.5)})
+    assert (p.max_depth, p.max_leaves, p.colsample_bytree, p.colsample_bynode) == (0, 0, 1.0, 0.5)
 
 
 def test_numpy_scalars_accepted():

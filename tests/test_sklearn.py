@@ -99,7 +99,8 @@ def test_get_params_set_params_clone():
     params = model.get_params()
     for name in ("n_estimators", "max_depth", "learning_rate", "min_child_weight", "reg_lambda", "reg_alpha",
                  "gamma", "max_delta_step", "max_bin", "base_score", "objective", "eval_metric", "device",
-                 "missing", "random_state"):
+                 "missing", "random_state", "grow_policy", "max_leaves", "colsample_bytree", "colsample_bylevel",
+                 "colsample_bynode", "interaction_constraints", "monotone_constraints"):
         assert name in params
     assert params["n_estimators"] == 7 and params["objective"] == "binary:logistic"
     assert params["verbosity"] == 0  # an extra XGBoost parameter given through **kwargs
@@ -147,6 +148,28 @@ def test_extra_params_reach_train(binary):
         GBClassifier(n_estimators=1, device="cpu", not_a_param=1).fit(X, y)
     with pytest.raises(ValueError, match="learning_rate"):
         GBClassifier(n_estimators=1, device="cpu", eta=0.1).fit(X, y)
+
+
+TREE_PARAMS = dict(grow_policy="lossguide", max_leaves=12, max_depth=0, colsample_bytree=0.9, colsample_bylevel=0.8,
+                   colsample_bynode=0.7, interaction_constraints=[[0, 1, 2], [2, 3]], monotone_constraints=(1, -1),
+                   random_state=3)
+
+
+@pytest.mark.parametrize("estimator", [GBClassifier, GBRegressor])
+def test_tree_growth_arguments_reach_train(binary, estimator):
+    X, y, Xt, _ = binary
+    model = estimator(n_estimators=6, device="cpu", **TREE_PARAMS).fit(X, y)
+    params = {"objective": model.objective, "device": "cpu", "seed": 3,
+              **{k: v for k, v in TREE_PARAMS.items() if k != "random_state"}}
+    direct = daskgb.train(params, daskgb.QuantileMatrix(X, y.astype(np.float32)), 6, verbose_eval=False)
+    assert [t.to_dict() for t in model.get_booster().trees] == [t.to_dict() for t in direct.trees]
+    assert all(int(t.is_leaf.sum()) <= 12 for t in direct.trees)
+    assert "grow_policy='lossguide'" in repr(model)
+    from sklearn.base import clone
+
+    assert clone(model).get_params()["interaction_constraints"] == [[0, 1, 2], [2, 3]]
+    with pytest.raises(ValueError, match="interaction_constraints"):
+        estimator(n_estimators=1, device="cpu", interaction_constraints=[[0, 9]]).fit(X, y)
 
 
 def test_not_fitted():

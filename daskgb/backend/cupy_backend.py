@@ -473,8 +473,12 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     return hist
 
 
-def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
+def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
     """Best split of each node (see split.evaluate_splits), from int64 histograms.
+
+    feature_mask: None, (n_features,) for all nodes or (k, n_features) per node.
+    monotone / bounds: monotone constraints; the kernel does not implement them, so
+    with constraints set the array-operation reference runs on the device instead.
 
     kernels/split.cu computes exactly what split.evaluate_splits computes, with
     one device sync (the records) instead of several; USE_SPLIT_KERNEL = False
@@ -483,16 +487,21 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
     arrays = _cuts_arrays(cuts)
     k = hist.shape[0]
     n_features = len(arrays.host[0]) - 1
-    if not USE_SPLIT_KERNEL or k == 0 or n_features == 0 or hist.dtype != cupy.int64:
+    if not USE_SPLIT_KERNEL or k == 0 or n_features == 0 or hist.dtype != cupy.int64 or monotone is not None:
         ptrs, values, min_values = arrays.host
-        return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask)
+        return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask,
+                                      monotone, bounds)
     ptrs, values, min_values = arrays.device
     hist = cupy.ascontiguousarray(hist)
     parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
+    # The kernel reads node i's mask at mask[i * mask_stride]: stride 0 shares one row.
     if feature_mask is None:
-        mask = cupy.ones(n_features, dtype=cupy.uint8)
+        mask, mask_stride = cupy.ones(n_features, dtype=cupy.uint8), 0
     else:
-        mask = cupy.asarray(feature_mask).astype(cupy.uint8)
+        mask = cupy.ascontiguousarray(cupy.asarray(feature_mask).astype(cupy.uint8))
+        if mask.shape not in ((n_features,), (k, n_features)):
+            raise ValueError(f"feature_mask must have shape ({n_features},) or ({k}, {n_features}), got {mask.shape}")
+        mask_stride = 0 if mask.ndim == 1 else n_features
     records = cupy.empty(k * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
     left = cupy.empty((k, 2), dtype=cupy.int64)
     right = cupy.empty((k, 2), dtype=cupy.int64)
@@ -500,7 +509,7 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
     fn = _kernel("split.cu", _SPLIT, "evaluate_splits")
     fn((k,), (_SPLIT_THREADS,), (
         hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
-        mask, np.float64(scale[0]), np.float64(scale[1]), np.float64(params.reg_lambda),
+        mask, np.int32(mask_stride), np.float64(scale[0]), np.float64(scale[1]), np.float64(params.reg_lambda),
         np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
         records, left, right,
     ))

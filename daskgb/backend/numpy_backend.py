@@ -237,10 +237,10 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     return hist
 
 
-def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None):
+def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
     """Best split of each node (see split.evaluate_splits)."""
     return _split.evaluate_splits(
-        np, hist, parent, scale, cuts.ptrs, cuts.values, cuts.min_values, params, feature_mask
+        np, hist, parent, scale, cuts.ptrs, cuts.values, cuts.min_values, params, feature_mask, monotone, bounds
     )
 
 

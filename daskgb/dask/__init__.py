@@ -6,6 +6,8 @@ import uuid
 
 import numpy as np
 
+from ..feature_sets import interaction_sets
+from ..monotone import monotone_vector
 from ..params import TrainParams
 from .data import DaskQuantileMatrix
 from .watch import gather_watching
@@ -50,6 +52,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
         if not item[0]._has_labels:
             raise ValueError(f"eval set {item[1]!r} has no labels")
     _check_query_groups(p, dtrain, evals, obj)
+    # Constraints are checked here, on the client: a bad index or name fails before any worker starts.
+    interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
+    monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
     device = _device(p.device, dtrain.device)
     params = {**params, "device": device}
     workers = dtrain.workers

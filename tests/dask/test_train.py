@@ -243,3 +243,46 @@ def test_early_stopping_on_dask_stops_with_in_process(client):
                          early_stopping_rounds=4)
     assert out["booster"].best_iteration == local.best_iteration
     assert out["booster"].num_boosted_rounds() == local.num_boosted_rounds() < 200
+
+
+TREE_GROWTH = [
+    {"grow_policy": "lossguide", "max_depth": 0, "max_leaves": 10},
+    {"max_leaves": 9, "colsample_bytree": 0.8, "colsample_bylevel": 0.7, "colsample_bynode": 0.6, "seed": 5},
+    {"grow_policy": "lossguide", "max_leaves": 16, "interaction_constraints": [[0, 1], [1, 2, 3]],
+     "colsample_bynode": 0.8},
+    {"monotone_constraints": (1, 0, -1), "max_delta_step": 0.5, "grow_policy": "lossguide", "max_leaves": 12},
+]
+
+
+@pytest.mark.parametrize("growth", range(len(TREE_GROWTH)), ids=["lossguide", "colsample", "interaction", "monotone"])
+def test_tree_growth_options_equal_in_process(client, growth):
+    X, y = exact_data(n=1600, seed=51, nan_rows=slice(300, 900))
+    chunks, placement = [500, 300, 800], [0, 1, 0]
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                    on_workers(client, y, chunks, placement))
+    params = {**PARAMS, **TREE_GROWTH[growth]}
+    out = dgb.train(client, params, dtrain, 8, verbose_eval=False)
+    local = daskgb.train(params, daskgb.QuantileMatrix(X, y), 8, verbose_eval=False)
+    assert [t.to_dict() for t in out["booster"].trees] == [t.to_dict() for t in local.trees]
+    np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-6)
+
+
+def test_dask_estimator_and_named_interaction_constraints(client):
+    X, y = exact_data(n=1200, seed=52)
+    chunks, placement = [700, 500], [0, 1]
+    Xd, yd = on_workers(client, X, chunks, placement), on_workers(client, y, chunks, placement)
+    kwargs = dict(n_estimators=5, grow_policy="lossguide", max_leaves=8, interaction_constraints=[[0, 2], [2, 3, 4]],
+                  colsample_bynode=0.9, device="cpu")
+    clf = daskgb.DaskGBClassifier(client=client, **kwargs).fit(Xd, yd)
+    local = daskgb.GBClassifier(**kwargs).fit(X, y)
+    assert [t.to_dict() for t in clf.get_booster().trees] == [t.to_dict() for t in local.get_booster().trees]
+    # Names resolve against the matrix's feature names, checked on the client before training starts.
+    names = [f"c{i}" for i in range(6)]
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd, feature_names=names)
+    named = {**PARAMS, "interaction_constraints": [["c0", "c2"], ["c2", "c3", "c4"]]}
+    out = dgb.train(client, named, dtrain, 5, verbose_eval=False)
+    by_index = daskgb.train({**PARAMS, "interaction_constraints": [[0, 2], [2, 3, 4]]}, daskgb.QuantileMatrix(X, y), 5,
+                            verbose_eval=False)
+    assert [t.to_dict() for t in out["booster"].trees] == [t.to_dict() for t in by_index.trees]
+    with pytest.raises(ValueError, match="'c9', which the data does not have"):
+        dgb.train(client, {**PARAMS, "interaction_constraints": [["c0", "c9"]]}, dtrain, 1)
