@@ -9,15 +9,16 @@ import numpy as np
 
 from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
+from .adaptive import refresh_leaves
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
 from .feature_sets import interaction_sets
-from .grower import grow_tree
+from .grower import grow_forest
 from .inputs import as_features
 from .matrix import QuantileMatrix
 from .monotone import monotone_vector
-from .objective import Softmax, get_objective
+from .objective import QuantileError, Softmax, get_objective
 from .params import TrainParams
 from .ranking import DEFAULT_METRIC_K
 from .tree import Tree
@@ -57,8 +58,9 @@ class Booster:
 
     @property
     def n_groups(self) -> int:
-        """Outputs per row (trees per round): num_class for multiclass models, else 1."""
-        return max(1, self.params.num_class)
+        """Outputs per row (trees per round): num_class for multiclass models, the number of
+        quantile_alpha values for reg:quantileerror, else 1."""
+        return self.objective.n_groups
 
     def num_boosted_rounds(self) -> int:
         return len(self.trees) // self.n_groups
@@ -316,7 +318,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     monotone = monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
     objective = get_objective(p.objective, p)
     n_groups = objective.n_groups
-    if obj is None and n_groups > 1 and not isinstance(objective, Softmax):
+    if obj is None and p.num_class > 1 and not isinstance(objective, Softmax):
         raise ValueError(f"num_class={p.num_class} is for multi:softprob and multi:softmax (or a custom "
                          f"objective), not {p.objective}")
     metrics = p.eval_metric or ([] if custom_metric is not None and _truthy((params or {}).get(
@@ -324,7 +326,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     if obj is not None and n_groups > 1 and not p.eval_metric:
         metrics = []  # the named objective's default metric reads one output per row: name one instead
     for k in metrics:
-        _metric.check_metric(k, n_groups)
+        if n_groups > 1 and isinstance(objective, QuantileError) and k != "quantile":
+            raise ValueError(f"eval_metric {k!r} reads one output per row; a model of several quantile_alpha "
+                             "values takes 'quantile'")
+        _metric.check_metric(k, n_groups, p.quantile_alpha)
     for m in [dtrain] + [m for m, _ in evals]:
         if m.base_margin is not None and _margin_groups(m.base_margin) != n_groups:
             raise ValueError(f"base_margin has shape {tuple(m.base_margin.shape)}; this model needs "
@@ -345,8 +350,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     elif obj is not None:
         base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
     else:
-        sums = objective.base_score_sums(xp, dtrain.label, dtrain.weight)
-        base_score = objective.base_score_from_sums(comm.allreduce(np.asarray(sums, dtype=np.float64)))
+        base_score = objective.estimate_base_score(xp, dtrain.label, dtrain.weight, comm)
     base_score = float(np.float32(base_score)) if np.ndim(base_score) == 0 else \
         [float(v) for v in np.float32(base_score)]
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
@@ -396,26 +400,37 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             gpair_all = objective.gradient_of(xp, margin, dtrain, it)
         else:
             gpair_all = _custom_gradient(xp, obj, margin, dtrain)
-        new_trees = []
-        # One tree per output group (class), each from its own column of gradients.
+        # One tree per output group (class), each from its own column of gradients; the
+        # groups' trees grow together, sharing each step's backend calls (grower.grow_forest).
+        gpairs = []
         for group in range(n_groups):
-            gpair = gpair_all if n_groups == 1 else xp.ascontiguousarray(gpair_all[:, group])
+            gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
             if p.subsample < 1.0:
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
                                            p.subsample)[:, None]
-            abs_sum = None
-            if comm.world_size > 1:
-                # The fixed-point scale must be the same on every worker: size it from global sums.
-                abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
-            gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
-            tree, positions = grow_tree(backend, ell, gnative, scale, p, comm, root_from_bins,
-                                        tree_index=len(booster.trees), interaction=interaction,
-                                        monotone=monotone)
+            gpairs.append(gpair)
+        gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
+        abs_sum = None
+        if comm.world_size > 1:
+            # The fixed-point scale must be the same on every worker: size it from global sums.
+            abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
+        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
+        first = len(booster.trees)
+        new_trees, positions = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins,
+                                           tree_indices=range(first, first + n_groups), interaction=interaction,
+                                           monotone=monotone)
+        n = ell.n_rows
+        for group, tree in enumerate(new_trees):
+            leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
+            alpha = objective.leaf_quantile_alpha(group) if obj is None else None
+            if alpha is not None:
+                # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
+                refresh_leaves(xp, tree, leaves, _column(margin, group), dtrain.label, gpairs[group][:, 1],
+                               dtrain.weight, alpha, p.learning_rate, comm)
             # Training margins come from the rows' final leaves: no re-prediction.
-            _column(margin, group)[...] += xp.asarray(tree.value)[positions]
+            _column(margin, group)[...] += xp.asarray(tree.value)[leaves]
             booster.trees.append(tree)
             booster.tree_info.append(group)
-            new_trees.append(tree)
         line = [f"[{it}]"]
         for m, name, em in eval_state:
             if em is None:
@@ -425,8 +440,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                     add_tree_binned(backend, m.ellpack, tree, _column(em, group))
             out = objective.eval_transform(xp, em)
             for k in metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, groups=m.groups,
-                                     ndcg_exp_gain=p.ndcg_exp_gain, rank_default_k=rank_k)
+                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha,
+                                     groups=m.groups, ndcg_exp_gain=p.ndcg_exp_gain, rank_default_k=rank_k)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
             if custom_metric is not None:

@@ -168,6 +168,11 @@ class NodeFeatures:
                         if any(r < 1.0 for r in rates) else None)
         self.interaction = InteractionConstraints(interaction) if interaction is not None else None
 
+    @property
+    def restricts(self) -> bool:
+        """Whether any node may be denied a feature (else masks() is None)."""
+        return self.sampler is not None or self.interaction is not None
+
     def masks(self, nids, depths) -> np.ndarray | None:
         if self.sampler is None and self.interaction is None:
             return None

@@ -32,64 +32,99 @@ class _Evaluation:
 
 
 class _Growth:
-    """One tree being grown: the tree so far, the rows' nodes, and the per-node steps."""
+    """K trees grown together (K = 1 for one tree; multiclass grows one per class at once):
+    the trees so far, the rows' nodes, and the per-node steps.
 
-    def __init__(self, backend, ell, gpair, scale, params, comm, tree_index: int, interaction, monotone):
+    The trees share one row partition over K * n virtual rows (backend RowPartition):
+    partition node g is node g // K of tree g % K, so each step evaluates, splits and
+    builds histograms for the chosen nodes of every tree in one backend call. Node ids
+    outside the partition (builders, feature sets, bounds) are the trees' own.
+    """
+
+    def __init__(self, backend, ell, gpair, scale, params, comm, tree_indices, interaction, monotone):
         self.backend, self.ell, self.gpair, self.scale, self.comm = backend, ell, gpair, scale, comm
+        self.k = len(tree_indices)
         self.split_params = params.split_params()
         self.eta = np.float32(params.learning_rate)
-        self.features = NodeFeatures(params, ell.n_features, tree_index, interaction)
+        self.features = [NodeFeatures(params, ell.n_features, t, interaction) for t in tree_indices]
         self.monotone = monotone
-        self.bounds = NodeBounds(monotone) if monotone is not None else None
-        self.part = backend.new_partition(ell.n_rows)
-        self.builder = TreeBuilder()
+        self.bounds = [NodeBounds(monotone) for _ in tree_indices] if monotone is not None else None
+        self.part = backend.new_partition(ell.n_rows, self.k)
+        self.builders = [TreeBuilder() for _ in tree_indices]
+
+    def _by_tree(self, nids):
+        """(tree of each partition node, its id in that tree, and the positions of each tree's nodes)."""
+        nids = np.asarray(nids, dtype=np.int64)
+        trees, local = nids % self.k, nids // self.k
+        return trees, local, [np.flatnonzero(trees == c) for c in range(self.k)]
 
     def root(self, root_from_bins: bool) -> list[Candidate]:
-        backend = self.backend
-        hist = self.comm.allreduce(backend.build_histograms(self.ell, self.gpair, self.part, [0]))
-        root_sum = _root_sum(backend, self.ell, self.gpair, hist, self.comm, root_from_bins)
-        sums_d = to_host(root_sum.astype(backend.xp.float64)) * self.scale
-        w = float(calc_weight(np, sums_d[0], sums_d[1], self.split_params))
-        self.builder.add_node(-1, 0, w, float(np.float32(w) * self.eta), float(sums_d[1]))
-        return self.evaluate(hist, root_sum[None, :], [0], [0])
+        backend, k = self.backend, self.k
+        hist = self.comm.allreduce(backend.build_histograms(self.ell, self.gpair, self.part, list(range(k))))
+        root_sums = _root_sums(backend, self.ell, self.gpair, hist, self.comm, root_from_bins, k)
+        sums_d = to_host(root_sums.astype(backend.xp.float64)) * self.scale
+        for c in range(k):
+            w = float(calc_weight(np, sums_d[c, 0], sums_d[c, 1], self.split_params))
+            self.builders[c].add_node(-1, 0, w, float(np.float32(w) * self.eta), float(sums_d[c, 1]))
+        return self.evaluate(hist, root_sums, list(range(k)), [0] * k)
 
     def evaluate(self, hist, sums, nids, depths) -> list[Candidate]:
         """Best splits of the nodes (histograms and sums row by row), as candidates."""
-        mask = self.features.masks(nids, depths)
-        bounds = None if self.bounds is None else self.bounds.of(nids)
+        _, local, rows = self._by_tree(nids)
+        depths = np.asarray(depths)
+        mask = None
+        if self.features[0].restricts:
+            mask = np.empty((len(local), self.ell.n_features), dtype=bool)
+            for c, r in enumerate(rows):
+                if r.size:
+                    mask[r] = self.features[c].masks(local[r], depths[r])
+        bounds = None if self.bounds is None else self._bounds_of(local, rows)
         recs, left, right = self.backend.evaluate_splits(self.ell.cuts, hist, sums, self.scale,
                                                          self.split_params, mask, self.monotone, bounds)
         ev = _Evaluation(recs, hist, left, right)
         return [Candidate(n, d, g, (ev, i))
-                for i, (n, d, g) in enumerate(zip(np.asarray(nids).tolist(), np.asarray(depths).tolist(),
+                for i, (n, d, g) in enumerate(zip(np.asarray(nids).tolist(), depths.tolist(),
                                                   recs["gain"].tolist()))]
 
+    def _bounds_of(self, local, rows) -> np.ndarray:
+        out = np.empty((len(local), 2), dtype=np.float32)
+        for c, r in enumerate(rows):
+            if r.size:
+                out[r] = self.bounds[c].of(local[r])
+        return out
+
     def expand(self, batch: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
-        """Split the nodes in the tree and move their rows to the children; returns the children's ids."""
+        """Split the nodes in their trees and move their rows to the children; returns the
+        children's partition ids."""
         recs = records(batch)
-        nids = np.array([c.nid for c in batch], dtype=np.int32)
-        sp, eta = self.split_params, self.eta
+        nids = np.array([c.nid for c in batch], dtype=np.int64)
+        trees, local, rows_of = self._by_tree(nids)
+        sp, eta, k = self.split_params, self.eta, self.k
         # The children's weights, within the split node's monotone bounds.
-        bounds = None if self.bounds is None else tuple(self.bounds.of(nids).T)
+        bounds = None if self.bounds is None else tuple(self._bounds_of(local, rows_of).T)
         lw = calc_weight(np, recs["left_grad"], recs["left_hess"], sp, bounds)
         rw = calc_weight(np, recs["right_grad"], recs["right_hess"], sp, bounds)
-        lids = np.empty(len(batch), np.int32)
-        rids = np.empty(len(batch), np.int32)
-        add, split = self.builder.add_node, self.builder.split
+        llocal = np.empty(len(batch), np.int64)
+        rlocal = np.empty(len(batch), np.int64)
         # Plain lists: per-node access to numpy scalars would cost more than the loop itself.
-        rows = zip(nids.tolist(), [c.depth + 1 for c in batch], lw.tolist(), (lw * eta).tolist(), rw.tolist(),
-                   (rw * eta).tolist(), recs["left_hess"].tolist(), recs["right_hess"].tolist(),
+        rows = zip(trees.tolist(), local.tolist(), [c.depth + 1 for c in batch], lw.tolist(), (lw * eta).tolist(),
+                   rw.tolist(), (rw * eta).tolist(), recs["left_hess"].tolist(), recs["right_hess"].tolist(),
                    recs["feature"].tolist(), recs["bin"].tolist(), recs["threshold"].tolist(),
                    recs["default_left"].tolist(), recs["gain"].tolist())
-        for j, (nid, depth, wl, vl, wr, vr, hl, hr, f, b, thr, dl, gain) in enumerate(rows):
-            lids[j] = add(nid, depth, wl, vl, hl)
-            rids[j] = add(nid, depth, wr, vr, hr)
-            split(nid, f, b, thr, bool(dl), gain, int(lids[j]), int(rids[j]))
-        self.features.split(nids, recs["feature"], lids, rids)
-        if self.bounds is not None:
-            self.bounds.split(nids, recs["feature"], lw, rw, lids, rids)
-        self.backend.apply_splits(self.ell, self.part, nids, recs["feature"], recs["bin"], recs["default_left"],
-                                  lids, rids)
+        for j, (c, nid, depth, wl, vl, wr, vr, hl, hr, f, b, thr, dl, gain) in enumerate(rows):
+            builder = self.builders[c]
+            llocal[j] = builder.add_node(nid, depth, wl, vl, hl)
+            rlocal[j] = builder.add_node(nid, depth, wr, vr, hr)
+            builder.split(nid, f, b, thr, bool(dl), gain, int(llocal[j]), int(rlocal[j]))
+        for c, r in enumerate(rows_of):
+            if r.size:
+                self.features[c].split(local[r], recs["feature"][r], llocal[r], rlocal[r])
+                if self.bounds is not None:
+                    self.bounds[c].split(local[r], recs["feature"][r], lw[r], rw[r], llocal[r], rlocal[r])
+        lids = (llocal * k + trees).astype(np.int32)
+        rids = (rlocal * k + trees).astype(np.int32)
+        self.backend.apply_splits(self.ell, self.part, nids.astype(np.int32), recs["feature"], recs["bin"],
+                                  recs["default_left"], lids, rids)
         return lids, rids
 
     def evaluate_children(self, parents: list[Candidate], lids, rids) -> list[Candidate]:
@@ -113,27 +148,49 @@ class _Growth:
         return self.evaluate(hist, sums, nids, depths)
 
 
-def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int = 0,
-              interaction=None, monotone=None) -> tuple[Tree, object]:
-    """Grow one tree; returns it and the leaf node id of every row (a backend array).
+def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,),
+                interaction=None, monotone=None) -> tuple[list[Tree], object]:
+    """Grow K = len(tree_indices) trees together, tree c from the gradient pairs
+    gpair[c * n:(c + 1) * n] (n = ell.n_rows); returns the trees and the leaf of every
+    virtual row: tree c's leaf of row r is positions[c * n + r] // K.
 
-    root_from_bins: every worker's data is dense without missing values (see _root_sum);
+    root_from_bins: every worker's data is dense without missing values (see _root_sums);
     the caller decides it once, for all workers alike.
-    tree_index: the tree's index in the model, which keys its column samples.
+    tree_indices: each tree's index in the model, which keys its column samples.
     interaction: the interaction constraint sets (feature_sets.interaction_sets), or None.
     monotone: the (n_features,) monotone constraints (monotone.monotone_vector), or None.
+    Each tree has its own driver, so it grows exactly as it would alone; the trees only
+    share the backend calls of each step.
     """
-    growth = _Growth(backend, ell, gpair, scale, params, comm, tree_index, interaction, monotone)
-    driver = Driver(params.grow_policy, params.max_depth, params.max_leaves, growth.split_params)
-    driver.push(growth.root(root_from_bins))
-    batch = driver.pop()
+    growth = _Growth(backend, ell, gpair, scale, params, comm, list(tree_indices), interaction, monotone)
+    k = growth.k
+    drivers = [Driver(params.grow_policy, params.max_depth, params.max_leaves, growth.split_params)
+               for _ in range(k)]
+
+    def push(candidates):
+        for c in candidates:
+            drivers[c.nid % k].push([c])
+
+    def pop():
+        return [c for d in drivers for c in d.pop()]
+
+    push(growth.root(root_from_bins))
+    batch = pop()
     while batch:
         lids, rids = growth.expand(batch)
-        grow = [j for j, c in enumerate(batch) if driver.child_valid(c)]
+        grow = [j for j, c in enumerate(batch) if drivers[c.nid % k].child_valid(c)]
         if grow:
-            driver.push(growth.evaluate_children([batch[j] for j in grow], lids[grow], rids[grow]))
-        batch = driver.pop()
-    return growth.builder.build(), growth.part.positions
+            push(growth.evaluate_children([batch[j] for j in grow], lids[grow], rids[grow]))
+        batch = pop()
+    return [b.build() for b in growth.builders], growth.part.positions
+
+
+def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int = 0,
+              interaction=None, monotone=None) -> tuple[Tree, object]:
+    """Grow one tree (grow_forest of one); returns it and the leaf node id of every row (a backend array)."""
+    trees, positions = grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins, (tree_index,),
+                                   interaction, monotone)
+    return trees[0], positions
 
 
 def _rows(xp, sources, name: str):
@@ -146,15 +203,18 @@ def _rows(xp, sources, name: str):
     return xp.stack([getattr(ev, name)[i] for ev, i in sources])
 
 
-def _root_sum(backend, ell, gpair, root_hist, comm, from_bins: bool):
-    """The root's gradient sums, summed as XGBoost sums them.
+def _root_sums(backend, ell, gpair, root_hist, comm, from_bins: bool, k: int):
+    """(k, 2) gradient sums of the k trees' roots, summed as XGBoost sums them.
 
     With dense data and no missing values every row lands in exactly one bin of
     feature 0, so the sum of those bins (already summed across workers) is the
     total: XGBoost's choice there. Otherwise the rows are summed and the sums
     reduced across workers.
     """
+    xp = backend.xp
     if from_bins:
         lo, hi = 0, int(np.diff(to_host(ell.cuts.ptrs[:2]))[0])
-        return backend.xp.cumsum(root_hist[0, lo:hi], axis=0)[-1]
-    return comm.allreduce(backend.sum_gradients(gpair))
+        return xp.cumsum(root_hist[:, lo:hi], axis=1)[:, -1]
+    n = ell.n_rows
+    sums = xp.stack([backend.sum_gradients(gpair[c * n : (c + 1) * n]) for c in range(k)])
+    return comm.allreduce(sums)

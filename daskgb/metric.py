@@ -90,6 +90,19 @@ def _mphe_sums(xp, y, pred, w, slope=1.0):
     return (w * (slope * slope * (xp.sqrt(1.0 + (z / slope) ** 2) - 1.0))).sum(), w.sum()
 
 
+def _quantile_sums(alpha):
+    alphas = np.atleast_1d(np.asarray(alpha, dtype=np.float32)).astype(np.float64)
+
+    def sums(xp, y, pred, w):
+        # XGBoost's pinball loss: alpha * d above the prediction, (alpha - 1) * d below, d = y - pred;
+        # with K alphas, predictions (n, K), the mean over rows and alphas.
+        d = y.astype(xp.float64)[:, None] - pred.astype(xp.float64).reshape(y.shape[0], -1)
+        a = xp.asarray(alphas)[None, :]
+        return (w[:, None] * xp.where(d >= 0, a * d, (a - 1.0) * d)).sum(), w.sum() * alphas.size
+
+    return sums
+
+
 def _mlogloss_sums(xp, y, pred, w):
     eps = 1e-16
     p = pred[xp.arange(y.shape[0]), y.astype(xp.int64)].astype(xp.float64)
@@ -123,8 +136,14 @@ _ADDITIVE = {
 MULTICLASS = ("mlogloss", "merror", "auc")
 
 
-def check_metric(name: str, n_groups: int) -> None:
+def check_metric(name: str, n_groups: int, quantile_alpha=None) -> None:
     """Raise ValueError if metric `name` cannot evaluate a model with n_groups outputs per row."""
+    if name == "quantile":
+        n_alphas = int(np.size(quantile_alpha))
+        if n_alphas != n_groups:
+            raise ValueError(f"eval_metric 'quantile' has {n_alphas} quantile_alpha value(s) for a model of "
+                             f"{n_groups} output(s) per row")
+        return
     if n_groups > 1 and name not in MULTICLASS:
         raise ValueError(f"eval_metric {name!r} is for single-output models; a multiclass model takes "
                          f"{list(MULTICLASS)}")
@@ -152,6 +171,38 @@ def auc_of(y, pred, weight=None):
     return float(((fp - fp0) * (tp + tp0) / 2.0).sum() / (total_p * total_n))
 
 
+def aucpr_of(y, pred, weight=None):
+    """Weighted area under the precision-recall curve of host arrays, as XGBoost computes it
+    (BinaryPRAUC): between consecutive distinct predictions, precision is interpolated
+    non-linearly in recall (Davis and Goadrich), with XGBoost's closed form per segment."""
+    y = np.asarray(y, dtype=np.float32)
+    w = np.ones(y.size, np.float32) if weight is None else np.asarray(weight, dtype=np.float32)
+    # XGBoost's sums: float products added in double.
+    pos_w = (w * y).astype(np.float64)
+    neg_w = (w * (np.float32(1.0) - y)).astype(np.float64)
+    total_pos, total_neg = float(pos_w.sum()), float(neg_w.sum())
+    if total_pos <= 0 or total_neg <= 0:
+        return float("nan")
+    order = np.argsort(-np.asarray(pred, dtype=np.float64), kind="stable")
+    p = np.asarray(pred)[order]
+    tp = np.cumsum(pos_w[order])
+    fp = np.cumsum(neg_w[order])
+    last = np.concatenate([p[1:] != p[:-1], [True]])
+    tp, fp = tp[last], fp[last]
+    tp0 = np.concatenate([[0.0], tp[:-1]])
+    fp0 = np.concatenate([[0.0], fp[:-1]])
+    # CalcDeltaPRAUC for every segment (tp0, fp0) -> (tp, fp) at once.
+    same = tp == tp0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(same, 0.0, (fp - fp0) / (tp - tp0))
+        a = np.where(same, 1.0, h + 1.0)
+        b = np.where(same, 0.0, (fp0 - h * tp0) / total_pos)
+        pr, pr0 = tp / total_pos, tp0 / total_pos
+        curved = (pr - pr0 - b / a * (np.log(a * pr + b) - np.log(a * pr0 + b))) / a
+        area = np.where(b != 0.0, curved, (pr - pr0) / a)
+    return float(min(area.sum(), 1.0))
+
+
 def multiclass_auc_of(y, pred, weight=None):
     """XGBoost's multiclass AUC: each class's one-vs-rest AUC, averaged with the classes'
     weight sums as weights."""
@@ -169,7 +220,11 @@ def multiclass_auc_of(y, pred, weight=None):
     return float(area / total) if total > 0 else float("nan")
 
 
-METRICS = tuple(_ADDITIVE) + ("auc", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]", "pre[@k][-]")
+# Metrics of the ranking of all rows: each worker's rows are gathered, since they do not add up.
+_RANKING = {"auc": auc_of, "aucpr": aucpr_of}
+
+METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
+                              "pre[@k][-]")
 
 
 def _rank_groups(name, y, groups, comm):
@@ -185,18 +240,20 @@ def _rank_groups(name, y, groups, comm):
 
 def check_labels(name: str, xp, y, ndcg_exp_gain: bool = True, groups=None, comm=None) -> None:
     """Raise ValueError if metric `name` cannot score these labels (ranking metrics check them)."""
-    if name == "auc" and groups is not None:
-        # XGBoost scores AUC query by query on ranking data (its ranking AUC), which is not built here.
-        raise ValueError("eval_metric 'auc' on data with query groups (qid= or group=) is not supported; "
+    if name in _RANKING and groups is not None:
+        # XGBoost scores AUC and AUC-PR query by query on ranking data, which is not built here.
+        raise ValueError(f"eval_metric {name!r} on data with query groups (qid= or group=) is not supported; "
                          "use ndcg, map or pre")
     if ranking.parse_metric(name) is not None:
         _rank_groups(name, y, groups, comm or LocalCommunicator())
         ranking.check_metric_labels(name, xp, y, ndcg_exp_gain)
 
 
-def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, groups=None, ndcg_exp_gain: bool = True,
-             rank_default_k: int | None = ranking.DEFAULT_METRIC_K) -> float:
+def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None, groups=None,
+             ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K) -> float:
     """The metric over the rows of every worker (comm=None: this process's rows).
+
+    quantile_alpha: the alpha of the ``quantile`` (pinball loss) metric.
 
     Ranking metrics (ndcg, map, pre and their @k / - forms) score each query group
     (``groups``, a ranking.Groups; None: all rows one query) and average them with the
@@ -209,15 +266,22 @@ def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, groups=None, ndc
         num, den = ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k)
         sums = comm.allreduce(np.array([num, den], dtype=np.float64))
         return float(sums[0] / sums[1]) if sums[1] > 0 else 0.0
-    if name == "auc":
+    if name in _RANKING:
         parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
         ys, ps, ws = zip(*parts)
         w = None if all(v is None for v in ws) else np.concatenate(
             [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
-        if ps[0].ndim == 2:
-            return multiclass_auc_of(np.concatenate(ys), np.concatenate(ps), w)
-        return auc_of(np.concatenate(ys), np.concatenate(ps), w)
-    if name.startswith("tweedie-nloglik@"):
+        y, pred = np.concatenate(ys), np.concatenate(ps)
+        if pred.ndim == 2:
+            if name == "aucpr":
+                raise ValueError("aucpr is implemented for binary classification only, not for multiclass outputs")
+            return multiclass_auc_of(y, pred, w)
+        return _RANKING[name](y, pred, w)
+    if name == "quantile":
+        if quantile_alpha is None:
+            raise ValueError("eval_metric 'quantile' needs quantile_alpha")
+        partial, finish = _quantile_sums(quantile_alpha), _mean
+    elif name.startswith("tweedie-nloglik@"):
         partial, finish = _tweedie_sums(float(name.split("@", 1)[1])), _mean
     else:
         partial, finish = _ADDITIVE.get(name, (None, None))

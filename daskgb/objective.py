@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import to_host
+from .collective import LocalCommunicator
 from .fmath import expf
 
 
@@ -31,6 +32,12 @@ class Objective:
 
     def check_labels(self, xp, y) -> None:
         """Raise ValueError if the labels are invalid for this objective."""
+
+    def leaf_quantile_alpha(self, group: int) -> float | None:
+        """For objectives whose leaves XGBoost refits after growth (UpdateTreeLeaf): the alpha of
+        the residual quantile each leaf of output group `group` takes (adaptive.refresh_leaves).
+        None for the others."""
+        return None
 
     def gradient(self, xp, margin, y, weight):
         """(n, 2) float32 gradient pairs at the current margins."""
@@ -70,9 +77,11 @@ class Objective:
         w64 = weight.astype(xp.float64)
         return float((w64 * y64).sum()), float(w64.sum())
 
-    def estimate_base_score(self, xp, y, weight) -> float:
-        num, den = self.base_score_sums(xp, y, weight)
-        return num / den
+    def estimate_base_score(self, xp, y, weight, comm=None):
+        """The default base_score over the rows of every worker (comm=None: this process's rows)."""
+        comm = comm or LocalCommunicator()
+        return self.base_score_from_sums(comm.allreduce(np.asarray(self.base_score_sums(xp, y, weight),
+                                                                   dtype=np.float64)))
 
 
 def _pack(xp, grad, hess, weight=None):
@@ -215,6 +224,75 @@ class PseudoHuber(Objective):
         return _pack(xp, grad, hess, weight)
 
 
+class AbsoluteError(Objective):
+    """reg:absoluteerror: gradient sign(margin - y), hessian 1; the leaves are then refitted to
+    the median residual of their rows."""
+
+    name = "reg:absoluteerror"
+    default_metric = "mae"
+
+    def leaf_quantile_alpha(self, group):
+        return 0.5
+
+    def gradient(self, xp, margin, y, weight):
+        return _pack(xp, xp.sign(margin - y), xp.float32(1.0), weight)
+
+    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
+        """XGBoost's intercept: the (weighted) median label, scaled by the weight sum W and back in
+        float, float(float(median * W) / W), as XGBoost averages workers' medians. Here the median
+        is the one of all workers' rows, not an average."""
+        from .adaptive import group_quantiles
+
+        comm = comm or LocalCommunicator()
+        q, _ = group_quantiles(xp, y, xp.zeros(y.shape[0], dtype=xp.int64), 1, 0.5, weight, comm)
+        total = float(y.shape[0]) if weight is None else float(weight.astype(xp.float64).sum())
+        total = float(comm.allreduce(np.array([total], dtype=np.float64))[0])
+        return float(np.float32(float(np.float32(float(to_host(q)[0]) * total)) / total))
+
+
+class QuantileError(Objective):
+    """reg:quantileerror (pinball loss) at each of quantile_alpha's K alphas: one output per alpha
+    (margins (n, K) for K > 1, one tree per alpha per round, as XGBoost); gradient 1 - alpha where
+    the margin is >= y, -alpha below, hessian 1; the leaves are then refitted to the alpha-quantile
+    residual."""
+
+    name = "reg:quantileerror"
+    default_metric = "quantile"
+
+    def __init__(self, quantile_alpha=0.5):
+        self.alphas = np.atleast_1d(np.asarray(quantile_alpha, dtype=np.float32))
+        self.n_groups = int(self.alphas.size)
+
+    def leaf_quantile_alpha(self, group):
+        return float(self.alphas[group])
+
+    def gradient(self, xp, margin, y, weight):
+        # (margin >= y) - alpha: 1 - alpha (in float, as XGBoost's 1.0f - alpha) or -alpha.
+        if self.n_groups == 1:
+            grad = (margin - y >= 0).astype(xp.float32) - self.alphas[0]
+            return _pack(xp, grad, xp.float32(1.0), weight)
+        grad = (margin - y[:, None] >= 0).astype(xp.float32) - xp.asarray(self.alphas)[None, :]
+        hess = xp.ones_like(grad)
+        if weight is not None:
+            grad, hess = grad * weight[:, None], hess * weight[:, None]
+        return xp.stack([grad, hess], axis=-1)
+
+    def estimate_base_score(self, xp, y, weight, comm=None):
+        """Each alpha's quantile of the labels (XGBoost's Quantile or WeightedQuantile), over all
+        workers' rows (XGBoost averages the workers' quantiles); one number, or K."""
+        from .adaptive import group_quantiles
+
+        groups = xp.zeros(y.shape[0], dtype=xp.int64)
+        q = [float(to_host(group_quantiles(xp, y, groups, 1, float(a), weight, comm)[0])[0]) for a in self.alphas]
+        return q[0] if self.n_groups == 1 else q
+
+    def base_score_to_margin(self, base_score):
+        """base_score: one margin per alpha, or one number used for all."""
+        if np.ndim(base_score) == 0:
+            return np.float32(base_score) if self.n_groups == 1 else np.full(self.n_groups, base_score, np.float32)
+        return np.asarray(base_score, dtype=np.float32)
+
+
 # std::numeric_limits<float>::min(): XGBoost's softmax gradient starts its running max there, so a
 # row whose margins are all negative is shifted by (about) 0 rather than by its max.
 _FLT_MIN = np.float32(np.finfo(np.float32).tiny)
@@ -292,7 +370,7 @@ class Softmax(Objective):
 
 
 OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
-                                        PseudoHuber)}
+                                        PseudoHuber, AbsoluteError, QuantileError)}
 MULTICLASS = ("multi:softprob", "multi:softmax")
 
 
@@ -320,6 +398,8 @@ def get_objective(name: str, params=None) -> Objective:
         obj = cls(params.tweedie_variance_power)
     elif cls is PseudoHuber:
         obj = cls(params.huber_slope)
+    elif cls is QuantileError:
+        obj = cls(params.quantile_alpha)
     else:
         obj = cls()
     if getattr(params, "num_class", 0) > 1:

@@ -23,9 +23,10 @@ ALIASES = {
 }
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
-              "reg:pseudohubererror", "multi:softprob", "multi:softmax", "rank:pairwise", "rank:ndcg", "rank:map")
-METRICS = ("rmse", "mae", "logloss", "error", "auc", "poisson-nloglik", "gamma-nloglik", "gamma-deviance", "mphe",
-           "mlogloss", "merror")
+              "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax",
+              "rank:pairwise", "rank:ndcg", "rank:map")
+METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
+           "mphe", "quantile", "mlogloss", "merror")
 GROW_POLICIES = ("depthwise", "lossguide")
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
@@ -48,6 +49,7 @@ class TrainParams:
     max_bin: int = 256
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
+    quantile_alpha: float | None = None
     num_class: int = 0
     subsample: float = 1.0
     # Learning to rank (XGBoost's LambdaRankParam; defaults checked against xgboost 3.2's saved config).
@@ -162,6 +164,7 @@ class TrainParams:
             if not (isinstance(m, str) and (m.startswith("tweedie-nloglik@") or parse_metric(m) is not None)):
                 _choice("eval_metric", m, METRICS + ("ndcg[@k][-]", "map[@k][-]", "pre[@k][-]"))
         self.eval_metric = metrics
+        self._check_quantile_alpha()
         if not isinstance(self.device, str):
             raise ValueError(f"device must be a string, got {self.device!r}")
         from .backend import DEVICES
@@ -171,6 +174,26 @@ class TrainParams:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
         if self.tree_method == "gpu_hist":
             self.device = "cuda"
+
+    def _check_quantile_alpha(self) -> None:
+        # XGBoost takes a number or a list (one output per alpha); reg:quantileerror and the quantile
+        # metric need one. Kept as a float for one alpha and a list of floats for several.
+        alpha = self.quantile_alpha
+        if alpha is not None:
+            many = isinstance(alpha, (list, tuple)) or getattr(alpha, "ndim", 0) == 1
+            values = [_number("quantile_alpha", a, low=0.0) for a in (alpha if many else [alpha])]
+            if not values:
+                raise ValueError("quantile_alpha is empty; give a number in [0, 1] or a list of them")
+            bad = [a for a in values if a > 1.0]
+            if bad:
+                raise ValueError(f"quantile_alpha must be in [0, 1], got {bad[0]!r}")
+            alpha = values[0] if len(values) == 1 else values
+        self.quantile_alpha = alpha
+        needs = [what for what, used in (("objective reg:quantileerror", self.objective == "reg:quantileerror"),
+                                         ("eval_metric 'quantile'", "quantile" in self.eval_metric))
+                 if used]
+        if alpha is None and needs:
+            raise ValueError(f"{' and '.join(needs)} need(s) quantile_alpha (the quantile to fit, in [0, 1])")
 
     def split_params(self):
         from .split import SplitParams
