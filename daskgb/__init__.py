@@ -5,17 +5,17 @@ from .matrix import QuantileMatrix
 
 __version__ = "0.1.0"
 
-__all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "DaskGBRegressor",
-           "DaskGBClassifier", "__version__"]
+__all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
+           "DaskGBClassifier", "DaskGBRanker", "__version__"]
 
 
 def __getattr__(name):
     # The estimators import lazily so that `import daskgb` stays light (no dask import).
-    if name in ("GBRegressor", "GBClassifier"):
+    if name in ("GBRegressor", "GBClassifier", "GBRanker"):
         from . import sklearn
 
         return getattr(sklearn, name)
-    if name in ("DaskGBRegressor", "DaskGBClassifier"):
+    if name in ("DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"):
         from .dask import estimators
 
         return getattr(estimators, name)

@@ -20,6 +20,7 @@ from .matrix import QuantileMatrix
 from .monotone import monotone_vector
 from .objective import QuantileError, Softmax, get_objective
 from .params import TrainParams
+from .ranking import DEFAULT_METRIC_K
 from .tree import Tree
 
 MODEL_FORMAT = "daskgb-model"
@@ -343,6 +344,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         objective.check_labels(xp, dtrain.label)
         for m, _ in evals:
             objective.check_labels(xp, m.on(device).label)
+        objective.prepare(xp, dtrain, comm)
     if p.base_score is not None:
         base_score = p.base_score
     elif obj is not None:
@@ -353,6 +355,11 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         [float(v) for v in np.float32(base_score)]
     booster = Booster(params, [], base_score, dtrain.n_features, dtrain.feature_names)
     booster._train_cuts_token = dtrain.cuts_token
+    # An unsuffixed ranking metric is cut at XGBoost's default k, unless it is the objective's own default.
+    rank_k = getattr(objective, "default_metric_k", DEFAULT_METRIC_K) if not p.eval_metric else DEFAULT_METRIC_K
+    for m, _ in evals:  # labels a metric cannot score are an error before the first round
+        for k in metrics:
+            _metric.check_labels(k, xp, m.on(device).label, p.ndcg_exp_gain, m.groups, comm)
 
     def start_margin(m):
         if m.base_margin is not None:
@@ -390,7 +397,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             break
         p = booster.params  # a callback may have changed the learning rate
         if obj is None:
-            gpair_all = objective.gradient(xp, margin, dtrain.label, dtrain.weight)
+            gpair_all = objective.gradient_of(xp, margin, dtrain, it)
         else:
             gpair_all = _custom_gradient(xp, obj, margin, dtrain)
         # One tree per output group (class), each from its own column of gradients; the
@@ -433,7 +440,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                     add_tree_binned(backend, m.ellpack, tree, _column(em, group))
             out = objective.eval_transform(xp, em)
             for k in metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha)
+                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha,
+                                     groups=m.groups, ndcg_exp_gain=p.ndcg_exp_gain, rank_default_k=rank_k)
                 history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
             if custom_metric is not None:

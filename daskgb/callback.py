@@ -36,6 +36,7 @@ class EarlyStopping(TrainingCallback):
     to best_iteration.
     """
 
+    # XGBoost's list, matched as prefixes (so ndcg@10 and ndcg- maximise too).
     _MAXIMIZE = ("auc", "aucpr", "map", "ndcg", "pre")
 
     def __init__(self, rounds: int, metric_name: str | None = None, data_name: str | None = None,
@@ -68,7 +69,7 @@ class EarlyStopping(TrainingCallback):
         self.metric = f"{data}-{metric}"
         maximize = self.maximize
         if maximize is None:
-            maximize = metric.split("@")[0] in self._MAXIMIZE
+            maximize = metric != "mape" and metric.startswith(self._MAXIMIZE)
         score = log[metric][-1]
         if self.best is None:
             better = True

@@ -22,10 +22,16 @@ class QuantileMatrix:
     eval sets must, so that both are binned alike. ``cuts`` (a sketch.Cuts) skips
     sketching and bins with the given cuts: the Dask layer passes the cuts it
     merged across workers.
+
+    Ranking data name its query groups with ``qid`` (a query id per row,
+    non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
+    row order), as XGBoost's DMatrix does; then ``weight`` holds one weight per
+    query group, XGBoost's rule for ranking.
     """
 
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
-                 feature_names=None, device=None, *, cuts=None, _cuts_token=None, _allow_empty=False):
+                 feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
+                 _allow_empty=False, _groups=None):
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
@@ -39,7 +45,16 @@ class QuantileMatrix:
         backend = get_backend(device)
         xp = backend.xp
         n = features.n_rows
+        self.groups = _query_groups(qid, group, _groups, n)
         self.label = as_vector(y, n, "y (labels)", xp)
+        if self.groups is not None and weight is not None:
+            # Ranking weights are per group; rows carry their group's weight (for the sketch).
+            from .ranking import group_weights
+
+            gw = as_vector(group_weights(weight, self.groups), self.groups.n_groups, "weight", xp,
+                           nonnegative=True)
+            self.groups.weight = gw
+            weight = gw[self.groups.device_arrays(xp)[1]]
         self.weight = as_vector(weight, n, "weight", xp, nonnegative=True)
         self.base_margin = as_margin(base_margin, n, None, xp)
         if self.weight is not None and float(self.weight.sum()) <= 0:
@@ -85,6 +100,10 @@ class QuantileMatrix:
         """The labels (XGBoost's DMatrix.get_label), as stored: numpy, or cupy on the GPU."""
         return self.label
 
+    def get_group(self):
+        """Query group sizes (numpy), empty without query groups."""
+        return np.diff(self.groups.ptr) if self.groups is not None else np.zeros(0, dtype=np.int64)
+
     def get_weight(self):
         """The weights, or an empty array when there are none (as XGBoost's DMatrix.get_weight)."""
         return self.weight if self.weight is not None else np.zeros(0, dtype=np.float32)
@@ -109,12 +128,31 @@ class QuantileMatrix:
             for name in ("label", "weight", "base_margin"):
                 v = getattr(self, name)
                 setattr(m, name, None if v is None else (xp.asarray(v) if xp is not np else _host(v)))
+            m.groups = None if self.groups is None else self.groups.to(xp)
             self._on[device] = m
         return m
 
     def __repr__(self):
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB)")
+
+
+def _query_groups(qid, group, groups, n_rows):
+    """The matrix's query groups from qid= or group= (or the Dask layer's ready-made groups), or None."""
+    given = [name for name, v in (("qid", qid), ("group", group), ("_groups", groups)) if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give one of qid= and group=, not {' and '.join(given)}")
+    from . import ranking
+
+    if qid is not None:
+        return ranking.groups_from_qid(qid, n_rows)
+    if group is not None:
+        return ranking.groups_from_sizes(group, n_rows)
+    if groups is not None:
+        if groups.n_rows != n_rows:
+            raise ValueError(f"the query groups cover {groups.n_rows} rows but X has {n_rows}")
+        return groups
+    return None
 
 
 def _host(a):

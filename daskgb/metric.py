@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ranking
 from .backend import to_host
 from .collective import LocalCommunicator
 
@@ -222,15 +223,49 @@ def multiclass_auc_of(y, pred, weight=None):
 # Metrics of the ranking of all rows: each worker's rows are gathered, since they do not add up.
 _RANKING = {"auc": auc_of, "aucpr": aucpr_of}
 
-METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>")
+METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
+                              "pre[@k][-]")
 
 
-def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None) -> float:
+def _rank_groups(name, y, groups, comm):
+    """The query groups a ranking metric scores: the matrix's, or all rows as one group (XGBoost's
+    reading of data without query ids), which only one process can hold."""
+    if groups is not None:
+        return groups
+    if comm.world_size > 1:
+        raise ValueError(f"eval_metric {name!r} needs query groups (qid=) when the rows are spread over "
+                         "several workers")
+    return ranking.Groups.single(int(y.shape[0]))
+
+
+def check_labels(name: str, xp, y, ndcg_exp_gain: bool = True, groups=None, comm=None) -> None:
+    """Raise ValueError if metric `name` cannot score these labels (ranking metrics check them)."""
+    if name in _RANKING and groups is not None:
+        # XGBoost scores AUC and AUC-PR query by query on ranking data, which is not built here.
+        raise ValueError(f"eval_metric {name!r} on data with query groups (qid= or group=) is not supported; "
+                         "use ndcg, map or pre")
+    if ranking.parse_metric(name) is not None:
+        _rank_groups(name, y, groups, comm or LocalCommunicator())
+        ranking.check_metric_labels(name, xp, y, ndcg_exp_gain)
+
+
+def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None, groups=None,
+             ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K) -> float:
     """The metric over the rows of every worker (comm=None: this process's rows).
 
     quantile_alpha: the alpha of the ``quantile`` (pinball loss) metric.
+
+    Ranking metrics (ndcg, map, pre and their @k / - forms) score each query group
+    (``groups``, a ranking.Groups; None: all rows one query) and average them with the
+    groups' weights; ``weight`` (per row) is not theirs to read. A ranking metric named
+    without @k is cut at rank_default_k (XGBoost's 32; None: whole lists).
     """
     comm = comm or LocalCommunicator()
+    if ranking.parse_metric(name) is not None:
+        g = _rank_groups(name, y, groups, comm)
+        num, den = ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k)
+        sums = comm.allreduce(np.array([num, den], dtype=np.float64))
+        return float(sums[0] / sums[1]) if sums[1] > 0 else 0.0
     if name in _RANKING:
         parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
         ys, ps, ws = zip(*parts)

@@ -43,6 +43,14 @@ class Objective:
         """(n, 2) float32 gradient pairs at the current margins."""
         raise NotImplementedError
 
+    def prepare(self, xp, dtrain, comm) -> None:
+        """Called once before training with the training matrix and the communicator. Objectives that
+        need more than labels and weights (the ranking ones: query groups) take it here."""
+
+    def gradient_of(self, xp, margin, dtrain, iteration: int):
+        """Gradient pairs for the training matrix in boosting round ``iteration``."""
+        return self.gradient(xp, margin, dtrain.label, dtrain.weight)
+
     def transform(self, xp, margin):
         """Margins to outputs (probabilities, values)."""
         return margin
@@ -368,6 +376,10 @@ MULTICLASS = ("multi:softprob", "multi:softmax")
 
 def get_objective(name: str, params=None) -> Objective:
     """The objective called `name`, configured from TrainParams where it reads them."""
+    from . import ranking
+
+    if name in ranking.RANKING_OBJECTIVES:
+        return ranking.make_objective(name, params)
     if name in MULTICLASS:
         num_class = getattr(params, "num_class", 0) if params is not None else 0
         if num_class < 2:
@@ -376,7 +388,8 @@ def get_objective(name: str, params=None) -> Objective:
     try:
         cls = OBJECTIVES[name]
     except KeyError:
-        raise ValueError(f"unknown objective {name!r}; one of {sorted(OBJECTIVES) + list(MULTICLASS)}") from None
+        raise ValueError(f"unknown objective {name!r}; one of "
+                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES)}") from None
     if params is None:
         return cls()
     if cls is Poisson:

@@ -10,6 +10,8 @@ import math
 import numbers
 from dataclasses import dataclass, field, fields
 
+import numpy as np
+
 # XGBoost's aliases, mapped to the canonical name used here.
 ALIASES = {
     "eta": "learning_rate",
@@ -21,7 +23,8 @@ ALIASES = {
 }
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
-              "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax")
+              "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax",
+              "rank:pairwise", "rank:ndcg", "rank:map")
 METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
            "mphe", "quantile", "mlogloss", "merror")
 GROW_POLICIES = ("depthwise", "lossguide")
@@ -49,6 +52,14 @@ class TrainParams:
     quantile_alpha: float | None = None
     num_class: int = 0
     subsample: float = 1.0
+    # Learning to rank (XGBoost's LambdaRankParam; defaults checked against xgboost 3.2's saved config).
+    lambdarank_pair_method: str = "topk"
+    lambdarank_num_pair_per_sample: int | None = None  # None: 32 for topk, 1 for mean
+    lambdarank_unbiased: bool = False
+    lambdarank_bias_norm: float = 1.0
+    lambdarank_normalization: bool = True
+    lambdarank_score_normalization: bool = True
+    ndcg_exp_gain: bool = True
     base_score: float | None = None
     eval_metric: list = field(default_factory=list)
     device: str = "auto"
@@ -132,13 +143,26 @@ class TrainParams:
                 raise ValueError(f"base_score must be in (0, 1) for {self.objective}, got {self.base_score}")
             if self.objective in ("count:poisson", "reg:gamma", "reg:tweedie") and not self.base_score > 0.0:
                 raise ValueError(f"base_score must be > 0 for {self.objective}, got {self.base_score}")
+        from .ranking import PAIR_METHODS, parse_metric
+
+        _choice("lambdarank_pair_method", self.lambdarank_pair_method, PAIR_METHODS)
+        if self.lambdarank_num_pair_per_sample is not None:
+            self.lambdarank_num_pair_per_sample = _integer("lambdarank_num_pair_per_sample",
+                                                           self.lambdarank_num_pair_per_sample, low=1)
+        self.lambdarank_bias_norm = _number("lambdarank_bias_norm", self.lambdarank_bias_norm, low=0.0)
+        for name in ("lambdarank_unbiased", "lambdarank_normalization", "lambdarank_score_normalization",
+                     "ndcg_exp_gain"):
+            setattr(self, name, _boolean(name, getattr(self, name)))
+        if self.lambdarank_unbiased:
+            raise ValueError("lambdarank_unbiased=True (position-debiased LambdaMART) is not supported; "
+                             "leave it False")
         metrics = self.eval_metric
         if isinstance(metrics, str):
             metrics = [metrics]
         metrics = list(metrics or [])
         for m in metrics:
-            if not (isinstance(m, str) and m.startswith("tweedie-nloglik@")):
-                _choice("eval_metric", m, METRICS)
+            if not (isinstance(m, str) and (m.startswith("tweedie-nloglik@") or parse_metric(m) is not None)):
+                _choice("eval_metric", m, METRICS + ("ndcg[@k][-]", "map[@k][-]", "pre[@k][-]"))
         self.eval_metric = metrics
         self._check_quantile_alpha()
         if not isinstance(self.device, str):
@@ -199,6 +223,17 @@ def _number(name, value, low, low_open=False):
         bound = f"> {low}" if low_open else f">= {low}"
         raise ValueError(f"{name} must be {bound}, got {value!r}")
     return v
+
+
+def _boolean(name, value) -> bool:
+    """XGBoost's boolean parameters: True/False, 0/1, or the strings "true"/"false"/"1"/"0"."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise ValueError(f"{name} must be a boolean (True/False, 0/1), got {value!r}")
 
 
 def _integer(name, value, low):

@@ -1,4 +1,4 @@
-"""In-process scikit-learn style estimators: GBRegressor and GBClassifier.
+"""In-process scikit-learn style estimators: GBRegressor, GBClassifier and GBRanker.
 
 Thin front ends: each translates its arguments into an XGBoost-style parameter
 dict, builds QuantileMatrix objects and calls ``daskgb.train``; no algorithm
@@ -17,7 +17,7 @@ import numpy as np
 
 from .backend import array_module, to_host
 
-__all__ = ["GBRegressor", "GBClassifier", "NotFittedError"]
+__all__ = ["GBRegressor", "GBClassifier", "GBRanker", "NotFittedError"]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -189,7 +189,7 @@ class _GBModel:
 
     def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs."""
-        from . import QuantileMatrix, train
+        from . import QuantileMatrix
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -218,6 +218,11 @@ class _GBModel:
                 device=self.device,
             )
             evals.append((deval, f"validation_{i}"))
+        return self._train(params, dtrain, evals, verbose, X)
+
+    def _train(self, params, dtrain, evals, verbose, X):
+        from . import train
+
         evals_result: dict = {}
         self._Booster = train(
             params,
@@ -419,6 +424,123 @@ class GBClassifier(_GBModel):
         if sample_weight is None:
             return float(correct.mean())
         return float(np.average(correct, weights=_host_1d(sample_weight)))
+
+
+class GBRanker(_GBModel):
+    """Learning to rank with LambdaMART (XGBoost's XGBRanker parameters and fit signature).
+
+    Query groups come from ``qid=`` (a query id per row, non-decreasing) or
+    ``group=`` (group sizes), or from a ``qid`` column of a pandas X, as with
+    XGBRanker; sample weights are per query group. predict returns ranking scores
+    (margins); score returns the last evaluation metric (ndcg@32 by default).
+    """
+
+    _estimator_type = "ranker"
+    _default_objective = "rank:ndcg"
+
+    def __init__(self, *, objective="rank:ndcg", **kwargs):
+        _check_rank_objective(objective)
+        super().__init__(objective=objective, **kwargs)
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, TargetTags
+
+        tags = Tags(estimator_type=None, target_tags=TargetTags(required=True))
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags
+
+    def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
+            verbose=False, sample_weight_eval_set=None):
+        """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column).
+
+        eval_set is a list of (X, y) pairs, with their groups in eval_group or
+        eval_qid (lists like eval_set) or in their X's qid column;
+        sample_weight and sample_weight_eval_set hold one weight per query group."""
+        from . import QuantileMatrix
+
+        def matrix(X, y, weight, qid, group, ref):
+            return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,
+                                  device=self.device, qid=qid, group=group)
+
+        return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid,
+                                 verbose, sample_weight_eval_set)
+
+    def _fit_ranking(self, matrix, split_qid, X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid,
+                     verbose, sample_weight_eval_set):
+        """fit's checks and matrices, shared with DaskGBRanker: ``matrix(X, y, weight, qid, group, ref)``
+        builds one matrix, ``split_qid(X, qid)`` takes a qid column out of X."""
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        _check_rank_objective(self.objective)
+        X, qid = split_qid(X, qid)
+        if group is None and qid is None:
+            raise ValueError(f"{type(self).__name__} needs query groups: pass group= or qid= (or a qid column in X)")
+        params = self._train_params()
+        dtrain = matrix(X, y, sample_weight, qid, group, None)
+        eval_set = list(eval_set or ())
+        for what, v in (("eval_group", eval_group), ("eval_qid", eval_qid),
+                        ("sample_weight_eval_set", sample_weight_eval_set)):
+            if v is not None and len(v) != len(eval_set):
+                raise ValueError(f"{what} has {len(v)} entries, eval_set has {len(eval_set)}")
+        evals = []
+        for i, (X_eval, y_eval) in enumerate(eval_set):
+            X_eval, q = split_qid(X_eval, None if eval_qid is None else eval_qid[i])
+            g = None if eval_group is None else eval_group[i]
+            if g is None and q is None:
+                raise ValueError(f"eval_set[{i}] has no query groups: pass eval_group or eval_qid (or a qid column)")
+            weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            # ref= the training matrix: eval rows are binned with the training cuts.
+            evals.append((matrix(X_eval, y_eval, weight, q, g, dtrain), f"validation_{i}"))
+        return self._train(params, dtrain, evals, verbose, X)
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Ranking scores: higher ranks first (a qid column in X is ignored)."""
+        X, _ = _split_qid(X, None)
+        return self._margin_or_value(X, output_margin, iteration_range)
+
+    def score(self, X, y):
+        """The last evaluation metric (eval_metric, or the objective's default, e.g. ndcg@32) of predict(X)
+        against y, over the query groups of X's qid column (all rows one query without it), as XGBRanker."""
+        from .metric import evaluate
+        from .ranking import groups_from_qid
+
+        X, qid = _split_qid(X, None)
+        y = _host_1d(y).astype(np.float32)
+        pred = to_host(self.predict(X)).astype(np.float32)
+        booster = self.get_booster()
+        name, k = _score_metric(booster)
+        groups = None if qid is None else groups_from_qid(qid, y.shape[0])
+        return evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=booster.params.ndcg_exp_gain,
+                        rank_default_k=k)
+
+
+def _score_metric(booster):
+    """The metric XGBRanker.score reports: the last of eval_metric, else the objective's default (and the
+    truncation its name implies when it has no @k)."""
+    from .ranking import DEFAULT_METRIC_K
+
+    if booster.params.eval_metric:
+        return booster.params.eval_metric[-1], DEFAULT_METRIC_K
+    objective = booster.objective
+    return objective.default_metric, getattr(objective, "default_metric_k", DEFAULT_METRIC_K)
+
+
+def _check_rank_objective(objective):
+    if callable(objective):
+        raise ValueError("a custom objective is not supported by GBRanker (as by XGBRanker)")
+    if not (isinstance(objective, str) and objective.startswith("rank:")):
+        raise ValueError(f"GBRanker needs a ranking objective (rank:ndcg, rank:pairwise, rank:map), got "
+                         f"{objective!r}; use GBRegressor or GBClassifier otherwise")
+
+
+def _split_qid(X, qid):
+    """XGBRanker's convention: a dataframe X may carry the query ids as a column named qid."""
+    if hasattr(X, "columns") and "qid" in list(X.columns):
+        if qid is not None:
+            raise ValueError("X has a qid column and qid= is given too; remove one of them")
+        return X.drop(columns="qid"), X["qid"]
+    return X, qid
 
 
 _CLASSIFIER_OBJECTIVES = ("binary:logistic", "reg:logistic", "multi:softprob", "multi:softmax")

@@ -124,15 +124,29 @@ def test_bad_objective(objective):
         TrainParams.from_dict({"objective": objective})
 
 
-@pytest.mark.parametrize("objective", ["reg:squarederror", "reg:logistic", "binary:logistic"])
+@pytest.mark.parametrize("objective", ["reg:squarederror", "reg:logistic", "binary:logistic", "rank:pairwise",
+                                       "rank:ndcg", "rank:map"])
 def test_supported_objectives(objective):
     assert TrainParams.from_dict({"objective": objective}).objective == objective
 
 
-@pytest.mark.parametrize("metric", ["mape", "ndcg", "AUC", ["rmse", "mape"]])
+@pytest.mark.parametrize("metric", ["mape", "ndcg@", "ndcg@k", "map@-1", "AUC", ["rmse", "mape"]])
 def test_bad_metric(metric):
     with pytest.raises(ValueError, match="eval_metric"):
         TrainParams.from_dict({"eval_metric": metric})
+
+
+@pytest.mark.parametrize("metric", ["ndcg", "ndcg@10", "ndcg-", "ndcg@3-", "map", "map@5-", "pre", "pre@2"])
+def test_ranking_metric_names(metric):
+    assert TrainParams.from_dict({"eval_metric": metric}).eval_metric == [metric]
+
+
+def test_lambdarank_booleans_read_as_xgboost_reads_them():
+    for value, expected in [(True, True), (0, False), ("true", True), ("False", False), ("1", True)]:
+        assert TrainParams.from_dict({"ndcg_exp_gain": value}).ndcg_exp_gain is expected
+    for value in ("yes", 2, 1.0, None):
+        with pytest.raises(ValueError, match="lambdarank_normalization must be a boolean"):
+            TrainParams.from_dict({"lambdarank_normalization": value})
 
 
 def test_metric_string_becomes_list():

@@ -51,6 +51,7 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             raise ValueError(f"eval set {item[1]!r} has its own cuts; build it with DaskQuantileMatrix(..., ref=dtrain)")
         if not item[0]._has_labels:
             raise ValueError(f"eval set {item[1]!r} has no labels")
+    _check_query_groups(p, dtrain, evals, obj)
     # Constraints are checked here, on the client: a bad index or name fails before any worker starts.
     interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
     monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
@@ -77,6 +78,23 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     results = gather_watching(client, futures, workers, "training")
     return {"booster": results[0]["booster"], "history": results[0]["history"],
             "collective": [r["collective"] for r in results]}
+
+
+def _check_query_groups(p, dtrain, evals, obj) -> None:
+    """Ranking needs query groups on every matrix it ranks: in one process the rows without qid are one
+    query (XGBoost's reading), but spread over workers they would silently be one query per worker."""
+    from ..objective import get_objective
+    from ..ranking import RANKING_OBJECTIVES, parse_metric
+
+    if obj is None and p.objective in RANKING_OBJECTIVES and not dtrain.has_groups:
+        raise ValueError(f"objective {p.objective!r} on Dask needs query groups: build the DaskQuantileMatrix "
+                         "with qid= (or group=)")
+    metrics = p.eval_metric or ([] if obj is not None else [get_objective(p.objective, p).default_metric])
+    ranking_metrics = [m for m in metrics if parse_metric(m) is not None]
+    for m, name in evals:
+        if ranking_metrics and not m.has_groups:
+            raise ValueError(f"eval_metric {ranking_metrics[0]!r} on Dask needs query groups: build eval set "
+                             f"{name!r} with qid= (or group=)")
 
 
 def _device(asked: str, data_device: str) -> str:

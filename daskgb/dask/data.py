@@ -21,9 +21,31 @@ from .watch import gather_watching
 # --------------------------------------------------------------------------- on the workers
 
 
-def _part(X, y, w, m):
-    """One partition's pieces, as host or device arrays (dataframes become arrays)."""
-    return (_as_array(X), _as_array(y), _as_array(w), _as_array(m))
+def _part(X, y, w, m, q=None):
+    """One partition's pieces, as host or device arrays (dataframes become arrays). q is the partition's
+    query ids (an array like y), its group sizes (a _GroupSizes from the client), or None."""
+    return (_as_array(X), _as_array(y), _as_array(w), _as_array(m), q if isinstance(q, _GroupSizes) else _as_array(q))
+
+
+class _GroupSizes:
+    """The query group sizes of one partition, cut by the client from DaskQuantileMatrix(group=...);
+    ``first`` is the global index of its first group."""
+
+    def __init__(self, sizes, first: int):
+        self.sizes, self.first = np.asarray(sizes, dtype=np.int64), int(first)
+
+
+def _partition_groups(q, n_rows):
+    """The query groups of one partition, keyed by qid (qid=) or by global group index (group=)."""
+    from .. import ranking
+
+    if isinstance(q, _GroupSizes):
+        g = ranking.groups_from_sizes(q.sizes, n_rows)
+        g.keys = g.keys + q.first
+        return g
+    g = ranking.groups_from_qid(q, n_rows)
+    g.keys = np.asarray(ranking._host_vector(q, "qid")[g.ptr[:-1]], dtype=np.int64)
+    return g
 
 
 def _as_array(v):
@@ -48,9 +70,10 @@ def _is_gpu_worker() -> bool:
 
 
 def _local_info(*parts):
-    """Rows, features and device kind of the partitions a worker holds; checks them first."""
-    n_rows, n_features, on_gpu = 0, None, False
-    for X, y, w, m in parts:
+    """Rows, features and device kind of the partitions a worker holds, and the keys of each partition's
+    query groups (qids, or global group indices); checks them first."""
+    n_rows, n_features, on_gpu, keys = 0, None, False, []
+    for X, y, w, m, q in parts:
         if X.ndim != 2:
             raise ValueError(f"X partitions must be 2-dimensional, got {X.ndim} dimension(s)")
         if X.dtype.kind not in "biuf":
@@ -58,12 +81,15 @@ def _local_info(*parts):
         if n_features is not None and X.shape[1] != n_features:
             raise ValueError(f"X partitions have {n_features} and {X.shape[1]} features")
         n_features = X.shape[1]
-        for v, what in ((y, "y (labels)"), (w, "weight"), (m, "base_margin")):
+        for v, what in ((y, "y (labels)"), (w, "weight"), (m, "base_margin"),
+                        (None if isinstance(q, _GroupSizes) else q, "qid")):
             if v is not None and v.shape[0] != X.shape[0]:
                 raise ValueError(f"a partition has {X.shape[0]} rows of X but {v.shape[0]} of {what}")
+        if q is not None:
+            keys.append(_partition_groups(q, X.shape[0]).keys)
         n_rows += X.shape[0]
         on_gpu |= array_module(X) is not np
-    return {"rows": n_rows, "features": n_features, "gpu": on_gpu or _is_gpu_worker()}
+    return {"rows": n_rows, "features": n_features, "gpu": on_gpu or _is_gpu_worker(), "group_keys": keys}
 
 
 def _stack(parts, i, xp):
@@ -85,6 +111,18 @@ def _local_arrays(parts, device):
     return X, _stack(parts, 1, xp), _stack(parts, 2, xp), _stack(parts, 3, xp)
 
 
+def _local_groups(parts, ordinals, n_total):
+    """The query groups of a worker's stacked partitions, each keyed by its global ordinal."""
+    from .. import ranking
+
+    pieces = []
+    for (X, _, _, _, q), keys in zip(parts, ordinals):
+        g = _partition_groups(q, X.shape[0])
+        g.keys = np.asarray(keys, dtype=np.int64)
+        pieces.append(g)
+    return ranking.concat_groups(pieces, n_total)
+
+
 def _local_summary(device, missing, budget, *parts):
     """This worker's weighted quantile summary (host arrays), or None without rows."""
     from ..inputs import as_vector
@@ -98,8 +136,10 @@ def _local_summary(device, missing, budget, *parts):
     return sketch.summarize(xp.asarray(X, dtype=xp.float32), w, missing, budget).to(np)
 
 
-def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, *parts):
-    """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows)."""
+def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, *parts):
+    """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). groups: None, or
+    (per-partition global group ordinals, number of groups in all partitions)."""
+    from .. import ranking
     from ..matrix import QuantileMatrix
 
     X, y, w, m = _local_arrays(parts, device)
@@ -109,8 +149,13 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
         xp = be.get_backend(device).xp
         X = xp.zeros((0, n_features), dtype=np.float32)
         y = xp.zeros(0, dtype=np.float32) if has_labels else None
+    local_groups = None
+    if groups is not None:
+        local_groups = _local_groups(parts, *groups)
+        # Every vector is partitioned like X, so weights come one per row: equal within a group.
+        w = ranking.group_weights(w, local_groups, "weight", per_row_ok=True)
     return QuantileMatrix(X, y, w, m, missing=missing, max_bin=max_bin, feature_names=feature_names,
-                          device=device, cuts=cuts, _cuts_token=token, _allow_empty=True)
+                          device=device, cuts=cuts, _cuts_token=token, _allow_empty=True, _groups=local_groups)
 
 
 # --------------------------------------------------------------------------- on the client
@@ -167,10 +212,20 @@ class DaskQuantileMatrix:
     DaskQuantileMatrix) shares its cuts and places the partitions on its workers,
     as eval sets need. ``device`` (None: follow the workers) picks where each
     worker quantises.
+
+    Ranking data name their query groups with ``qid`` (a dask array or series
+    partitioned like X; within a partition non-decreasing, XGBoost's rule) or
+    ``group`` (group sizes in row order, a host sequence; X's partition sizes must
+    be known or computable). A query group must lie whole in one partition: a qid
+    found in two partitions, or a group crossing a partition boundary, is an error
+    (partitions are never reshuffled here: moving rows between workers is the
+    costly step this layer avoids; repartition on query boundaries first, e.g. a
+    dataframe indexed by qid). Weights are per query group: every row of a group
+    carries its group's weight.
     """
 
     def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
-                 feature_names=None, device=None):
+                 feature_names=None, device=None, *, qid=None, group=None):
         from distributed import wait
 
         from ..backend import DEVICES
@@ -192,17 +247,25 @@ class DaskQuantileMatrix:
         ys = _vector_blocks(y, len(blocks), "y")
         ws = _vector_blocks(weight, len(blocks), "weight")
         ms = _vector_blocks(base_margin, len(blocks), "base_margin")
+        if qid is not None and group is not None:
+            raise ValueError("give one of qid= and group=, not both")
+        if group is not None:
+            qs = _group_blocks(group, X, len(blocks))
+        else:
+            qs = _vector_blocks(qid, len(blocks), "qid")
+        self.has_groups = qid is not None or group is not None
 
         # X's blocks are computed (or found, if X was persisted) first; each partition is then
         # assembled on the worker holding its X block, so rows stay where they already are.
         x_futs = client.compute(blocks)
-        vec_futs = [client.compute(v) if v is not None else [None] * len(blocks) for v in (ys, ws, ms)]
+        # Group sizes (from group=) are small host objects: they travel with the task.
+        vec_futs = [v if any(isinstance(b, _GroupSizes) for b in v) else client.compute(v) for v in (ys, ws, ms, qs)]
         wait(x_futs)
         _raise_first_error(x_futs)
         where = client.who_has(x_futs)
-        futures = [client.submit(_part, xf, yf, wf, mf, workers=list(where[xf.key][:1]) or None,
+        futures = [client.submit(_part, xf, yf, wf, mf, qf, workers=list(where[xf.key][:1]) or None,
                                  allow_other_workers=not where[xf.key], pure=False)
-                   for xf, yf, wf, mf in zip(x_futs, *vec_futs)]
+                   for xf, yf, wf, mf, qf in zip(x_futs, *vec_futs)]
         wait(futures)
         _raise_first_error(futures)
         who_has = client.who_has(futures)
@@ -220,6 +283,8 @@ class DaskQuantileMatrix:
         self.n_rows = sum(i["rows"] for i in infos.values())
         if self.n_rows == 0:
             raise ValueError("X has no rows (every partition is empty)")
+        ordinals, self.n_groups = (_group_ordinals(holder, infos, group is not None) if self.has_groups
+                                   else ({}, 0))
         kinds = {i["gpu"] for a, i in infos.items() if i["rows"] > 0}
         if device is None or device == "auto":
             if len(kinds) > 1:
@@ -249,10 +314,15 @@ class DaskQuantileMatrix:
                 self.feature_names = ref.feature_names
             holder = _place_on(holder, self.workers)
 
+        def groups_of(a):
+            if not self.has_groups:
+                return None
+            return [ordinals[f.key] for f in holder.get(a, [])], self.n_groups
+
         self._local = {
             a: client.submit(_local_matrix, device, self.cuts, self.cuts_token, self.missing, self.max_bin,
-                             n_features, self.feature_names, y is not None, *holder.get(a, []), workers=[a],
-                             allow_other_workers=False, pure=False)
+                             n_features, self.feature_names, y is not None, groups_of(a), *holder.get(a, []),
+                             workers=[a], allow_other_workers=False, pure=False)
             for a in self.workers
         }
         # Only wait here: the matrices stay on their workers.
@@ -262,8 +332,65 @@ class DaskQuantileMatrix:
         self._has_labels = y is not None
 
     def __repr__(self):
+        groups = f", query_groups={self.n_groups}" if self.has_groups else ""
         return (f"DaskQuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
-                f"device={self.device!r}, workers={len(self.workers)})")
+                f"device={self.device!r}, workers={len(self.workers)}{groups})")
+
+
+def _group_blocks(group, X, n_blocks):
+    """DaskQuantileMatrix(group=...) cut at X's partition boundaries: one _GroupSizes per partition.
+    A group that crosses a boundary is an error; empty groups go with the partition where they sit."""
+    from ..ranking import host_integers
+
+    sizes = host_integers(group, "group", "group sizes")
+    rows = _partition_rows(X)
+    if int(sizes.sum()) != int(rows.sum()):
+        raise ValueError(f"group sizes sum to {int(sizes.sum())} but X has {int(rows.sum())} rows; each row must "
+                         "be in exactly one query group")
+    bounds = np.concatenate([[0], np.cumsum(rows)])
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    # The partition holding each group: the one its first row falls in (an empty group at a boundary
+    # goes with the partition after it, or the last one).
+    home = np.minimum(np.searchsorted(bounds, starts[:-1], side="right") - 1, n_blocks - 1)
+    crossing = np.flatnonzero(starts[1:] > bounds[home + 1])
+    if crossing.size:
+        g = int(crossing[0])
+        raise ValueError(f"query group {g} (rows {starts[g]}..{starts[g + 1] - 1}) crosses a partition boundary; "
+                         "every query group must lie whole in one partition: repartition X (and y, ...) on "
+                         "group boundaries first")
+    first = np.searchsorted(home, np.arange(n_blocks), side="left")
+    last = np.searchsorted(home, np.arange(n_blocks), side="right")
+    return [_GroupSizes(sizes[a:b], a) for a, b in zip(first, last)]
+
+
+def _partition_rows(X):
+    """Rows per partition of a dask array or dataframe (computed when dask does not know them)."""
+    import dask.array as da
+
+    if isinstance(X, da.Array):
+        rows = np.asarray(X.chunks[0], dtype=np.float64)
+        if not np.all(np.isfinite(rows)):
+            rows = np.asarray(X.map_blocks(lambda b: np.array([b.shape[0]]), chunks=(1,), drop_axis=1,
+                                           dtype=np.int64).compute())
+        return rows.astype(np.int64)
+    return np.asarray(X.map_partitions(len).compute(), dtype=np.int64)
+
+
+def _group_ordinals(holder, infos, from_sizes: bool):
+    """Every partition's groups numbered 0..G-1 across the data set (qids in ascending order, as one
+    XGBoost DMatrix holding all rows would number them), and G. A qid found in two partitions
+    is an error: its rows would be ranked as two queries."""
+    keys = {f.key: k for a in holder for f, k in zip(holder[a], infos[a]["group_keys"])}
+    everything = np.concatenate(list(keys.values())) if keys else np.zeros(0, np.int64)
+    if from_sizes:
+        return keys, int(everything.max()) + 1 if everything.size else 0
+    unique, counts = np.unique(everything, return_counts=True)
+    if np.any(counts > 1):
+        q = int(unique[counts > 1][0])
+        raise ValueError(f"qid {q} is in more than one partition (or worker); every query group must lie whole "
+                         "in one partition. Repartition on query boundaries first (e.g. a dask dataframe indexed "
+                         "by qid: df.set_index('qid'))")
+    return {k: np.searchsorted(unique, v) for k, v in keys.items()}, int(unique.size)
 
 
 def _nbytes(m) -> int:

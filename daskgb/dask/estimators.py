@@ -1,4 +1,4 @@
-"""DaskGBRegressor and DaskGBClassifier: the scikit-learn style front end on a Dask cluster.
+"""DaskGBRegressor, DaskGBClassifier and DaskGBRanker: the scikit-learn style front end on a Dask cluster.
 
 Thin: the parameters and their checks are the in-process estimators'; fit builds
 DaskQuantileMatrix objects and calls daskgb.dask.train; predict returns lazy
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_module, to_host
-from ..sklearn import GBClassifier, GBRegressor
+from ..sklearn import GBClassifier, GBRanker, GBRegressor, _score_metric, _split_qid
 from . import DaskQuantileMatrix, predict, train
 
-__all__ = ["DaskGBRegressor", "DaskGBClassifier"]
+__all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
 
 
 def _as_dask_vector(y, what):
@@ -62,7 +62,10 @@ class _DaskModel:
             w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
             evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
                                              missing=self.missing, ref=dtrain, device=device), f"validation_{i}"))
-        out = train(client, params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose,
+        return self._train(params, dtrain, evals, verbose, X)
+
+    def _train(self, params, dtrain, evals, verbose, X):
+        out = train(self._get_client(), params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose,
                     **self._training_controls())
         self._Booster = out["booster"]
         self.evals_result_ = out["history"]
@@ -174,3 +177,81 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         w = _as_dask_vector(sample_weight, "sample_weight").astype(np.float64)
         num, den = da.compute((w * correct).sum(), w.sum())
         return float(num / den)
+
+
+class DaskGBRanker(_DaskModel, GBRanker):
+    """Learning to rank on a Dask cluster (XGBoost's DaskXGBRanker parameters).
+
+    qid is a dask array or series partitioned like X (or a qid column of a dask
+    dataframe X); every query group must lie whole in one partition (a qid seen in
+    two partitions is an error). sample_weight is partitioned like X too: one
+    weight per row, the same for all rows of a group. The model equals the one
+    trained in process on the same rows.
+    """
+
+    def __init__(self, *, client=None, objective="rank:ndcg", **kwargs):
+        self.client = client
+        super().__init__(objective=objective, **kwargs)
+
+    def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
+            verbose=False, sample_weight_eval_set=None):
+        """Train n_estimators rounds on dask collections with their query groups (qid=, or group= sizes
+        when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
+        as in GBRanker.fit."""
+        client = self._get_client()
+        device = None if self.device in (None, "auto") else self.device
+
+        def matrix(X, y, weight, qid, group, ref):
+            return DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
+                                      max_bin=self.max_bin, ref=ref, device=device, qid=_as_dask_vector(qid, "qid"),
+                                      group=group)
+
+        return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group,
+                                 eval_qid, verbose, sample_weight_eval_set)
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Lazy dask array of ranking scores (a qid column in X is ignored)."""
+        X, _ = _split_qid(X, None)
+        return self._margin_or_value(X, output_margin, iteration_range)
+
+    def score(self, X, y, qid=None):
+        """The last evaluation metric (e.g. ndcg@32) of predict(X) against y over the query groups of qid
+        (or X's qid column), exact over all queries: each partition scores its whole groups on its worker
+        and only the sums come back. A qid in two partitions is an error."""
+        import dask
+
+        X, qid = _split_qid(X, qid)
+        if qid is None:
+            raise ValueError("DaskGBRanker.score needs the query ids: qid= or a qid column in X")
+        booster = self.get_booster()
+        name, k = _score_metric(booster)
+        pred = self.predict(X)
+        y, qid = _as_dask_vector(y, "y"), _as_dask_vector(qid, "qid")
+        blocks = [p.to_delayed() for p in (pred, y, qid)]
+        if not len(blocks[0]) == len(blocks[1]) == len(blocks[2]):
+            raise ValueError("X, y and qid must be partitioned alike")
+        parts = [dask.delayed(_partition_metric)(name, p, t, q, booster.params.ndcg_exp_gain, k)
+                 for p, t, q in zip(*(list(b) for b in blocks))]
+        results = self._get_client().compute(parts, sync=True) if parts else []
+        keys = np.concatenate([r[2] for r in results]) if results else np.zeros(0)
+        unique, counts = np.unique(keys, return_counts=True)
+        if np.any(counts > 1):
+            raise ValueError(f"qid {int(unique[counts > 1][0])} is in more than one partition; every query group "
+                             "must lie whole in one partition")
+        num = sum(r[0] for r in results)
+        den = sum(r[1] for r in results)
+        return float(num / den) if den > 0 else 0.0
+
+
+def _partition_metric(name, pred, y, qid, exp_gain, default_k):
+    """(weighted metric sum, weight sum, qids) of one partition's whole query groups."""
+    from ..backend import array_module, to_host
+    from ..ranking import groups_from_qid, metric_sums
+
+    xp = array_module(pred)
+    y = xp.asarray(y, dtype=xp.float32)
+    groups = groups_from_qid(qid, int(y.shape[0]))
+    num, den = metric_sums(name, xp, y, pred, groups, exp_gain, default_k)
+    keys = to_host(qid)[groups.ptr[:-1]] if groups.n_groups else np.zeros(0)
+    return num, den, np.asarray(keys)
+
