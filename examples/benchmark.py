@@ -1,0 +1,341 @@
+"""daskgb against XGBoost `hist` on the XGBoost GPU papers' kinds of data, one command, one run.
+
+    python examples/benchmark.py                                  # every set, full size, on the GPU
+    python examples/benchmark.py --sets higgs,covertype --scale 0.05 --rounds 20 --device cpu
+    python examples/benchmark.py --plot results/benchmark.json     # redraw the plot from saved results
+
+Sets (made on the device from a seed, a tenth more rows held out for the metric):
+higgs 10.5M x 28 binary depth 8 (AUC); bosch 1.07M x 968, 80% missing, rare positives,
+depth 6 (AUC); covertype 523K x 54, 7 classes, depth 8 (accuracy); year 464K x 90
+regression depth 8 (RMSE); airline N x 13 binary depth 8 (AUC; --airline-rows, default
+as many as fit in a quarter of free device memory, at most the 2018 paper's 114M);
+ranking ~475K x 700, 20K queries, rank:ndcg depth 8 (NDCG@10). 500 rounds, eta 0.1,
+max_bin 256 unless told otherwise. Both libraries train the same rows with the same
+parameters on the same device, after an untimed warm-up of each.
+
+For each set: quantisation and training time of both, the ratio of training times,
+the quality metric of both, and (on a GPU) each library's peak device memory beyond
+the input, sampled every 2 ms. With --sweep, time per round against rows (Higgs-shaped,
+1M up to the full size) for both. Writes <out>/benchmark.md (a table),
+<out>/benchmark.json and, where matplotlib is installed, <out>/scaling.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SETS = ("higgs", "bosch", "covertype", "year", "airline", "ranking")
+
+
+def spec(name: str, scale: float, airline_rows: int):
+    """(rows, make(xp, n, seed) -> (X, y, qid or None), params, metric name)."""
+    from benchmark_covertype import make_covertype
+    from benchmark_higgs import make_higgs
+    from benchmark_ltr import make_ltr
+    from synthetic import make_airline, make_bosch, make_year
+
+    def plain(make):
+        return lambda xp, n, seed: (*make(xp, n, seed), None)
+
+    binary = {"objective": "binary:logistic", "max_depth": 8}
+    table = {
+        "higgs": (10_500_000, plain(make_higgs), binary, "auc"),
+        "bosch": (1_070_000, plain(make_bosch), {**binary, "max_depth": 6}, "auc"),
+        "covertype": (523_000, plain(make_covertype),
+                      {"objective": "multi:softprob", "num_class": 7, "max_depth": 8}, "accuracy"),
+        "year": (464_000, plain(make_year), {"objective": "reg:squarederror", "max_depth": 8}, "rmse"),
+        "airline": (airline_rows, plain(make_airline), binary, "auc"),
+        # ~23.7 documents a query: rows are set through the number of queries
+        "ranking": (475_000, lambda xp, n, seed: make_ltr(xp, max(10, int(n / 23.7)), 700, 23.7, seed),
+                    {"objective": "rank:ndcg", "max_depth": 8}, "ndcg@10"),
+    }
+    rows, make, params, metric = table[name]
+    return max(1000, int(rows * scale)), make, params, metric
+
+
+class PeakMemory:
+    """Peak device memory in use (all processes' view, cudaMemGetInfo) above a baseline, sampled
+    by a thread every 2 ms while the block runs."""
+
+    def __init__(self, xp):
+        self.xp, self.peak = xp, None
+
+    def _used(self):
+        free, total = self.xp.cuda.runtime.memGetInfo()
+        return total - free
+
+    def __enter__(self):
+        if self.xp is np:
+            return self
+        self._stop = threading.Event()
+        self.base = self._used()
+        self._max = self.base
+
+        def sample():
+            while not self._stop.is_set():
+                self._max = max(self._max, self._used())
+                time.sleep(0.002)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.xp is not np:
+            self._stop.set()
+            self._thread.join()
+            self._max = max(self._max, self._used())
+            self.peak = self._max - self.base
+
+
+def quality(xp, metric, y, pred, qid):
+    from daskgb.metric import evaluate
+
+    pred = xp.asarray(pred)
+    if metric == "accuracy":
+        return float((xp.argmax(pred, axis=1) == y).mean())
+    if metric == "ndcg@10":
+        from daskgb.ranking import groups_from_qid
+
+        return evaluate("ndcg@10", xp, y, pred, groups=groups_from_qid(qid, int(y.shape[0])))
+    return evaluate(metric, xp, y, pred)
+
+
+def sync(xp):
+    if xp is not np:
+        xp.cuda.runtime.deviceSynchronize()
+
+
+def release(xp):
+    gc.collect()
+    if xp is not np:
+        xp.get_default_memory_pool().free_all_blocks()
+        sync(xp)
+
+
+def run_set(name, args, device, xp):
+    import daskgb
+
+    n, make, params, metric = spec(name, args.scale, args.airline_rows)
+    n_test = max(1000, n // 10)
+    X, y, qid = make(xp, n + n_test, args.seed)
+    if qid is not None:  # whole queries on each side of the split
+        n = int(xp.searchsorted(qid, qid[min(n, qid.shape[0] - 1)]))
+    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
+    qtr, qte = (None, None) if qid is None else (qid[:n], qid[n:])
+    params = {**params, "eta": args.eta, "max_bin": args.max_bin, "device": device}
+    res = {"set": name, "rows": n, "features": int(X.shape[1]), "rounds": args.rounds, "params": params,
+           "metric": metric}
+
+    def qm(lo, hi):
+        q = None if qtr is None else qtr[lo:hi]
+        return daskgb.QuantileMatrix(Xtr[lo:hi], ytr[lo:hi], qid=q, max_bin=args.max_bin, device=device)
+
+    # Untimed warm-up on a slice: kernel compilation, XGBoost's lazy initialisation.
+    warm = min(n, 50_000)
+    if qtr is not None:
+        warm = int(xp.searchsorted(qtr, qtr[warm - 1]))
+    daskgb.train(params, qm(0, warm), 2, verbose_eval=False)
+    xgb_params = {**params, "tree_method": "hist", "device": "cuda" if device == "cuda" else "cpu"}
+    if not args.skip_xgboost:
+        import xgboost as xgb
+
+        kw = {} if qtr is None else {"qid": qtr[:warm]}
+        xgb.train(xgb_params, xgb.QuantileDMatrix(Xtr[:warm], ytr[:warm], max_bin=args.max_bin, **kw), 2)
+    release(xp)
+
+    with PeakMemory(xp) as mem:
+        sync(xp)
+        t0 = time.perf_counter()
+        dtrain = qm(0, n)
+        sync(xp)
+        t1 = time.perf_counter()
+        booster = daskgb.train(params, dtrain, args.rounds, verbose_eval=False)
+        sync(xp)
+        t2 = time.perf_counter()
+    res["daskgb"] = {"quantise_s": t1 - t0, "train_s": t2 - t1, "ms_per_round": 1e3 * (t2 - t1) / args.rounds,
+                     "quality": quality(xp, metric, yte, booster.predict(Xte), qte), "peak_mem_gib":
+                     None if mem.peak is None else mem.peak / 2**30}
+    del dtrain, booster
+    release(xp)
+
+    if not args.skip_xgboost:
+        import xgboost as xgb
+
+        kw = {} if qtr is None else {"qid": qtr}
+        with PeakMemory(xp) as mem:
+            sync(xp)
+            t0 = time.perf_counter()
+            dx = xgb.QuantileDMatrix(Xtr, ytr, max_bin=args.max_bin, **kw)
+            sync(xp)
+            t1 = time.perf_counter()
+            bx = xgb.train(xgb_params, dx, args.rounds)
+            sync(xp)
+            t2 = time.perf_counter()
+        res["xgboost"] = {"version": xgb.__version__, "quantise_s": t1 - t0, "train_s": t2 - t1,
+                          "ms_per_round": 1e3 * (t2 - t1) / args.rounds,
+                          "quality": quality(xp, metric, yte, bx.inplace_predict(Xte), qte),
+                          "peak_mem_gib": None if mem.peak is None else mem.peak / 2**30}
+        res["ratio"] = res["daskgb"]["train_s"] / res["xgboost"]["train_s"]
+        del dx, bx
+    del X, y, Xtr, ytr, Xte, yte
+    release(xp)
+    return res
+
+
+def sweep(args, device, xp):
+    """Time per round against rows, Higgs-shaped, both libraries (fewer rounds: the per-round cost)."""
+    import daskgb
+    from benchmark_higgs import make_higgs
+
+    full = max(1000, int(10_500_000 * args.scale))
+    sizes = sorted({min(full, s) for s in (1_000_000, 2_000_000, 4_000_000, 8_000_000)} | {full})
+    X, y = make_higgs(xp, full, args.seed)
+    params = {"objective": "binary:logistic", "max_depth": 8, "eta": args.eta, "max_bin": args.max_bin,
+              "device": device}
+    rounds = args.sweep_rounds
+    points = []
+    for n in sizes:
+        d = daskgb.QuantileMatrix(X[:n], y[:n], max_bin=args.max_bin, device=device)
+        sync(xp)
+        t = time.perf_counter()
+        daskgb.train(params, d, rounds, verbose_eval=False)
+        sync(xp)
+        point = {"rows": n, "daskgb_ms_per_round": 1e3 * (time.perf_counter() - t) / rounds}
+        del d
+        release(xp)
+        if not args.skip_xgboost:
+            import xgboost as xgb
+
+            dx = xgb.QuantileDMatrix(X[:n], y[:n], max_bin=args.max_bin)
+            sync(xp)
+            t = time.perf_counter()
+            xgb.train({**params, "tree_method": "hist", "device": "cuda" if device == "cuda" else "cpu"}, dx, rounds)
+            sync(xp)
+            point["xgboost_ms_per_round"] = 1e3 * (time.perf_counter() - t) / rounds
+            del dx
+            release(xp)
+        points.append(point)
+        print(json.dumps(point), flush=True)
+    return {"rounds": rounds, "points": points}
+
+
+def markdown(results) -> str:
+    lines = ["| set | rows x features | metric | daskgb train | XGBoost train | ratio | daskgb metric | "
+             "XGBoost metric | daskgb peak mem | XGBoost peak mem |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def mem(v):
+        return "n/a" if v is None else f"{v:.2f} GiB"
+
+    for r in results["sets"]:
+        ours, theirs = r["daskgb"], r.get("xgboost")
+        lines.append(
+            f"| {r['set']} | {r['rows']:,} x {r['features']} | {r['metric']} | {ours['train_s']:.2f} s | "
+            + (f"{theirs['train_s']:.2f} s | {r['ratio']:.2f} | " if theirs else "- | - | ")
+            + f"{ours['quality']:.5f} | " + (f"{theirs['quality']:.5f} | " if theirs else "- | ")
+            + f"{mem(ours['peak_mem_gib'])} | " + (f"{mem(theirs['peak_mem_gib'])} |" if theirs else "- |"))
+    head = (f"{results['rounds']} rounds, eta {results['eta']}, max_bin {results['max_bin']}, device "
+            f"{results['device']} ({results.get('gpu', 'cpu')}), XGBoost {results.get('xgboost_version', '-')}\n\n")
+    return head + "\n".join(lines) + "\n"
+
+
+def plot(results, path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    pts = results["sweep"]["points"]
+    rows = [p["rows"] / 1e6 for p in pts]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(rows, [p["daskgb_ms_per_round"] for p in pts], "o-", label="daskgb")
+    if "xgboost_ms_per_round" in pts[0]:
+        ax.plot(rows, [p["xgboost_ms_per_round"] for p in pts], "s-", label="XGBoost hist")
+    ax.set_xlabel("rows (millions), Higgs-shaped, 28 features, depth 8")
+    ax.set_ylabel("ms per boosting round")
+    ax.set_title(f"time per round ({results.get('gpu', results['device'])})")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {','.join(SETS)}")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every set's rows")
+    ap.add_argument("--airline-rows", type=int, default=None)
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--eta", type=float, default=0.1)
+    ap.add_argument("--max-bin", type=int, default=256)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--seed", type=int, default=2018)
+    ap.add_argument("--skip-xgboost", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="also time per round against rows (the plot)")
+    ap.add_argument("--sweep-rounds", type=int, default=100)
+    ap.add_argument("--out", default="benchmark-results")
+    ap.add_argument("--plot", default=None, help="only draw the plot from a saved benchmark.json")
+    args = ap.parse_args()
+
+    if args.plot:
+        results = json.loads(Path(args.plot).read_text())
+        out = Path(args.plot).with_name("scaling.png")
+        print(out if plot(results, out) else "matplotlib is not installed: no plot")
+        return
+
+    from daskgb.backend import get_backend, resolve_device
+
+    device = resolve_device(args.device)
+    xp = get_backend(device).xp
+    names = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SETS]
+    if unknown:
+        ap.error(f"unknown sets {unknown}; choose from {list(SETS)}")
+    if args.airline_rows is None:
+        if xp is np:
+            args.airline_rows = 2_000_000
+        else:  # X (13 float32) and y, with room for both libraries' working memory
+            free, _ = xp.cuda.runtime.memGetInfo()
+            args.airline_rows = int(min(114_000_000, free * 0.25 / (14 * 4)) / args.scale)
+    results = {"device": device, "rounds": args.rounds, "eta": args.eta, "max_bin": args.max_bin, "sets": []}
+    if xp is not np:
+        results["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    if not args.skip_xgboost:
+        import xgboost as xgb
+
+        results["xgboost_version"] = xgb.__version__
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        r = run_set(name, args, device, xp)
+        results["sets"].append(r)
+        print(json.dumps(r), flush=True)
+        (out / "benchmark.json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
+    if args.sweep:
+        results["sweep"] = sweep(args, device, xp)
+    (out / "benchmark.json").write_text(json.dumps(results, indent=2))
+    (out / "benchmark.md").write_text(markdown(results))
+    print(markdown(results))
+    if args.sweep and plot(results, out / "scaling.png"):
+        print(f"plot: {out / 'scaling.png'}")
+    elif args.sweep:
+        print(f"matplotlib is not installed: no plot (python examples/benchmark.py --plot {out / 'benchmark.json'} "
+              "draws it elsewhere)")
+
+
+if __name__ == "__main__":
+    main()
