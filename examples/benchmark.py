@@ -188,8 +188,6 @@ def run_set(name, args, device, xp):
                           "peak_mem_gib": None if mem.peak is None else mem.peak / 2**30}
         res["ratio"] = res["daskgb"]["train_s"] / res["xgboost"]["train_s"]
         del dx, bx
-    del X, y, Xtr, ytr, Xte, yte
-    release(xp)
     return res
 
 
@@ -322,6 +320,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
         r = run_set(name, args, device, xp)
+        release(xp)  # the set's arrays went with run_set's frame
         results["sets"].append(r)
         print(json.dumps(r), flush=True)
         (out / "benchmark.json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
