@@ -15,7 +15,7 @@ parameters on the same device, after an untimed warm-up of each.
 
 For each set: quantisation and training time of both, the ratio of training times,
 the quality metric of both, and (on a GPU) each library's peak device memory beyond
-the input, sampled every 2 ms. With --sweep, time per round against rows (Higgs-shaped,
+the input (see PeakMemory). With --sweep, time per round against rows (Higgs-shaped,
 1M up to the full size) for both. Writes <out>/benchmark.md (a table),
 <out>/benchmark.json and, where matplotlib is installed, <out>/scaling.png.
 """
@@ -64,22 +64,40 @@ def spec(name: str, scale: float, airline_rows: int):
 
 
 class PeakMemory:
-    """Peak device memory in use (all processes' view, cudaMemGetInfo) above a baseline, sampled
-    by a thread every 2 ms while the block runs."""
+    """Peak device memory above the level at entry.
 
-    def __init__(self, xp):
-        self.xp, self.peak = xp, None
+    pool=True (daskgb): the CuPy memory pool's total bytes (blocks in use and cached),
+    read after every allocation through a CuPy memory hook: exact, and no thread to
+    compete with the training loop's host work. pool=False (XGBoost, whose C++ runs
+    without the GIL): the device's used memory (cudaMemGetInfo) sampled by a thread
+    every 2 ms.
+    """
 
-    def _used(self):
-        free, total = self.xp.cuda.runtime.memGetInfo()
-        return total - free
+    def __init__(self, xp, pool: bool):
+        self.xp, self.pool, self.peak = xp, pool, None
 
     def __enter__(self):
-        if self.xp is np:
+        xp = self.xp
+        if xp is np:
+            return self
+        if self.pool:
+            from cupy.cuda import memory_hook
+
+            mempool = xp.get_default_memory_pool()
+            self.base = self._max = mempool.total_bytes()
+            outer = self
+
+            class Hook(memory_hook.MemoryHook):
+                name = "PeakMemory"
+
+                def malloc_postprocess(self, **kwargs):
+                    outer._max = max(outer._max, mempool.total_bytes())
+
+            self._hook = Hook()
+            self._hook.__enter__()
             return self
         self._stop = threading.Event()
-        self.base = self._used()
-        self._max = self.base
+        self.base = self._max = self._used()
 
         def sample():
             while not self._stop.is_set():
@@ -90,12 +108,20 @@ class PeakMemory:
         self._thread.start()
         return self
 
+    def _used(self):
+        free, total = self.xp.cuda.runtime.memGetInfo()
+        return total - free
+
     def __exit__(self, *exc):
-        if self.xp is not np:
+        if self.xp is np:
+            return
+        if self.pool:
+            self._hook.__exit__(*exc)
+        else:
             self._stop.set()
             self._thread.join()
             self._max = max(self._max, self._used())
-            self.peak = self._max - self.base
+        self.peak = self._max - self.base
 
 
 def quality(xp, metric, y, pred, qid):
@@ -154,7 +180,7 @@ def run_set(name, args, device, xp):
         xgb.train(xgb_params, xgb.QuantileDMatrix(Xtr[:warm], ytr[:warm], max_bin=args.max_bin, **kw), 2)
     release(xp)
 
-    with PeakMemory(xp) as mem:
+    with PeakMemory(xp, pool=True) as mem:
         sync(xp)
         t0 = time.perf_counter()
         dtrain = qm(0, n)
@@ -173,7 +199,7 @@ def run_set(name, args, device, xp):
         import xgboost as xgb
 
         kw = {} if qtr is None else {"qid": qtr}
-        with PeakMemory(xp) as mem:
+        with PeakMemory(xp, pool=False) as mem:
             sync(xp)
             t0 = time.perf_counter()
             dx = xgb.QuantileDMatrix(Xtr, ytr, max_bin=args.max_bin, **kw)
