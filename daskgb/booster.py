@@ -247,7 +247,7 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
         if nids.size:
             backend.apply_splits(ell, part, nids.astype(np.int32), tree.feature[nids], tree.bin[nids],
                                  tree.default_left[nids].astype(np.int32), tree.left[nids], tree.right[nids])
-    margin += backend.xp.asarray(tree.value)[part.positions]
+    margin += backend.to_device(tree.value)[part.positions]
 
 
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
@@ -428,7 +428,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 refresh_leaves(xp, tree, leaves, _column(margin, group), dtrain.label, gpairs[group][:, 1],
                                dtrain.weight, alpha, p.learning_rate, comm)
             # Training margins come from the rows' final leaves: no re-prediction.
-            _column(margin, group)[...] += xp.asarray(tree.value)[leaves]
+            _column(margin, group)[...] += backend.to_device(tree.value)[leaves]
             booster.trees.append(tree)
             booster.tree_info.append(group)
         line = [f"[{it}]"]

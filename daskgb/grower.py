@@ -136,12 +136,13 @@ class _Growth:
         build = np.where(build_right, rids, lids).tolist()
         built = self.comm.allreduce(self.backend.build_histograms(self.ell, self.gpair, self.part, build))
         sources = [c.source for c in parents]
-        other = _rows(xp, sources, "hist") - built
-        br = xp.asarray(build_right)[:, None, None]
+        other = _rows(self.backend, sources, "hist") - built
+        br = self.backend.to_device(build_right)[:, None, None]
         left_hist = xp.where(br, other, built)
         right_hist = xp.where(br, built, other)
         hist = xp.stack([left_hist, right_hist], axis=1).reshape(-1, *built.shape[1:])
-        sums = xp.stack([_rows(xp, sources, "left"), _rows(xp, sources, "right")], axis=1).reshape(-1, 2)
+        sums = xp.stack([_rows(self.backend, sources, "left"), _rows(self.backend, sources, "right")],
+                        axis=1).reshape(-1, 2)
         nids = np.stack([lids, rids], axis=1).ravel()
         depths = np.repeat([c.depth + 1 for c in parents], 2)
         return self.evaluate(hist, sums, nids, depths)
@@ -192,14 +193,14 @@ def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tr
     return trees[0], positions
 
 
-def _rows(xp, sources, name: str):
+def _rows(backend, sources, name: str):
     """Row i of each (evaluation, i) source's array `name`, stacked; one gather when all share one evaluation."""
     evs = {id(ev) for ev, _ in sources}
     if len(evs) == 1:
         a = getattr(sources[0][0], name)
         idx = [i for _, i in sources]
-        return a if idx == list(range(a.shape[0])) else a[xp.asarray(idx)]
-    return xp.stack([getattr(ev, name)[i] for ev, i in sources])
+        return a if idx == list(range(a.shape[0])) else a[backend.to_device(np.asarray(idx, dtype=np.int64))]
+    return backend.xp.stack([getattr(ev, name)[i] for ev, i in sources])
 
 
 def _root_sums(backend, ell, gpair, root_hist, comm, from_bins: bool, k: int):

@@ -97,6 +97,13 @@ def _tf(flag: bool) -> str:
     return "true" if flag else "false"
 
 
+# --------------------------------------------------------------------------- host -> device
+def to_device(a):
+    """A host array on the device. (Staging through a ring of pinned buffers, to make these small
+    per-level copies asynchronous, was measured and gained nothing: see docs/performance_notes.md.)"""
+    return cupy.asarray(a)
+
+
 # --------------------------------------------------------------------------- cuts
 class _CutsArrays:
     """Host copies of a Cuts object's arrays, and device copies made on first use."""
@@ -397,7 +404,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     if total > 0:
         plan = _plan(ell)
         # One host-to-device copy for all of the level's split parameters (layout in partition.cu).
-        info = cupy.asarray(np.concatenate([cum, seg[:, 0], *fields, part.row_offsets(nids)]))
+        info = to_device(np.concatenate([cum, seg[:, 0], *fields, part.row_offsets(nids)]))
         rows = cupy.empty(total, dtype=cupy.uint32)
         flags = cupy.empty(total + 1, dtype=cupy.int32)
         flag_fn = _kernel("partition.cu", _PARTITION, f"partition_flags<{_tf(ell.is_dense)}>")
@@ -410,13 +417,13 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         n_left = np.diff(to_host(scan[info[: k + 1]]).astype(np.int64))  # the level's one sync
     else:
         n_left = np.zeros(k, dtype=np.int64)
-    left_ids, right_ids = fields[3], fields[4]
-    for i in range(k):
-        start, count = int(seg[i, 0]), int(seg[i, 1])
-        nl = int(n_left[i])
-        del part.segments[int(nids[i])]
-        part.segments[int(left_ids[i])] = (start, nl)
-        part.segments[int(right_ids[i])] = (start + nl, count - nl)
+    # The children's segments, in bulk: a per-node Python loop cost more than the kernels at deep levels.
+    starts, counts = seg[:, 0], seg[:, 1]
+    segments = part.segments
+    for nid in nids.tolist():
+        del segments[nid]
+    segments.update(zip(fields[3].tolist(), zip(starts.tolist(), n_left.tolist())))
+    segments.update(zip(fields[4].tolist(), zip((starts + n_left).tolist(), (counts - n_left).tolist())))
 
 
 # --------------------------------------------------------------------------- histograms
@@ -455,7 +462,7 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     tiles = _tiles(_segments_of(part, build_nodes), n_groups, width, part.row_offsets(build_nodes))
     if tiles.shape[0] == 0:
         return hist
-    tiles_d = cupy.asarray(tiles)
+    tiles_d = to_device(tiles)
     gpair = cupy.ascontiguousarray(gpair_native, dtype=cupy.int64)
     dense = _tf(ell.is_dense)
     common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
@@ -498,7 +505,7 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
     if feature_mask is None:
         mask, mask_stride = cupy.ones(n_features, dtype=cupy.uint8), 0
     else:
-        mask = cupy.ascontiguousarray(cupy.asarray(feature_mask).astype(cupy.uint8))
+        mask = to_device(np.asarray(to_host(feature_mask)).astype(np.uint8))
         if mask.shape not in ((n_features,), (k, n_features)):
             raise ValueError(f"feature_mask must have shape ({n_features},) or ({k}, {n_features}), got {mask.shape}")
         mask_stride = 0 if mask.ndim == 1 else n_features

@@ -18,6 +18,11 @@ name = "cpu"
 _PACK_CHUNK_ENTRIES = 32 * 65536
 
 
+def to_device(a):
+    """A host array on this backend's device (cupy_backend copies without stalling the host)."""
+    return np.asarray(a)
+
+
 # --------------------------------------------------------------------------- ELLPACK
 def count_missing(X, missing: float) -> int:
     """Number of entries of a dense array that are NaN or equal to `missing`."""
