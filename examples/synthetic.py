@@ -25,7 +25,7 @@ def make_bosch(xp, n_rows: int, seed: int, n_features: int = 968):
     visits = rs.random_sample((n_rows, n_stations)) < 0.2
     X = rs.standard_normal((n_rows, n_features)).astype(xp.float32)
     X = xp.round(X * 32) / 32  # measurements are recorded to a few digits
-    X[~visits[:, station]] = xp.nan
+    X = xp.where(visits[:, station], X, xp.float32(xp.nan))  # not mask assignment: > 2**31 entries
     Z = xp.nan_to_num(X)
     score = 1.2 * Z[:, 3] - 0.9 * Z[:, 17] * Z[:, 18] + 0.8 * xp.abs(Z[:, 200]) + 0.6 * Z[:, 611] \
         + 0.7 * visits[:, 30] - 6.2
