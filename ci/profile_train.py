@@ -30,7 +30,7 @@ def main():
     import cupy
 
     import daskgb
-    from benchmark_higgs import make_higgs
+    from synthetic import make_higgs
     from daskgb.backend import cupy_backend as cb
 
     if args.data == "higgs":
@@ -42,7 +42,7 @@ def main():
         X, y = make_year(cupy, args.rows, 2018)
         params = {"objective": "reg:squarederror", "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
     else:
-        from benchmark_covertype import make_covertype
+        from synthetic import make_covertype
 
         X, y = make_covertype(cupy, args.rows, 1998)
         params = {"objective": "multi:softprob", "num_class": 7, "max_depth": args.depth, "eta": 0.1,

@@ -39,12 +39,9 @@ SETS = ("higgs", "bosch", "covertype", "year", "airline", "ranking")
 MEMORY_ROUNDS = 20
 
 
-def spec(name: str, scale: float, airline_rows: int):
-    """(rows, make(xp, n, seed) -> (X, y, qid or None), params, metric name)."""
-    from benchmark_covertype import make_covertype
-    from benchmark_higgs import make_higgs
-    from benchmark_ltr import make_ltr
-    from synthetic import make_airline, make_bosch, make_year
+def spec(name: str, scale: float, airline_rows: int, rows: int | None = None):
+    """(rows, make(xp, n, seed) -> (X, y, qid or None), params, metric name); rows overrides the set's."""
+    from synthetic import make_airline, make_bosch, make_covertype, make_higgs, make_ltr, make_year
 
     def plain(make):
         return lambda xp, n, seed: (*make(xp, n, seed), None)
@@ -61,8 +58,8 @@ def spec(name: str, scale: float, airline_rows: int):
         "ranking": (475_000, lambda xp, n, seed: make_ltr(xp, max(10, int(n / 23.7)), 700, 23.7, seed),
                     {"objective": "rank:ndcg", "max_depth": 8}, "ndcg@10"),
     }
-    rows, make, params, metric = table[name]
-    return max(1000, int(rows * scale)), make, params, metric
+    default_rows, make, params, metric = table[name]
+    return max(1000, int((rows or default_rows) * scale)), make, params, metric
 
 
 class PeakMemory:
@@ -154,7 +151,7 @@ def release(xp):
 def run_set(name, args, device, xp):
     import daskgb
 
-    n, make, params, metric = spec(name, args.scale, args.airline_rows)
+    n, make, params, metric = spec(name, args.scale, args.airline_rows, args.rows)
     n_test = max(1000, n // 10)
     X, y, qid = make(xp, n + n_test, args.seed)
     if qid is not None:  # whole queries on each side of the split
@@ -227,9 +224,9 @@ def run_set(name, args, device, xp):
 def sweep(args, device, xp):
     """Time per round against rows, Higgs-shaped, both libraries (fewer rounds: the per-round cost)."""
     import daskgb
-    from benchmark_higgs import make_higgs
+    from synthetic import make_higgs
 
-    full = max(1000, int(10_500_000 * args.scale))
+    full = max(1000, int((args.rows or 10_500_000) * args.scale))
     sizes = sorted({min(full, s) for s in (1_000_000, 2_000_000, 4_000_000, 8_000_000)} | {full})
     X, y = make_higgs(xp, full, args.seed)
     params = {"objective": "binary:logistic", "max_depth": 8, "eta": args.eta, "max_bin": args.max_bin,
@@ -305,10 +302,11 @@ def plot(results, path) -> bool:
     return True
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {','.join(SETS)}")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every set's rows")
+    ap.add_argument("--rows", type=int, default=None, help="training rows of every chosen set (and of the sweep)")
     ap.add_argument("--airline-rows", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--eta", type=float, default=0.1)
@@ -320,7 +318,7 @@ def main():
     ap.add_argument("--sweep-rounds", type=int, default=100)
     ap.add_argument("--out", default="benchmark-results")
     ap.add_argument("--plot", default=None, help="only draw the plot from a saved benchmark.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     if args.plot:
         results = json.loads(Path(args.plot).read_text())

@@ -22,7 +22,7 @@ import numpy as np
 def make_data(client, rows, n_chunks, exact, seed=2017):
     import cupy
     import dask.array as da
-    from benchmark_higgs import make_higgs
+    from synthetic import make_higgs
 
     def block(i, n):
         X, y = make_higgs(cupy, n, seed + i)

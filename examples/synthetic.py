@@ -1,13 +1,105 @@
 """Seed-shaped synthetic data sets for the benchmarks, made on the device (numpy or cupy) in the run.
 
-Each imitates the shape and character of a set from the XGBoost GPU papers: Bosch
-(wide, 80% missing, rare positives) and YearPrediction (regression on 90 audio
-features) here; Higgs, Covertype and a Yahoo-LTR-like ranking set live with their
-own benchmarks (benchmark_higgs.py, benchmark_covertype.py, benchmark_ltr.py); Airline
-(13 columns of flight data) here. Deterministic for a seed on one device kind.
+Each imitates the shape and character of a set from the XGBoost GPU papers: Higgs
+(physics, 28 features), Bosch (wide, 80% missing, rare positives), Covertype (7
+imbalanced classes), YearPrediction (regression on 90 audio features), Airline (13
+columns of flight data) and a Yahoo-LTR-like ranking set. Deterministic for a seed on
+one device kind.
 """
 
 from __future__ import annotations
+
+import numpy as np
+
+# Yahoo! LTR set 1: relevance grades 0-4 in these proportions; queries of 1-139 documents.
+GRADE_SHARES = (0.26, 0.36, 0.28, 0.07, 0.03)
+MAX_QUERY_SIZE = 139
+
+
+def make_higgs(xp, n_rows: int, seed: int):
+    """(X float32 (n, 28), y float32 (n,)) on xp's device, deterministic for a seed."""
+    rs = xp.random.RandomState(seed)
+    low = rs.standard_normal((n_rows, 21)).astype(xp.float32)
+    low[:, 0::3] = xp.abs(low[:, 0::3]) ** 1.5  # momentum-like, skewed
+    high = xp.stack(
+        [
+            xp.sqrt(low[:, 0] ** 2 + low[:, 3] ** 2),
+            low[:, 1] * low[:, 4],
+            xp.tanh(low[:, 2] - low[:, 5]),
+            xp.log1p(xp.abs(low[:, 6] * low[:, 9])),
+            low[:, 7] ** 2 - low[:, 10],
+            xp.sin(low[:, 8]) * low[:, 11],
+            xp.abs(low[:, 12] + low[:, 15]) ** 0.5,
+        ],
+        axis=1,
+    ).astype(xp.float32)
+    X = xp.concatenate([low, high], axis=1)
+    score = 0.8 * high[:, 0] - 0.6 * high[:, 1] + high[:, 2] - 0.5 * high[:, 4] + 0.7 * high[:, 5] - low[:, 13]
+    score = score - score.mean()
+    p = 1.0 / (1.0 + xp.exp(-score))
+    y = (rs.random_sample(n_rows) < p).astype(xp.float32)
+    return xp.ascontiguousarray(X), y
+
+
+def make_covertype(xp, n_rows: int, seed: int):
+    """(X float32 (n, 54), y float32 (n,) in 0..6) on xp's device, deterministic for a seed."""
+    rs = xp.random.RandomState(seed)
+    elevation = rs.normal(2960, 280, n_rows)
+    aspect = rs.uniform(0, 360, n_rows)
+    slope = xp.abs(rs.normal(14, 7.5, n_rows))
+    h_hydro = xp.abs(rs.normal(270, 210, n_rows))
+    v_hydro = rs.normal(46, 58, n_rows)
+    h_road = xp.abs(rs.normal(2350, 1560, n_rows))
+    shade9 = xp.clip(rs.normal(212, 27, n_rows) - 0.3 * (aspect - 180) / 6, 0, 254)
+    shade12 = xp.clip(rs.normal(223, 20, n_rows) - slope, 0, 254)
+    shade3 = xp.clip(rs.normal(142, 38, n_rows) + 0.3 * (aspect - 180) / 6, 0, 254)
+    h_fire = xp.abs(rs.normal(1980, 1320, n_rows))
+    wild = xp.clip(((elevation - 2400) / 350 + rs.normal(0, 0.8, n_rows)).astype(xp.int64), 0, 3)
+    soil = xp.clip(((elevation - 1900) / 55 + rs.normal(0, 4, n_rows)).astype(xp.int64), 0, 39)
+    cont = xp.stack([elevation, aspect, slope, h_hydro, v_hydro, h_road, shade9, shade12, shade3, h_fire], axis=1)
+    onehot = xp.zeros((n_rows, 44), dtype=xp.float32)
+    rows = xp.arange(n_rows)
+    onehot[rows, wild] = 1.0
+    onehot[rows, 4 + soil] = 1.0
+    X = xp.concatenate([xp.round(cont).astype(xp.float32), onehot], axis=1)
+    # Class scores: elevation bands dominate, the rest shift the boundaries.
+    z = (elevation - 2960) / 280
+    road = h_road / 1560
+    fire = h_fire / 1320
+    hydro = h_hydro / 210
+    score = xp.stack([
+        1.6 - 1.0 * (z - 0.6) ** 2 + 0.3 * road,                  # spruce/fir: high
+        2.0 - 1.1 * z ** 2 + 0.2 * fire,                           # lodgepole pine: middle, the largest
+        0.3 - 1.5 * (z + 1.6) ** 2 + 0.4 * (wild == 3),            # ponderosa pine: low
+        -0.9 - 2.0 * (z + 2.2) ** 2 + 0.8 * (wild == 3) - 0.3 * hydro,  # cottonwood/willow: lowest, rare
+        0.4 - 2.0 * (z + 0.4) ** 2 - 0.4 * road + 0.1 * slope / 7.5,  # aspen
+        -0.2 - 1.6 * (z + 1.3) ** 2 + 0.3 * (soil < 8),            # douglas-fir
+        0.2 - 1.2 * (z - 1.5) ** 2 + 0.2 * (wild == 2),           # krummholz: highest
+    ], axis=1)
+    g = -xp.log(-xp.log(rs.uniform(1e-12, 1.0, (n_rows, 7))))  # Gumbel noise: a softmax draw
+    y = xp.argmax(score * 2.0 + g, axis=1).astype(xp.float32)
+    return xp.ascontiguousarray(X), y
+
+
+def make_ltr(xp, n_queries: int, n_features: int, mean_docs: float, seed: int):
+    """(X float32 (n, F), y float32 (n,), qid int64 (n,)) on xp's device, deterministic for a seed."""
+    rs = xp.random.RandomState(seed)
+    sizes = xp.clip(1 + rs.poisson(mean_docs - 1, n_queries), 1, MAX_QUERY_SIZE).astype(xp.int64)
+    n = int(sizes.sum())
+    ends = xp.cumsum(sizes)
+    qid = xp.searchsorted(ends, xp.arange(n, dtype=xp.int64), side="right").astype(xp.int64)
+    X = rs.random_sample((n, n_features)).astype(xp.float32)
+    X = xp.round(X ** 2 * 64) / 64  # skewed, coarse values: most features bin exactly
+    X[rs.random_sample((n, n_features)) < 0.4] = 0.0
+    informative = min(20, n_features)
+    w = rs.standard_normal(informative).astype(xp.float32)
+    query_shift = rs.standard_normal(n_queries).astype(xp.float32)[qid]
+    score = X[:, :informative] @ w + 0.5 * xp.sin(6 * X[:, 0] * X[:, 1]) + 0.5 * query_shift
+    score = score + 1.5 * rs.standard_normal(n).astype(xp.float32)
+    cut = xp.asarray(np.cumsum(GRADE_SHARES)[:-1])
+    thresholds = xp.quantile(score, cut)
+    y = xp.searchsorted(thresholds, score).astype(xp.float32)
+    return xp.ascontiguousarray(X), y, qid
 
 
 def make_bosch(xp, n_rows: int, seed: int, n_features: int = 968):
