@@ -106,10 +106,8 @@ def _check_shape(n_rows: int, n_features: int, allow_empty: bool = False) -> Non
         raise ValueError("X has no features (0 columns)")
 
 
-def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative: bool = False):
-    """A length-n float32 vector on xp's device, checked."""
-    if v is None:
-        return None
+def _numeric(v, what: str):
+    """(v as an array of its own module, that module); a one-column 2-D array becomes 1-D."""
     if hasattr(v, "to_numpy"):
         v = v.to_numpy()
     src = array_module(v)
@@ -118,10 +116,10 @@ def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative
         raise ValueError(f"{what} must be numeric, got dtype {a.dtype}")
     if a.ndim == 2 and a.shape[1] == 1:
         a = a[:, 0]
-    if a.ndim != 1:
-        raise ValueError(f"{what} must be 1-dimensional, got shape {a.shape}")
-    if a.shape[0] != n_rows:
-        raise ValueError(f"{what} has {a.shape[0]} entries but X has {n_rows} rows")
+    return a, src
+
+
+def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bool = False):
     a = a.astype(src.float32)
     if finite:
         bad = int((~src.isfinite(a)).sum())
@@ -134,29 +132,30 @@ def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative
     return xp.asarray(a) if xp is not np else to_host(a)
 
 
+def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative: bool = False):
+    """A length-n float32 vector on xp's device, checked."""
+    if v is None:
+        return None
+    a, src = _numeric(v, what)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be 1-dimensional, got shape {a.shape}")
+    if a.shape[0] != n_rows:
+        raise ValueError(f"{what} has {a.shape[0]} entries but X has {n_rows} rows")
+    return _checked_float32(a, src, what, xp, finite, nonnegative)
+
+
 def as_margin(v, n_rows: int, n_groups, xp):
     """Base margins: a length-n float32 vector, or (n, K) for K outputs per row (n_groups=None:
     whichever shape v has; a flat n*K vector is taken as row-major (n, K), as XGBoost does)."""
     if v is None:
         return None
-    if hasattr(v, "to_numpy"):
-        v = v.to_numpy()
-    src = array_module(v)
-    a = src.asarray(v)
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"base_margin must be numeric, got dtype {a.dtype}")
-    if a.ndim == 2 and a.shape[1] == 1:
-        a = a[:, 0]
+    a, src = _numeric(v, "base_margin")
     if n_groups is not None and n_groups > 1 and a.ndim == 1 and a.shape[0] == n_rows * n_groups:
         a = a.reshape(n_rows, n_groups)
+    want = f"({n_rows},)" if not n_groups or n_groups == 1 else f"({n_rows}, {n_groups})"
     if a.ndim not in (1, 2) or a.shape[0] != n_rows or (n_groups is not None and a.ndim == 2
                                                         and a.shape[1] != n_groups):
-        want = f"({n_rows},)" if not n_groups or n_groups == 1 else f"({n_rows}, {n_groups})"
         raise ValueError(f"base_margin has shape {a.shape}, expected {want}")
     if n_groups == 1 and a.ndim != 1:
-        raise ValueError(f"base_margin has shape {a.shape}, expected ({n_rows},)")
-    a = a.astype(src.float32)
-    bad = int((~src.isfinite(a)).sum())
-    if bad:
-        raise ValueError(f"base_margin has {bad} NaN or infinite values")
-    return xp.asarray(a) if xp is not np else to_host(a)
+        raise ValueError(f"base_margin has shape {a.shape}, expected {want}")
+    return _checked_float32(a, src, "base_margin", xp)

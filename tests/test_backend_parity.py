@@ -193,13 +193,16 @@ def random_gpair(rng, n_rows: int):
 
 
 def fixed_histogram(ell_n, fixed, positions, build_nodes):
-    """The int64 histogram, added row by row with np.add.at: what the kernel must equal exactly."""
+    """The int64 histogram, added row by row with np.add.at: what the kernel must equal exactly.
+
+    positions may cover a forest's virtual rows (a multiple of the matrix's rows): virtual row
+    v reads matrix row v % n_rows and gradient pair v."""
     sym = nb.symbols(ell_n).astype(np.int64)
     total_bins = int(ell_n.cuts.total_bins)
     hist = np.zeros((len(build_nodes), total_bins, 2), dtype=np.int64)
     for s, node in enumerate(build_nodes):
         rows = np.flatnonzero(positions == node)
-        rs = sym[rows]
+        rs = sym[rows % ell_n.n_rows]
         present = rs != ell_n.null_symbol
         gbin = rs + np.asarray(ell_n.cuts.ptrs[:-1], dtype=np.int64)[None, :] if ell_n.is_dense else rs
         for c in range(2):

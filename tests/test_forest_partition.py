@@ -13,7 +13,7 @@ import pytest
 from daskgb.backend import to_host
 from daskgb.backend import numpy_backend as nb
 
-from test_backend_parity import (both_ellpacks, cb, check_segments,  # noqa: F401
+from test_backend_parity import (both_ellpacks, cb, check_segments, fixed_histogram,  # noqa: F401
                                  random_gpair, random_level)
 
 
@@ -93,20 +93,4 @@ def test_forest_cuda_matches_numpy(cb, layout):  # noqa: F811
     fixed = np.round(random_gpair(rng, n * k).astype(np.float64) * 2**20).astype(np.int64)
     leaves = sorted(part_c.segments)
     got = to_host(cb.build_histograms(ell_c, cupy.asarray(fixed), part_c, leaves))
-    np.testing.assert_array_equal(got, fixed_histogram_virtual(ell_n, fixed, part_n.positions, leaves, n))
-
-
-def fixed_histogram_virtual(ell_n, fixed, positions, build_nodes, n):
-    """fixed_histogram over virtual rows: virtual row v reads data row v % n."""
-    sym = nb.symbols(ell_n).astype(np.int64)
-    total_bins = int(ell_n.cuts.total_bins)
-    hist = np.zeros((len(build_nodes), total_bins, 2), dtype=np.int64)
-    for s, node in enumerate(build_nodes):
-        rows = np.flatnonzero(positions == node)
-        rs = sym[rows % n]
-        present = rs != ell_n.null_symbol
-        gbin = rs + np.asarray(ell_n.cuts.ptrs[:-1], dtype=np.int64)[None, :] if ell_n.is_dense else rs
-        for c in range(2):
-            v = np.broadcast_to(fixed[rows, c : c + 1], rs.shape)
-            np.add.at(hist[s, :, c], gbin[present], v[present])
-    return hist
+    np.testing.assert_array_equal(got, fixed_histogram(ell_n, fixed, part_n.positions, leaves))
