@@ -243,10 +243,61 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
 
 
 def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
-    """Best split of each node (see split.evaluate_splits)."""
-    return _split.evaluate_splits(
-        np, hist, parent, scale, cuts.ptrs, cuts.values, cuts.min_values, params, feature_mask, monotone, bounds
-    )
+    """Best split of each node (see split.evaluate_splits), the same records.
+
+    The reference pads every feature it scans to the widest one's bins; where bin counts
+    differ a lot (one-hot next to continuous features) that scans several times the real
+    bins. So features are evaluated in groups of similar width (bin counts up to 2, 4, 8, ...)
+    and each node keeps the best group's split: the largest loss change, ties to the lower
+    feature, as the single scan's visiting order decides.
+    """
+    groups = _width_groups(cuts)
+    if groups is None:
+        return _split.evaluate_splits(np, hist, parent, scale, cuts.ptrs, cuts.values, cuts.min_values, params,
+                                      feature_mask, monotone, bounds)
+    mask = None if feature_mask is None else np.asarray(feature_mask, dtype=bool)
+    best = None
+    # The group holding feature 0 comes first: a node with no split reports its fields, as the
+    # reference does.
+    for feats, bins, ptrs, values, min_values in groups:
+        rec, left, right = _split.evaluate_splits(
+            np, hist[:, bins], parent, scale, ptrs, values, min_values, params,
+            None if mask is None else mask[..., feats], None if monotone is None else np.asarray(monotone)[feats],
+            bounds)
+        rec["feature"] = np.where(rec["feature"] >= 0, feats[np.maximum(rec["feature"], 0)], -1)
+        if best is None:
+            best = [rec, left, right]
+            continue
+        brec = best[0]
+        wins = (rec["feature"] >= 0) & ((rec["gain"] > brec["gain"]) | (
+            (rec["gain"] == brec["gain"]) & (brec["feature"] >= 0) & (rec["feature"] < brec["feature"])))
+        brec[wins] = rec[wins]
+        best[1][wins] = left[wins]
+        best[2][wins] = right[wins]
+    return tuple(best)
+
+
+def _width_groups(cuts):
+    """Per group of features with similar bin counts: (features, their global bins, sub-cut ptrs,
+    values, min_values); None when one scan wastes little. Cached on the cuts."""
+    cached = cuts.__dict__.get("_width_groups", False)
+    if cached is not False:
+        return cached
+    ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
+    n_bins = np.diff(ptrs)
+    groups = None
+    if n_bins.size > 1 and n_bins.max() * n_bins.size > 2 * max(1, int(n_bins.sum())):
+        bucket = np.ceil(np.log2(np.maximum(n_bins, 1))).astype(np.int64)
+        values, min_values = np.asarray(cuts.values), np.asarray(cuts.min_values)
+        order = [bucket[0]] + sorted(set(bucket.tolist()) - {bucket[0]})
+        groups = []
+        for b in order:
+            feats = np.flatnonzero(bucket == b)
+            bins = np.concatenate([np.arange(ptrs[f], ptrs[f + 1]) for f in feats])
+            sub_ptrs = np.concatenate([[0], np.cumsum(n_bins[feats])])
+            groups.append((feats, bins, sub_ptrs, values[bins], min_values[feats]))
+    cuts.__dict__["_width_groups"] = groups
+    return groups
 
 
 # --------------------------------------------------------------------------- prediction
