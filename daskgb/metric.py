@@ -133,7 +133,7 @@ _ADDITIVE = {
 }
 
 # Metrics of (n, K) class probabilities; the others read one output per row.
-MULTICLASS = ("mlogloss", "merror", "auc")
+MULTICLASS = ("mlogloss", "merror", "auc", "aucpr")
 
 
 def check_metric(name: str, n_groups: int, quantile_alpha=None) -> None:
@@ -220,6 +220,13 @@ def multiclass_auc_of(y, pred, weight=None):
     return float(area / total) if total > 0 else float("nan")
 
 
+def multiclass_aucpr_of(y, pred, weight=None):
+    """XGBoost's multiclass AUC-PR: the plain mean of each class's one-vs-rest AUC-PR (unlike
+    multiclass AUC, not weighted by class; NaN when a class has no rows, as XGBoost)."""
+    y = np.asarray(y).astype(np.int64)
+    return float(np.mean([aucpr_of((y == c).astype(np.float32), pred[:, c], weight) for c in range(pred.shape[1])]))
+
+
 # Metrics of the ranking of all rows: each worker's rows are gathered, since they do not add up.
 _RANKING = {"auc": auc_of, "aucpr": aucpr_of}
 
@@ -273,9 +280,7 @@ def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=N
             [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
         y, pred = np.concatenate(ys), np.concatenate(ps)
         if pred.ndim == 2:
-            if name == "aucpr":
-                raise ValueError("aucpr is implemented for binary classification only, not for multiclass outputs")
-            return multiclass_auc_of(y, pred, w)
+            return (multiclass_aucpr_of if name == "aucpr" else multiclass_auc_of)(y, pred, w)
         return _RANKING[name](y, pred, w)
     if name == "quantile":
         if quantile_alpha is None:

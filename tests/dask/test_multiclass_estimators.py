@@ -35,7 +35,7 @@ def test_multiclass_train_equals_in_process(client):
     dvalid = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [500], [1]), on_workers(client, yv, [500], [1]),
                                     ref=dtrain)
     params = {"objective": "multi:softprob", "num_class": 4, "max_depth": 4, "device": "cpu",
-              "eval_metric": ["mlogloss", "merror", "auc"]}
+              "eval_metric": ["mlogloss", "merror", "auc", "aucpr"]}
     out = dgb.train(client, params, dtrain, 8, evals=[(dvalid, "v")], verbose_eval=False)
     m = daskgb.QuantileMatrix(X, y, weight=w)
     res: dict = {}
@@ -44,7 +44,7 @@ def test_multiclass_train_equals_in_process(client):
     b = out["booster"]
     assert b.tree_info == local.tree_info
     np.testing.assert_allclose(b.predict(X, output_margin=True), local.predict(X, output_margin=True), atol=1e-5)
-    for metric in ("mlogloss", "merror", "auc"):  # exact over all rows, not an average of the workers'
+    for metric in ("mlogloss", "merror", "auc", "aucpr"):  # exact over all rows, not an average of the workers'
         np.testing.assert_allclose(out["history"]["v"][metric], res["v"][metric], rtol=1e-6)
     proba = dgb.predict(client, b, on_workers(client, Xv, [200, 300], [0, 1]))
     assert proba.shape == (500, 4)
