@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from exact_data import make_data, xgb_trees
 
 import daskgb
 from daskgb._types import SPLIT_DTYPE
@@ -27,23 +28,6 @@ SHAPES = [("lossguide", 0, 7), ("lossguide", 3, 0), ("lossguide", 6, 12), ("loss
           ("depthwise", 5, 6), ("depthwise", 0, 11), ("depthwise", 3, 64), ("lossguide", 2, 2)]
 # (reg_lambda, reg_alpha, gamma, min_child_weight)
 REGULARISATION = [(1.0, 0.0, 0.0, 1.0), (5.0, 0.5, 0.1, 0.0), (1.0, 0.0, 0.5, 5.0)]
-
-
-def make_data(seed: int, objective: str, with_nan: bool, n: int = 600, n_features: int = 6):
-    """Features on a grid of quarter steps (exact cuts: at most ~60 distinct values each)."""
-    rng = np.random.default_rng(seed)
-    X = np.round(rng.normal(size=(n, n_features)) * 4) / 4
-    X[:, 1] = rng.integers(0, 3, n)
-    if with_nan:
-        X[rng.random((n, n_features)) < 0.15] = np.nan
-    Z = np.nan_to_num(X)
-    score = 2 * Z[:, 0] + Z[:, 2] ** 2 - Z[:, 1] * Z[:, 3] + np.sin(2 * Z[:, 4]) + rng.normal(size=n)
-    y = score if objective == "reg:squarederror" else (score > 1).astype(np.float32)
-    return X.astype(np.float32), y.astype(np.float32)
-
-
-def xgb_trees(booster):
-    return json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"]
 
 
 def assert_same_structure(bx, ours, label):

@@ -11,11 +11,17 @@ from __future__ import annotations
 import itertools
 import json
 
+import exact_data
 import numpy as np
 import pytest
+from exact_data import xgb_trees
 
 import daskgb
-from daskgb.feature_sets import InteractionConstraints, interaction_sets, parse_interaction_constraints
+from daskgb.feature_sets import (
+    InteractionConstraints,
+    interaction_sets,
+    parse_interaction_constraints,
+)
 
 xgb = pytest.importorskip("xgboost")
 
@@ -29,19 +35,9 @@ CONSTRAINTS = [
 
 
 def make_data(seed, objective, with_nan, n=600):
-    rng = np.random.default_rng(seed)
-    X = np.round(rng.normal(size=(n, 6)) * 4) / 4
-    X[:, 1] = rng.integers(0, 3, n)
-    if with_nan:
-        X[rng.random(X.shape) < 0.15] = np.nan
-    Z = np.nan_to_num(X)
-    score = 2 * Z[:, 0] * Z[:, 1] + Z[:, 2] ** 2 - Z[:, 3] * Z[:, 4] + Z[:, 5] + rng.normal(size=n)
-    y = score if objective == "reg:squarederror" else (score > 1).astype(np.float32)
-    return X.astype(np.float32), y.astype(np.float32)
-
-
-def xgb_trees(booster):
-    return json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"]
+    """Exact-cut data whose signal is all interactions of feature pairs."""
+    return exact_data.make_data(seed, objective, with_nan, n, score=lambda Z, rng: (
+        2 * Z[:, 0] * Z[:, 1] + Z[:, 2] ** 2 - Z[:, 3] * Z[:, 4] + Z[:, 5] + rng.normal(size=n)))
 
 
 def path_features(tree):

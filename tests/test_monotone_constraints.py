@@ -10,10 +10,10 @@ split.child_gain, breaks the ties its way.)
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pytest
+from exact_data import make_data, xgb_trees
 
 import daskgb
 from daskgb.monotone import monotone_vector, parse_monotone_constraints
@@ -23,22 +23,6 @@ xgb = pytest.importorskip("xgboost")
 CONSTRAINTS = [(1, 0, -1, 0, 1, 0), (0, 0, 0, 0, 0, 0), (-1, 1), (1, 1, 1, 1, 1, 1)]
 # (reg_lambda, reg_alpha, max_delta_step)
 REGULARISATION = [(1.0, 0.0, 0.0), (5.0, 0.5, 0.0), (1.0, 0.0, 0.7)]
-
-
-def make_data(seed, objective, with_nan, n=600):
-    rng = np.random.default_rng(seed)
-    X = np.round(rng.normal(size=(n, 6)) * 4) / 4
-    X[:, 1] = rng.integers(0, 3, n)
-    if with_nan:
-        X[rng.random(X.shape) < 0.15] = np.nan
-    Z = np.nan_to_num(X)
-    score = 2 * Z[:, 0] + Z[:, 2] ** 2 - Z[:, 1] * Z[:, 3] + np.sin(2 * Z[:, 4]) + rng.normal(size=n)
-    y = score if objective == "reg:squarederror" else (score > 1).astype(np.float32)
-    return X.astype(np.float32), y.astype(np.float32)
-
-
-def xgb_trees(booster):
-    return json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"]
 
 
 def same_structure(tx, to) -> bool:
