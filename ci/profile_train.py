@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--data", choices=("higgs", "covertype", "year"), default="higgs")
     ap.add_argument("--cprofile", action="store_true", help="also profile the host side (no syncs added)")
+    ap.add_argument("--top", type=int, default=40, help="functions the host profile lists")
     args = ap.parse_args()
 
     import cupy
@@ -62,11 +63,12 @@ def main():
         cupy.cuda.runtime.deviceSynchronize()
         prof.disable()
         print(f"unsynchronised: {1e3 * (time.perf_counter() - t) / args.rounds:.2f} ms per round")
-        pstats.Stats(prof).sort_stats("tottime").print_stats(40)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
 
     spent = collections.Counter()
     calls = collections.Counter()
-    for name in ("build_histograms", "evaluate_splits", "apply_splits", "prepare_gradients", "new_partition",
+    for name in ("build_histograms", "evaluate_splits", "apply_splits", "children_histograms", "prepare_gradients",
+                 "new_partition",
                  "sum_gradients"):
         fn = getattr(cb, name)
 

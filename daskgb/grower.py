@@ -129,20 +129,13 @@ class _Growth:
     def evaluate_children(self, parents: list[Candidate], lids, rids) -> list[Candidate]:
         """Histograms of the expanded nodes' children (the smaller one built, the other by
         subtraction), then their best splits."""
-        xp = self.backend.xp
         recs = records(parents)
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = recs["right_hess"] < recs["left_hess"]
         build = np.where(build_right, rids, lids).tolist()
         built = self.comm.allreduce(self.backend.build_histograms(self.ell, self.gpair, self.part, build))
-        sources = [c.source for c in parents]
-        other = _rows(self.backend, sources, "hist") - built
-        br = self.backend.to_device(build_right)[:, None, None]
-        left_hist = xp.where(br, other, built)
-        right_hist = xp.where(br, built, other)
-        hist = xp.stack([left_hist, right_hist], axis=1).reshape(-1, *built.shape[1:])
-        sums = xp.stack([_rows(self.backend, sources, "left"), _rows(self.backend, sources, "right")],
-                        axis=1).reshape(-1, 2)
+        ev, rows = _sources(self.backend, [c.source for c in parents])
+        hist, sums = self.backend.children_histograms(ev.hist, rows, built, build_right, ev.left, ev.right)
         nids = np.stack([lids, rids], axis=1).ravel()
         depths = np.repeat([c.depth + 1 for c in parents], 2)
         return self.evaluate(hist, sums, nids, depths)
@@ -193,14 +186,16 @@ def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tr
     return trees[0], positions
 
 
-def _rows(backend, sources, name: str):
-    """Row i of each (evaluation, i) source's array `name`, stacked; one gather when all share one evaluation."""
+def _sources(backend, sources):
+    """(evaluation, rows) holding the (evaluation, i) sources: their own evaluation when they
+    share one (a depthwise level), else one stacked from theirs."""
     evs = {id(ev) for ev, _ in sources}
     if len(evs) == 1:
-        a = getattr(sources[0][0], name)
-        idx = [i for _, i in sources]
-        return a if idx == list(range(a.shape[0])) else a[backend.to_device(np.asarray(idx, dtype=np.int64))]
-    return backend.xp.stack([getattr(ev, name)[i] for ev, i in sources])
+        return sources[0][0], np.array([i for _, i in sources], dtype=np.int64)
+    xp = backend.xp
+    stacked = _Evaluation(None, *(xp.stack([getattr(ev, name)[i] for ev, i in sources])
+                                  for name in ("hist", "left", "right")))
+    return stacked, np.arange(len(sources), dtype=np.int64)
 
 
 def _root_sums(backend, ell, gpair, root_hist, comm, from_bins: bool, k: int):

@@ -1,111 +1,161 @@
 // Rows per node: stable partition of each split node's ridx segment into its children
 // (cupy_backend.apply_splits; numpy_backend.apply_splits is the reference).
 //
-// The split nodes' segments are visited as one compact range t = 0..n_split_rows-1:
-// split i owns t in [cum[i], cum[i+1]) and ridx slots start[i] + (t - cum[i]).
-// partition_flags writes each row's go-left flag; the host takes an exclusive scan
-// of the flags (cupy.cumsum); partition_scatter then puts the left rows first and
-// the right rows after them, each in their old order.
+// Each split node's segment is cut into tiles of kTileRows rows, one block per tile.
+// partition_count decides every row's side, parks the row with its side in `scratch`
+// (same slot as in ridx, so the scatter may overwrite ridx) and counts the tile's
+// left rows. partition_scatter gives each tile its place from the counts of its
+// node's earlier tiles and writes the left rows at the front of the segment, the
+// right rows after them, each in their old order. No scan over all rows, no host
+// work between the two launches.
 //
-// `info` holds the level's splits as int64, k entries per field after cum:
-//   cum[k+1] | start[k] | feature[k] | bin[k] | default_left[k] | left_id[k] | right_id[k] | row_offset[k]
+// `info` holds the level's splits as int64, k entries per field, then the tiles:
+//   start[k] | count[k] | feature[k] | bin[k] | default_left[k] | left_id[k] | right_id[k] |
+//   row_offset[k] | first_tile[k+1] | tile_split[n_tiles]
+// Split i owns tiles first_tile[i] .. first_tile[i+1]-1; tile_split[b] is the split of tile b.
 //
 // ridx holds "virtual" rows: a forest of K trees grown together (multiclass) numbers
 // the rows of tree c as c * n_rows + row, so row_offset[i] (the split node's tree
 // times n_rows) turns a virtual row back into its ELLPACK row. A single tree has
-// offset 0. positions is indexed by virtual row.
+// offset 0. positions is indexed by virtual row. Virtual rows are below 2**31
+// (the host checks), so bit 31 of a parked row is free for its side.
 #include "common.cuh"
 
+constexpr int kTileRows = 4096;  // cupy_backend._PARTITION_TILE_ROWS
+constexpr uint32_t kLeftBit = 0x80000000u;
+
 struct LevelSplits {
-  const long long* cum;
   const long long* start;
+  const long long* count;
   const long long* feature;
   const long long* bin;
   const long long* default_left;
   const long long* left_id;
   const long long* right_id;
   const long long* row_offset;
-  int k;
+  const long long* first_tile;
+  const long long* tile_split;
 
-  __device__ LevelSplits(const long long* info, int k_)
-      : cum(info),
-        start(info + k_ + 1),
-        feature(info + 2 * k_ + 1),
-        bin(info + 3 * k_ + 1),
-        default_left(info + 4 * k_ + 1),
-        left_id(info + 5 * k_ + 1),
-        right_id(info + 6 * k_ + 1),
-        row_offset(info + 7 * k_ + 1),
-        k(k_) {}
-
-  // The split owning compact index t: the last i with cum[i] <= t (splits with no
-  // rows have cum[i] == cum[i+1] and are skipped by taking the last).
-  __device__ __forceinline__ int owner(long long t) const {
-    int lo = 0, hi = k + 1;  // upper bound of t in cum[0..k]
-    while (lo < hi) {
-      int mid = (lo + hi) >> 1;
-      if (cum[mid] <= t) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    return lo - 1;
-  }
+  __device__ LevelSplits(const long long* info, int k)
+      : start(info),
+        count(info + k),
+        feature(info + 2 * k),
+        bin(info + 3 * k),
+        default_left(info + 4 * k),
+        left_id(info + 5 * k),
+        right_id(info + 6 * k),
+        row_offset(info + 7 * k),
+        first_tile(info + 8 * k),
+        tile_split(info + 9 * k + 1) {}
 };
 
-// flags[t + 1] = 1 when the row at compact index t goes left; flags[0] = 0, so that
-// an inclusive scan of flags is the exclusive scan of the go-left flags.
-// rows[t] keeps the row id, so the scatter may overwrite ridx in place.
-// Launch: 1-D, any shape (grid-stride over n_split_rows).
-template <bool kDense>
-__global__ void partition_flags(const uint32_t* __restrict__ words, int bits, int row_stride,
-                                uint32_t null_symbol, const int32_t* __restrict__ ptrs,
-                                const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int k,
-                                long long n_split_rows, uint32_t* __restrict__ rows,
-                                int32_t* __restrict__ flags) {
-  const LevelSplits s(info, k);
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (t == 0) flags[0] = 0;
-  for (; t < n_split_rows; t += stride) {
-    int i = s.owner(t);
-    uint32_t row = ridx[s.start[i] + (t - s.cum[i])];
-    rows[t] = row;
-    const unsigned long long data_row = (unsigned long long)row - (unsigned long long)s.row_offset[i];
-    int b = ellpack_feature_bin<kDense>(words, bits, data_row * (unsigned long long)row_stride,
-                                        row_stride, null_symbol, ptrs, (int)s.feature[i]);
-    bool left = b < 0 ? s.default_left[i] != 0 : (long long)b <= s.bin[i];
-    flags[t + 1] = left ? 1 : 0;
-  }
+// Sum of v over the block (every thread gets it). `buf`: 32 ints of shared memory.
+__device__ __forceinline__ long long block_sum(long long v, long long* buf) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();  // buf may still be read from an earlier call
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  long long total = 0;
+  const int n_warps = (blockDim.x + 31) >> 5;
+  for (int w = 0; w < n_warps; ++w) total += buf[w];
+  return total;
 }
 
-// scan[t] = number of left rows at compact indices < t (scan has n_split_rows + 1 entries).
-// Launch: 1-D, any shape (grid-stride over n_split_rows).
-__global__ void partition_scatter(const uint32_t* __restrict__ rows, const int32_t* __restrict__ scan,
-                                  const long long* __restrict__ info, int k, long long n_split_rows,
-                                  uint32_t* __restrict__ ridx, int32_t* __restrict__ positions) {
+// tile_left[b] = left rows of tile b. Launch: grid (n_tiles), block a multiple of 32 (<= 1024).
+template <bool kDense>
+__global__ void partition_count(const uint32_t* __restrict__ words, int bits, int row_stride,
+                                uint32_t null_symbol, const int32_t* __restrict__ ptrs,
+                                const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int k,
+                                uint32_t* __restrict__ scratch, int32_t* __restrict__ tile_left) {
+  __shared__ long long buf[32];
   const LevelSplits s(info, k);
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n_split_rows; t += stride) {
-    int i = s.owner(t);
-    long long begin = s.cum[i];
-    long long base = scan[begin];
-    long long left_before = scan[t] - base;
-    long long n_left = scan[s.cum[i + 1]] - base;
-    bool left = scan[t + 1] != scan[t];
-    long long dest = left ? left_before : n_left + (t - begin) - left_before;
-    uint32_t row = rows[t];
-    ridx[s.start[i] + dest] = row;
-    positions[row] = (int32_t)(left ? s.left_id[i] : s.right_id[i]);
+  const int i = (int)s.tile_split[blockIdx.x];
+  const long long begin = s.start[i] + (blockIdx.x - s.first_tile[i]) * (long long)kTileRows;
+  const long long end = min(s.start[i] + s.count[i], begin + kTileRows);
+  const int f = (int)s.feature[i];
+  const long long split_bin = s.bin[i];
+  const bool default_left = s.default_left[i] != 0;
+  const unsigned long long offset = (unsigned long long)s.row_offset[i];
+  long long n_left = 0;
+  for (long long t = begin + threadIdx.x; t < end; t += blockDim.x) {
+    const uint32_t row = ridx[t];
+    const int b = ellpack_feature_bin<kDense>(words, bits, (row - offset) * (unsigned long long)row_stride,
+                                              row_stride, null_symbol, ptrs, f);
+    const bool left = b < 0 ? default_left : (long long)b <= split_bin;
+    scratch[t] = left ? (row | kLeftBit) : row;
+    n_left += left;
+  }
+  n_left = block_sum(n_left, buf);
+  if (threadIdx.x == 0) tile_left[blockIdx.x] = (int32_t)n_left;
+}
+
+// Moves the parked rows to their children's segments and labels them in positions;
+// n_left[i] = left rows of split i (written by the split's first tile; the caller
+// zeroes it for splits without rows). Launch: as partition_count.
+__global__ void partition_scatter(const uint32_t* __restrict__ scratch, const int32_t* __restrict__ tile_left,
+                                  const long long* __restrict__ info, int k, uint32_t* __restrict__ ridx,
+                                  int32_t* __restrict__ positions, long long* __restrict__ n_left) {
+  __shared__ long long buf[32];
+  __shared__ int warp_before[32];
+  __shared__ int chunk_left;
+  const LevelSplits s(info, k);
+  const int i = (int)s.tile_split[blockIdx.x];
+  const long long t0 = s.first_tile[i], t1 = s.first_tile[i + 1];
+  // Left rows of this split's earlier tiles, and of all its tiles.
+  long long before = 0, total = 0;
+  for (long long b = t0 + threadIdx.x; b < t1; b += blockDim.x) {
+    const long long c = tile_left[b];
+    total += c;
+    if (b < (long long)blockIdx.x) before += c;
+  }
+  before = block_sum(before, buf);
+  total = block_sum(total, buf);
+  const long long start = s.start[i];
+  const long long begin = start + (blockIdx.x - t0) * (long long)kTileRows;
+  const long long end = min(start + s.count[i], begin + kTileRows);
+  if (blockIdx.x == t0 && threadIdx.x == 0) n_left[i] = total;
+  const int32_t lid = (int32_t)s.left_id[i], rid = (int32_t)s.right_id[i];
+  long long left_at = start + before;                            // next left row's slot
+  long long right_at = start + total + (begin - start - before);  // next right row's slot
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_warps = (blockDim.x + 31) >> 5;
+  for (long long chunk = begin; chunk < end; chunk += blockDim.x) {
+    const long long t = chunk + threadIdx.x;
+    const bool valid = t < end;
+    const uint32_t v = valid ? scratch[t] : 0u;
+    const bool left = valid && (v & kLeftBit);
+    const unsigned ballot = __ballot_sync(0xffffffffu, left);
+    __syncthreads();  // warp_before and chunk_left of the previous chunk are read
+    if (lane == 0) warp_before[warp] = __popc(ballot);
+    __syncthreads();
+    if (warp == 0) {
+      const int c = lane < n_warps ? warp_before[lane] : 0;
+      int incl = c;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int u = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += u;
+      }
+      if (lane < n_warps) warp_before[lane] = incl - c;
+      if (lane == 31) chunk_left = incl;
+    }
+    __syncthreads();
+    const int lefts_before = warp_before[warp] + __popc(ballot & ((1u << lane) - 1u));
+    if (valid) {
+      const uint32_t row = v & ~kLeftBit;
+      const long long dest = left ? left_at + lefts_before : right_at + threadIdx.x - lefts_before;
+      ridx[dest] = row;
+      positions[row] = left ? lid : rid;
+    }
+    const long long n_valid = min((long long)blockDim.x, end - chunk);
+    left_at += chunk_left;
+    right_at += n_valid - chunk_left;
   }
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
-template __global__ void partition_flags<true>(const uint32_t*, int, int, uint32_t, const int32_t*,
-                                               const uint32_t*, const long long*, int, long long, uint32_t*,
-                                               int32_t*);
-template __global__ void partition_flags<false>(const uint32_t*, int, int, uint32_t, const int32_t*,
-                                                const uint32_t*, const long long*, int, long long, uint32_t*,
-                                                int32_t*);
+template __global__ void partition_count<true>(const uint32_t*, int, int, uint32_t, const int32_t*,
+                                               const uint32_t*, const long long*, int, uint32_t*, int32_t*);
+template __global__ void partition_count<false>(const uint32_t*, int, int, uint32_t, const int32_t*,
+                                                const uint32_t*, const long long*, int, uint32_t*, int32_t*);
 #endif

@@ -402,6 +402,32 @@ def test_build_histograms(cb, layout, budget, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("seed", [0, 1])
+def test_children_histograms(cb, seed):
+    """The fused sibling subtraction against the numpy reference, exactly (int64 fixed point);
+    parents picked out of order and some twice, either child built."""
+    import cupy
+
+    rng = np.random.default_rng(40 + seed)
+    n_parents, k, bins = 7, 5, 37
+    parents = rng.integers(-2**40, 2**40, (n_parents, bins, 2))
+    parent_rows = rng.integers(0, n_parents, k)
+    built = rng.integers(-2**40, 2**40, (k, bins, 2))
+    build_right = rng.random(k) < 0.5
+    left, right = rng.integers(-2**40, 2**40, (n_parents, 2)), rng.integers(-2**40, 2**40, (n_parents, 2))
+    want = nb.children_histograms(parents, parent_rows, built, build_right, left, right)
+    got = cb.children_histograms(cupy.asarray(parents), parent_rows, cupy.asarray(built), build_right,
+                                 cupy.asarray(left), cupy.asarray(right))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(to_host(g), w)
+    # Left child at 2i, right at 2i + 1: the built one as given, the other the parent minus it.
+    i = 0
+    side = 2 * i + int(build_right[i])
+    np.testing.assert_array_equal(want[0][side], built[i])
+    np.testing.assert_array_equal(want[0][2 * i + 1 - int(build_right[i])], parents[parent_rows[i]] - built[i])
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     "params",
     [

@@ -46,24 +46,30 @@ from . import kernels as _kernels
 xp = cupy
 name = "cuda"
 
-# Shared memory a histogram block may use for its private copy of a feature
-# group's bins (16 bytes per bin). 48 KiB needs no opt-in on any GPU; more needs
-# max_dynamic_shared_size_bytes (set below) and fewer blocks then fit on an SM.
-SHARED_BUDGET_BYTES = 48 * 1024
+# Shared memory a histogram block may use for its private copy of a feature group's
+# bins (16 bytes per bin, and 4 bytes per feature of the group for its bin offsets).
+# None: the device's opt-in limit per block, capped at _SHARED_CAP_BYTES. More than
+# 48 KiB needs max_dynamic_shared_size_bytes (set below); a larger budget means fewer
+# feature groups (each re-reads the rows) but fewer blocks per SM.
+SHARED_BUDGET_BYTES = None
+_SHARED_CAP_BYTES = 96 * 1024
 _BIN_BYTES = 16
 # Histogram launches aim at this many blocks per SM in all (tiles x feature groups),
 # enough to keep every SM busy while each block amortises clearing and flushing its
 # shared histogram over at least _MIN_TILE_ROWS rows.
 _BLOCKS_PER_SM = 4
 _MIN_TILE_ROWS = 256
-_HIST_THREADS = 512
+_HIST_THREADS = 1024
 _THREADS = 256
 
 _ELLPACK = ("pack_dense", "pack_symbols", "bin_entries")
-_PARTITION = ("partition_flags<true>", "partition_flags<false>", "partition_scatter")
+_PARTITION = ("partition_count<true>", "partition_count<false>", "partition_scatter")
+_PARTITION_TILE_ROWS = 4096  # kTileRows in kernels/partition.cu
+_PARTITION_THREADS = 512
 _HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
 _PREDICT = ("predict_margin",)
 _SPLIT = ("evaluate_splits",)
+_CHILDREN = ("children_histograms",)
 _SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
 
 # False: evaluate splits with split.evaluate_splits' array operations on the device
@@ -91,6 +97,18 @@ def _launch_1d(fn, n: int, args, threads: int = _THREADS) -> None:
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: int) -> int:
     return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_optin(device: int) -> int:
+    return int(cupy.cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+def _shared_budget() -> int:
+    """Bytes of shared memory a histogram block may use (SHARED_BUDGET_BYTES, or the device's)."""
+    if SHARED_BUDGET_BYTES is not None:
+        return int(SHARED_BUDGET_BYTES)
+    return min(_SHARED_CAP_BYTES, _shared_optin(cupy.cuda.runtime.getDevice()))
 
 
 def _tf(flag: bool) -> str:
@@ -166,11 +184,11 @@ class _Plan:
         """Feature groups for a shared-memory budget, cached (see _feature_groups)."""
         g = self._groups.get(budget_bytes)
         if g is None:
-            shared, single, max_bins = _feature_groups(self.ptrs_host, budget_bytes // _BIN_BYTES)
+            shared, single, smem = _feature_groups(self.ptrs_host, budget_bytes)
             g = self._groups[budget_bytes] = (
                 cupy.asarray(np.asarray(shared, dtype=np.int32).reshape(-1, 2)),
                 cupy.asarray(np.asarray(single, dtype=np.int32).reshape(-1, 2)),
-                max_bins,
+                smem,
                 max((b - a for a, b in shared), default=0),
             )
         return g
@@ -184,30 +202,35 @@ def _plan(ell) -> _Plan:
     return plan
 
 
-def _feature_groups(ptrs, budget_bins: int):
-    """Split the features into contiguous groups whose bins fit budget_bins.
+def _group_smem(n_bins: int, n_features: int) -> int:
+    """Shared memory of a histogram block for a group: its bins, then its features' bin offsets."""
+    return n_bins * _BIN_BYTES + 4 * n_features
 
-    Returns (shared, single, max_bins): shared lists (first, end) feature ranges
-    that fit in shared memory, single lists the features that alone exceed the
-    budget (their histograms are built with global atomics), max_bins is the most
-    bins of any shared group.
+
+def _feature_groups(ptrs, budget_bytes: int):
+    """Split the features into contiguous groups whose shared memory fits budget_bytes.
+
+    Returns (shared, single, smem): shared lists (first, end) feature ranges that fit
+    in shared memory, single lists the features that alone exceed the budget (their
+    histograms are built with global atomics), smem is the most shared memory any
+    shared group needs (see _group_smem).
     """
     n_features = len(ptrs) - 1
     shared, single = [], []
-    max_bins = 0
+    smem = 0
     f = 0
     while f < n_features:
-        if ptrs[f + 1] - ptrs[f] > budget_bins:
+        if _group_smem(int(ptrs[f + 1] - ptrs[f]), 1) > budget_bytes:
             single.append((f, f + 1))
             f += 1
             continue
         end = f + 1
-        while end < n_features and ptrs[end + 1] - ptrs[f] <= budget_bins:
+        while end < n_features and _group_smem(int(ptrs[end + 1] - ptrs[f]), end + 1 - f) <= budget_bytes:
             end += 1
         shared.append((f, end))
-        max_bins = max(max_bins, int(ptrs[end] - ptrs[f]))
+        smem = max(smem, _group_smem(int(ptrs[end] - ptrs[f]), end - f))
         f = end
-    return shared, single, max_bins
+    return shared, single, smem
 
 
 # --------------------------------------------------------------------------- ELLPACK
@@ -363,7 +386,15 @@ class RowPartition:
         self.n_rows, self.n_trees = n_rows, n_trees
         self.positions = cupy.repeat(cupy.arange(n_trees, dtype=cupy.int32), n_rows)
         self.ridx = cupy.arange(n_rows * n_trees, dtype=cupy.uint32)
+        self._scratch = None
         self.segments: dict[int, tuple[int, int]] = {c: (c * n_rows, n_rows) for c in range(n_trees)}
+
+    @property
+    def scratch(self):
+        """A ridx-sized buffer where apply_splits parks the rows it moves."""
+        if self._scratch is None:
+            self._scratch = cupy.empty_like(self.ridx)
+        return self._scratch
 
     def row_offsets(self, nodes) -> np.ndarray:
         """(len(nodes),) int64: the first virtual row of each node's tree."""
@@ -388,8 +419,9 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
 
     A row goes left when its bin of the split feature is <= bins[i], or when the
     value is missing and default_left[i] is set. Within a node's segment the left
-    rows come first, then the right rows, each in their old order. One device sync:
-    the children's row counts, for the host's segments.
+    rows come first, then the right rows, each in their old order. Two launches
+    (kernels/partition.cu) and one device sync: the children's row counts, for the
+    host's segments.
     """
     nids = np.asarray(to_host(nids), dtype=np.int64).ravel()
     k = nids.size
@@ -398,27 +430,29 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     fields = [np.asarray(to_host(a), dtype=np.int64).ravel()
               for a in (features, bins, default_left, left_ids, right_ids)]
     seg = _segments_of(part, nids)
-    cum = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(seg[:, 1], out=cum[1:])
-    total = int(cum[-1])
-    if total > 0:
+    starts, counts = seg[:, 0], seg[:, 1]
+    tiles_per = -(-counts // _PARTITION_TILE_ROWS)
+    first_tile = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(tiles_per, out=first_tile[1:])
+    n_tiles = int(first_tile[-1])
+    if n_tiles > 0:
         plan = _plan(ell)
-        # One host-to-device copy for all of the level's split parameters (layout in partition.cu).
-        info = to_device(np.concatenate([cum, seg[:, 0], *fields, part.row_offsets(nids)]))
-        rows = cupy.empty(total, dtype=cupy.uint32)
-        flags = cupy.empty(total + 1, dtype=cupy.int32)
-        flag_fn = _kernel("partition.cu", _PARTITION, f"partition_flags<{_tf(ell.is_dense)}>")
-        _launch_1d(flag_fn, total, (ell.words, np.int32(ell.bits), np.int32(ell.row_stride),
-                                    np.uint32(ell.null_symbol), plan.ptrs, part.ridx, info, np.int32(k),
-                                    np.int64(total), rows, flags))
-        scan = cupy.cumsum(flags, dtype=cupy.int32)
+        # One host-to-device copy for all of the level's split parameters and tiles (layout in partition.cu).
+        info = to_device(np.concatenate([starts, counts, *fields, part.row_offsets(nids), first_tile,
+                                         np.repeat(np.arange(k, dtype=np.int64), tiles_per)]))
+        tile_left = cupy.empty(n_tiles, dtype=cupy.int32)
+        n_left_d = cupy.zeros(k, dtype=cupy.int64)
+        count_fn = _kernel("partition.cu", _PARTITION, f"partition_count<{_tf(ell.is_dense)}>")
+        count_fn((n_tiles,), (_PARTITION_THREADS,), (
+            ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
+            part.ridx, info, np.int32(k), part.scratch, tile_left))
         scatter_fn = _kernel("partition.cu", _PARTITION, "partition_scatter")
-        _launch_1d(scatter_fn, total, (rows, scan, info, np.int32(k), np.int64(total), part.ridx, part.positions))
-        n_left = np.diff(to_host(scan[info[: k + 1]]).astype(np.int64))  # the level's one sync
+        scatter_fn((n_tiles,), (_PARTITION_THREADS,), (part.scratch, tile_left, info, np.int32(k), part.ridx,
+                                                        part.positions, n_left_d))
+        n_left = to_host(n_left_d)  # the level's one sync
     else:
         n_left = np.zeros(k, dtype=np.int64)
     # The children's segments, in bulk: a per-node Python loop cost more than the kernels at deep levels.
-    starts, counts = seg[:, 0], seg[:, 1]
     segments = part.segments
     for nid in nids.tolist():
         del segments[nid]
@@ -456,7 +490,7 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     if k == 0 or ell.n_features == 0:
         return hist
     plan = _plan(ell)
-    shared, single, max_bins, max_width = plan.groups(SHARED_BUDGET_BYTES)
+    shared, single, smem, max_width = plan.groups(_shared_budget())
     n_groups = shared.shape[0] + single.shape[0]
     width = max(max_width, 1) if ell.is_dense else ell.row_stride
     tiles = _tiles(_segments_of(part, build_nodes), n_groups, width, part.row_offsets(build_nodes))
@@ -469,15 +503,48 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
               part.ridx, gpair, tiles_d)
     if shared.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
-        smem = max_bins * _BIN_BYTES
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = smem
         fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,), common + (shared, np.int32(total_bins), hist),
            shared_mem=smem)
     if single.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
-        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,), common + (single, np.int32(total_bins), hist))
+        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,), common + (single, np.int32(total_bins), hist),
+           shared_mem=_group_smem(0, 1))
     return hist
+
+
+def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):
+    """numpy_backend.children_histograms in one launch (kernels/children.cu)."""
+    k = len(parent_rows)
+    if not all(a.dtype == cupy.int64 for a in (parents, built, parent_left, parent_right)):
+        from . import numpy_backend  # the kernel takes int64 fixed point only
+
+        return numpy_backend.children_histograms(parents, parent_rows, built, build_right, parent_left,
+                                                 parent_right)
+    row_shape = built.shape[1:]
+    row_len = int(np.prod(row_shape))
+    hist = cupy.empty((2 * k, *row_shape), dtype=cupy.int64)
+    sums = cupy.empty((2 * k, 2), dtype=cupy.int64)
+    if k == 0:
+        return hist, sums
+    info = to_device(np.concatenate([np.asarray(parent_rows, dtype=np.int64),
+                                     np.asarray(build_right, dtype=np.int64)]))
+    fn = _kernel("children.cu", _CHILDREN, "children_histograms")
+    _launch_1d(fn, max(k * row_len, 4 * k), (
+        cupy.ascontiguousarray(parents), cupy.ascontiguousarray(built), cupy.ascontiguousarray(parent_left),
+        cupy.ascontiguousarray(parent_right), info, np.int32(k), np.int64(row_len), hist, sums))
+    return hist, sums
+
+
+@functools.lru_cache(maxsize=16)
+def _all_features_on(device: int, n_features: int):
+    return cupy.ones(n_features, dtype=cupy.uint8)
+
+
+def _all_features(n_features: int):
+    """A mask letting every feature split (cached: made once per device and width)."""
+    return _all_features_on(cupy.cuda.runtime.getDevice(), n_features)
 
 
 def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
@@ -503,7 +570,7 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
     parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
     # The kernel reads node i's mask at mask[i * mask_stride]: stride 0 shares one row.
     if feature_mask is None:
-        mask, mask_stride = cupy.ones(n_features, dtype=cupy.uint8), 0
+        mask, mask_stride = _all_features(n_features), 0
     else:
         mask = to_device(np.asarray(to_host(feature_mask)).astype(np.uint8))
         if mask.shape not in ((n_features,), (k, n_features)):

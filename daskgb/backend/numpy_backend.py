@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import split as _split
+from . import array_module
 
 xp = np
 name = "cpu"
@@ -240,6 +241,23 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     hist[..., 0] = np.bincount(key, weights=g, minlength=k * total_bins).reshape(k, total_bins)
     hist[..., 1] = np.bincount(key, weights=h, minlength=k * total_bins).reshape(k, total_bins)
     return hist
+
+
+def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):
+    """The children of k split nodes: (2k, total_bins, 2) histograms and (2k, 2) sums.
+
+    Split i's parent is row parent_rows[i] of parents (histograms) and of parent_left /
+    parent_right (the sums of its best split's children); built[i] is the histogram of
+    its right child where build_right[i], else of its left child, and the sibling is the
+    parent minus it. Split i's left child is row 2i of the results, its right child 2i + 1.
+    """
+    xp = array_module(built)  # also cupy_backend's reference
+    rows = xp.asarray(np.asarray(parent_rows, dtype=np.int64))
+    br = xp.asarray(np.asarray(build_right, dtype=bool))[:, None, None]
+    other = parents[rows] - built
+    hist = xp.stack([xp.where(br, other, built), xp.where(br, built, other)], axis=1)
+    sums = xp.stack([parent_left[rows], parent_right[rows]], axis=1)
+    return hist.reshape(-1, *built.shape[1:]), sums.reshape(-1, 2)
 
 
 def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):

@@ -1,0 +1,143 @@
+"""Per tree level: the histogram kernel's and the row partition's device time, and the
+histogram's achieved bandwidth against the copy bandwidth measured in the same run.
+
+    python ci/bench_levels.py --data higgs --rows 10500000
+
+One boosting round is grown as training grows it; every build_histograms and
+apply_splits call of the measured tree is repeated --reps times on the same input
+(apply_splits restores the partition before each repeat) and timed with CUDA events;
+the table shows medians. Bytes counted for a histogram build are the least it must
+read: per built row its packed ELLPACK row (the feature group's slots for a dense
+matrix, all slots for a sparse one, once per feature group), its ridx entry (4 B) and
+its fixed-point gradient pair (16 B), plus the histogram written (16 B per bin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+
+def copy_bandwidth(cupy, nbytes: int = 1 << 30, reps: int = 10) -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + write), median of reps."""
+    a = cupy.ones(nbytes // 4, dtype=cupy.float32)
+    b = cupy.empty_like(a)
+    times = []
+    for _ in range(reps + 1):
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        cupy.copyto(b, a)
+        e.record()
+        e.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(s, e) / 1e3)
+    del a, b
+    return 2 * nbytes / statistics.median(times[1:])
+
+
+def timed(cupy, fn, reps: int, before=None) -> float:
+    """Median seconds of fn() over reps, each bracketed by CUDA events (before() untimed)."""
+    times = []
+    for _ in range(reps):
+        if before is not None:
+            before()
+        cupy.cuda.runtime.deviceSynchronize()
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(s, e) / 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="higgs", help="a set of examples/benchmark.py")
+    ap.add_argument("--rows", type=int, default=None, help="the set's rows by default")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--budget", type=int, default=None, help="histogram shared-memory budget in bytes")
+    ap.add_argument("--threads", type=int, default=None, help="histogram block size")
+    args = ap.parse_args()
+
+    import cupy
+
+    import benchmark
+
+    import daskgb
+    from daskgb.backend import cupy_backend as cb
+
+    if args.budget is not None:
+        cb.SHARED_BUDGET_BYTES = args.budget
+    if args.threads is not None:
+        cb._HIST_THREADS = args.threads
+    n_rows, make, set_params, _ = benchmark.spec(args.data, 1.0, 114_000_000, args.rows)
+    X, y, qid = make(cupy, n_rows, 2017)
+    params = {"eta": 0.1, "device": "cuda", **set_params}
+    m = daskgb.QuantileMatrix(X, y, qid=qid, device="cuda") if qid is not None else \
+        daskgb.QuantileMatrix(X, y, device="cuda")
+    del X
+    daskgb.train(params, m, 2, verbose_eval=False)  # compile, warm up
+    bw = copy_bandwidth(cupy)
+
+    levels = []  # per call: dict
+    real_hist, real_apply = cb.build_histograms, cb.apply_splits
+
+    def hist_hook(ell, gpair, part, build_nodes):
+        seg = cb._segments_of(part, build_nodes)
+        rows = int(seg[:, 1].sum())
+        sec = timed(cupy, lambda: real_hist(ell, gpair, part, build_nodes), args.reps)
+        shared, single, _, _ = cb._plan(ell).groups(cb._shared_budget())
+        n_groups = shared.shape[0] + single.shape[0]
+        row_bytes = ell.row_stride * ell.bits / 8 * (1 if ell.is_dense else n_groups)
+        nbytes = rows * (row_bytes + 4 + 16) + len(build_nodes) * int(ell.cuts.total_bins) * 16
+        levels.append({"kind": "hist", "nodes": len(build_nodes), "rows": rows, "sec": sec, "bytes": nbytes,
+                       "groups": n_groups})
+        return real_hist(ell, gpair, part, build_nodes)
+
+    def apply_hook(ell, part, *rest):
+        ridx, pos, segs = part.ridx.copy(), part.positions.copy(), dict(part.segments)
+        rows = int(cb._segments_of(part, rest[0])[:, 1].sum())
+
+        def restore():
+            part.ridx[...] = ridx
+            part.positions[...] = pos
+            part.segments = dict(segs)
+
+        sec = timed(cupy, lambda: real_apply(ell, part, *rest), args.reps, before=restore)
+        restore()
+        levels.append({"kind": "part", "nodes": len(rest[0]), "rows": rows, "sec": sec})
+        return real_apply(ell, part, *rest)
+
+    cb.build_histograms, cb.apply_splits = hist_hook, apply_hook
+    try:
+        daskgb.train(params, m, 1, verbose_eval=False)
+    finally:
+        cb.build_histograms, cb.apply_splits = real_hist, real_apply
+
+    ell = m.ellpack if hasattr(m, "ellpack") else None
+    print(f"{args.data} {n_rows} rows, depth {params['max_depth']}; copy bandwidth {bw / 1e9:.0f} GB/s (read + write); "
+          f"histogram: shared budget {cb._shared_budget()} B, {cb._HIST_THREADS} threads")
+    if ell is not None:
+        print(f"ELLPACK {ell.bits} bits x {ell.row_stride} slots, {'dense' if ell.is_dense else 'sparse'}")
+    print("| level | kind | nodes | rows | groups | ms | GB/s | of copy bw |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    depth = {"hist": 0, "part": 0}
+    tot = {"hist": 0.0, "part": 0.0}
+    for r in levels:
+        tot[r["kind"]] += r["sec"]
+        if r["kind"] == "hist":
+            gbs = r["bytes"] / r["sec"] / 1e9
+            print(f"| {depth['hist']} | histogram | {r['nodes']} | {r['rows']} | {r['groups']} | "
+                  f"{1e3 * r['sec']:.3f} | {gbs:.0f} | {gbs * 1e9 / bw:.2f} |")
+        else:
+            print(f"| {depth['part']} | partition | {r['nodes']} | {r['rows']} | | {1e3 * r['sec']:.3f} | | |")
+        depth[r["kind"]] += 1
+    print(f"tree totals: histograms {1e3 * tot['hist']:.2f} ms, partitions {1e3 * tot['part']:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
