@@ -38,13 +38,16 @@ static_assert(sizeof(SplitRecord) == 56, "SplitRecord must match SPLIT_DTYPE");
 static_assert(sizeof(PredictNode) == 24, "PredictNode must match PREDICT_NODE_DTYPE");
 
 // Symbol i of a bit-packed ELLPACK stream (see daskgb/ellpack.py): bits
-// [i*bits, (i+1)*bits) of a little-endian stream of uint32 words.
+// [i*bits, (i+1)*bits) of a little-endian stream of uint32 words. The second word is
+// loaded only for a symbol that straddles two words (never when bits divides 32).
 __device__ __forceinline__ uint32_t ellpack_symbol(const uint32_t* __restrict__ words, int bits,
                                                    unsigned long long i) {
-  unsigned long long pos = i * (unsigned long long)bits;
-  unsigned long long w = pos >> 5;
-  unsigned long long pair = (unsigned long long)words[w] | ((unsigned long long)words[w + 1] << 32);
-  return (uint32_t)((pair >> (pos & 31)) & ((1ull << bits) - 1ull));
+  const unsigned long long pos = i * (unsigned long long)bits;
+  const unsigned long long w = pos >> 5;
+  const unsigned off = (unsigned)(pos & 31);
+  uint32_t v = words[w] >> off;
+  if (off + (unsigned)bits > 32u) v |= words[w + 1] << (32u - off);
+  return v & (uint32_t)((1ull << bits) - 1ull);
 }
 
 // Feature-local bin of feature f in the ELLPACK row whose first entry is row_begin,

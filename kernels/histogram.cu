@@ -2,28 +2,30 @@
 //
 // A block handles one tile (a run of one build node's ridx segment) and one feature
 // group (blockIdx.y): contiguous features whose bins fit the block's shared memory.
-// Threads take (row, slot) items, so neighbouring threads read neighbouring
-// symbols of the same row and spread their adds over different features' bins.
-// Integer atomics make every sum exact and independent of the order the adds land
-// in (see cupy_backend.prepare_gradients).
+// threads_per_row threads share a row: each loads the row's id and gradient pair
+// once and adds every threads_per_row-th of the row's slots in the group, starting
+// at a slot that differs from row to row, so that a warp's adds spread over
+// different features' bins. Integer atomics make every sum exact and independent of
+// the order the adds land in (see cupy_backend.prepare_gradients).
 #include "common.cuh"
 
-// A 64-bit add to shared memory as two native 32-bit atomics and the carry of the
-// low word (XGBOOST_GPU_NOTES §3): a 64-bit shared atomic add compiles to a
-// compare-and-swap loop, which serialises under contention. The result is the exact
-// 64-bit sum once every add has landed: each add that wraps the low word carries one
-// into the high word, whatever order the adds land in.
-__device__ __forceinline__ void shared_add64(unsigned* lo, unsigned* hi, long long v) {
+// Shared-memory bins sum int64 values exactly with 32-bit shared atomics, as two planes
+// per value: the low word, whose atomic returns the old value so that a wrap carries
+// one into the high word (XGBOOST_GPU_NOTES §3), exact in any order. A 64-bit shared
+// atomic add compiles to a compare-and-swap loop, which serialises under contention.
+// (Measured, ci/hist_variants.py: three fire-and-forget planes per value -- the high
+// word and the low word's 16-bit halves -- were slower still.)
+constexpr int kPlanes = 2;
+__device__ __forceinline__ void shared_add(unsigned* p, int n_bins, int b, long long v) {
   const unsigned x_lo = (unsigned)(unsigned long long)v;
   const unsigned x_hi = (unsigned)((unsigned long long)v >> 32);
-  const unsigned old = atomicAdd(lo, x_lo);
+  const unsigned old = atomicAdd(p + b, x_lo);
   const unsigned h = x_hi + (old > 0xffffffffu - x_lo ? 1u : 0u);
-  if (h != 0u) atomicAdd(hi, h);
+  if (h != 0u) atomicAdd(p + n_bins + b, h);
 }
-
-// Items loaded before any of their adds, so that a thread has this many
-// independent memory reads in flight.
-constexpr int kItemsPerStep = 4;
+__device__ __forceinline__ unsigned long long shared_total(const unsigned* p, int n_bins, int b) {
+  return ((unsigned long long)p[n_bins + b] << 32) | (unsigned long long)p[b];
+}
 
 // hist: (n_build_nodes, total_bins, 2) int64, zeroed by the caller.
 // tiles: (n_tiles, 4) int64 rows of (build-node slot, first ridx slot, row count, row offset).
@@ -33,18 +35,19 @@ constexpr int kItemsPerStep = 4;
 // groups: (n_groups, 2) int32 rows of (first feature, one past the last feature).
 // kShared: accumulate in a shared-memory copy of the group's bins, flushed with one
 // global atomic per non-zero value; otherwise add straight to global memory (a group
-// too large for shared memory). Dynamic shared memory: four planes of n_bins 32-bit
-// words (gradient low and high words, hessian low and high words), then the group's
-// features' first bins (4 bytes per feature). Planes rather than 16-byte bins: the
-// low words of neighbouring bins then sit in neighbouring banks, so a warp's adds to
-// 32 different bins mostly go to different banks instead of a quarter of them.
+// too large for shared memory). Dynamic shared memory: 2 * kPlanes planes of n_bins
+// 32-bit words (the gradient's kPlanes, then the hessian's), then the group's
+// features' first bins (4 bytes per feature). Planes rather than whole bins: a plane's
+// neighbouring bins sit in neighbouring banks, so a warp's adds to 32 different bins
+// mostly go to different banks.
+// threads_per_row: a power of two dividing the block size.
 // Launch: grid (n_tiles, n_groups), any block size.
 template <bool kDense, bool kShared>
 __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
                                 uint32_t null_symbol, const int32_t* __restrict__ ptrs,
                                 const uint32_t* __restrict__ ridx, const longlong2* __restrict__ gpair,
                                 const long long* __restrict__ tiles, const int32_t* __restrict__ groups,
-                                int total_bins, long long* __restrict__ hist) {
+                                int total_bins, int threads_per_row, long long* __restrict__ hist) {
   extern __shared__ unsigned smem[];
   const int f0 = groups[2 * blockIdx.y];
   const int f1 = groups[2 * blockIdx.y + 1];
@@ -60,11 +63,9 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   // falls in none).
   const unsigned width = kDense ? (unsigned)(f1 - f0) : (unsigned)row_stride;
   const unsigned first_slot = kDense ? (unsigned)f0 : 0u;
-  const int planes = kShared ? 4 * n_bins : 0;
-  unsigned* g_lo = smem;
-  unsigned* g_hi = smem + n_bins;
-  unsigned* h_lo = smem + 2 * n_bins;
-  unsigned* h_hi = smem + 3 * n_bins;
+  const int planes = kShared ? 2 * kPlanes * n_bins : 0;
+  unsigned* g_planes = smem;
+  unsigned* h_planes = smem + kPlanes * n_bins;
   // Dense: each slot's first bin within the group.
   int* local_ptrs = reinterpret_cast<int*>(smem + planes);
 
@@ -74,46 +75,34 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   }
   __syncthreads();
 
-  // Item i is (row i / width, slot i % width); a thread steps through its items by
-  // blockDim.x at a time, tracking (row, slot) without dividing per item.
-  const unsigned n_items = count * width;  // the host keeps tiles below 2**31 items
-  const unsigned step_r = blockDim.x / width, step_j = blockDim.x % width;
-  unsigned r = threadIdx.x / width, j = threadIdx.x % width;
-  for (unsigned item = threadIdx.x; item < n_items; item += kItemsPerStep * blockDim.x) {
-    int bin[kItemsPerStep];
-    longlong2 gh[kItemsPerStep];
-#pragma unroll
-    for (int u = 0; u < kItemsPerStep; ++u) {
-      bin[u] = -1;
-      if (item + u * blockDim.x < n_items) {
-        const unsigned long long row = ridx[begin + r];
-        const uint32_t s = ellpack_symbol(words, bits, (row - row_offset) * (unsigned long long)row_stride +
-                                                           (j + first_slot));
-        if constexpr (kDense) {
-          if (s != null_symbol) bin[u] = local_ptrs[j] + (int)s;
-        } else {
-          if (s >= (uint32_t)bin0 && s < (uint32_t)(bin0 + n_bins)) bin[u] = (int)s - bin0;
-        }
-        if (bin[u] >= 0) gh[u] = gpair[row];
+  const unsigned sub = threadIdx.x & (unsigned)(threads_per_row - 1);
+  const unsigned rows_per_pass = blockDim.x / (unsigned)threads_per_row;
+  for (unsigned i = threadIdx.x / (unsigned)threads_per_row; i < count; i += rows_per_pass) {
+    const unsigned long long row = ridx[begin + i];
+    const longlong2 gh = gpair[row];
+    if (gh.x == 0 && gh.y == 0) continue;
+    const unsigned long long first = (row - row_offset) * (unsigned long long)row_stride + first_slot;
+    // This thread's slots: sub, sub + threads_per_row, ..., rotated by a start that
+    // differs from row to row.
+    unsigned j = sub + i % width;
+    for (unsigned m = sub; m < width; m += threads_per_row) {
+      while (j >= width) j -= width;
+      const uint32_t s = ellpack_symbol(words, bits, first + j);
+      int b;
+      if constexpr (kDense) {
+        b = s != null_symbol ? local_ptrs[j] + (int)s : -1;
+      } else {
+        b = (s >= (uint32_t)bin0 && s < (uint32_t)(bin0 + n_bins)) ? (int)s - bin0 : -1;
       }
-      r += step_r;
-      j += step_j;
-      if (j >= width) {
-        j -= width;
-        ++r;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kItemsPerStep; ++u) {
-      const int b = bin[u];
+      j += threads_per_row;
       if (b < 0) continue;
       if constexpr (kShared) {
-        if (gh[u].x != 0) shared_add64(g_lo + b, g_hi + b, gh[u].x);
-        if (gh[u].y != 0) shared_add64(h_lo + b, h_hi + b, gh[u].y);
+        if (gh.x != 0) shared_add(g_planes, n_bins, b, gh.x);
+        if (gh.y != 0) shared_add(h_planes, n_bins, b, gh.y);
       } else {
         // Two's complement: an unsigned add of a negative value is the signed add.
-        if (gh[u].x != 0) atomicAdd((unsigned long long*)&node_hist[2 * b], (unsigned long long)gh[u].x);
-        if (gh[u].y != 0) atomicAdd((unsigned long long*)&node_hist[2 * b + 1], (unsigned long long)gh[u].y);
+        if (gh.x != 0) atomicAdd((unsigned long long*)&node_hist[2 * b], (unsigned long long)gh.x);
+        if (gh.y != 0) atomicAdd((unsigned long long*)&node_hist[2 * b + 1], (unsigned long long)gh.y);
       }
     }
   }
@@ -121,10 +110,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   if constexpr (kShared) {
     __syncthreads();
     for (int i = threadIdx.x; i < 2 * n_bins; i += blockDim.x) {
-      const int b = i >> 1;
-      const unsigned lo = (i & 1) ? h_lo[b] : g_lo[b];
-      const unsigned hi = (i & 1) ? h_hi[b] : g_hi[b];
-      const unsigned long long v = ((unsigned long long)hi << 32) | lo;
+      const unsigned long long v = shared_total((i & 1) ? h_planes : g_planes, n_bins, i >> 1);
       if (v != 0ull) atomicAdd((unsigned long long*)&node_hist[i], v);
     }
   }
@@ -134,7 +120,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
 #define DASKGB_INSTANTIATE(D, S)                                                                        \
   template __global__ void build_histogram<D, S>(const uint32_t*, int, int, uint32_t, const int32_t*, \
                                                  const uint32_t*, const longlong2*, const long long*,  \
-                                                 const int32_t*, int, long long*);
+                                                 const int32_t*, int, int, long long*);
 DASKGB_INSTANTIATE(true, true)
 DASKGB_INSTANTIATE(true, false)
 DASKGB_INSTANTIATE(false, true)

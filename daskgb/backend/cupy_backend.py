@@ -47,19 +47,24 @@ xp = cupy
 name = "cuda"
 
 # Shared memory a histogram block may use for its private copy of a feature group's
-# bins (16 bytes per bin, and 4 bytes per feature of the group for its bin offsets).
+# bins (_BIN_BYTES per bin, and 4 bytes per feature of the group for its bin offsets).
 # None: the device's opt-in limit per block, capped at _SHARED_CAP_BYTES. More than
 # 48 KiB needs max_dynamic_shared_size_bytes (set below); a larger budget means fewer
 # feature groups (each re-reads the rows) but fewer blocks per SM.
 SHARED_BUDGET_BYTES = None
-_SHARED_CAP_BYTES = 96 * 1024
+_SHARED_CAP_BYTES = 227 * 1024
+# Two 32-bit planes per int64 value, two values per bin (kernels/histogram.cu).
 _BIN_BYTES = 16
+_MAX_TILE_ROWS = 2**16 - 1
 # Histogram launches aim at this many blocks per SM in all (tiles x feature groups),
 # enough to keep every SM busy while each block amortises clearing and flushing its
 # shared histogram over at least _MIN_TILE_ROWS rows.
 _BLOCKS_PER_SM = 4
 _MIN_TILE_ROWS = 256
 _HIST_THREADS = 1024
+# Slots of a row one histogram thread adds, at most: rows with more slots in a feature
+# group are shared by several threads (a power of two of them, up to a warp).
+_SLOTS_PER_THREAD = 8
 _THREADS = 256
 
 _ELLPACK = ("pack_dense", "pack_symbols", "bin_entries")
@@ -461,16 +466,22 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
 
 
 # --------------------------------------------------------------------------- histograms
-def _tiles(seg: np.ndarray, n_groups: int, width: int, row_offsets: np.ndarray) -> np.ndarray:
+def _threads_per_row(width: int) -> int:
+    """Histogram threads sharing a row of `width` slots: a power of two, at most a warp."""
+    want = -(-max(1, width) // _SLOTS_PER_THREAD)
+    return min(32, _HIST_THREADS, 1 << (want - 1).bit_length())
+
+
+def _tiles(seg: np.ndarray, n_groups: int, row_offsets: np.ndarray, rows_per_pass: int) -> np.ndarray:
     """(n_tiles, 4) int64 rows of (build-node slot, first ridx slot, rows, row offset): each
-    node's segment cut into runs sized so the launch has about _BLOCKS_PER_SM blocks per SM;
+    node's segment cut into runs sized so the launch has about _BLOCKS_PER_SM blocks per SM,
+    each at least one pass of the block over rows_per_pass rows where the rows allow;
     the row offset is the node's tree's first virtual row (see kernels/histogram.cu)."""
     starts, counts = seg[:, 0], seg[:, 1]
     target = _BLOCKS_PER_SM * _sm_count(cupy.cuda.runtime.getDevice())
     tiles_wanted = max(1, -(-target // max(1, n_groups)))
-    tile_rows = max(_MIN_TILE_ROWS, -(-int(counts.sum()) // tiles_wanted))
-    # The kernel counts a tile's (row, slot) items in 32 bits.
-    tile_rows = max(1, min(tile_rows, (2**31 - 1) // max(1, width)))
+    tile_rows = max(_MIN_TILE_ROWS, rows_per_pass, -(-int(counts.sum()) // tiles_wanted))
+    tile_rows = min(_MAX_TILE_ROWS, tile_rows)
     per_node = -(-counts // tile_rows)
     slot = np.repeat(np.arange(len(counts), dtype=np.int64), per_node)
     j = np.arange(int(per_node.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_node) - per_node, per_node)
@@ -493,7 +504,9 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     shared, single, smem, max_width = plan.groups(_shared_budget())
     n_groups = shared.shape[0] + single.shape[0]
     width = max(max_width, 1) if ell.is_dense else ell.row_stride
-    tiles = _tiles(_segments_of(part, build_nodes), n_groups, width, part.row_offsets(build_nodes))
+    threads_per_row = _threads_per_row(width)
+    tiles = _tiles(_segments_of(part, build_nodes), n_groups, part.row_offsets(build_nodes),
+                   _HIST_THREADS // threads_per_row)
     if tiles.shape[0] == 0:
         return hist
     tiles_d = to_device(tiles)
@@ -505,11 +518,11 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = smem
-        fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,), common + (shared, np.int32(total_bins), hist),
+        fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,), common + (shared, np.int32(total_bins), np.int32(threads_per_row), hist),
            shared_mem=smem)
     if single.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
-        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,), common + (single, np.int32(total_bins), hist),
+        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,), common + (single, np.int32(total_bins), np.int32(threads_per_row), hist),
            shared_mem=_group_smem(0, 1))
     return hist
 
