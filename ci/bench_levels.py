@@ -87,8 +87,7 @@ def main():
     real_hist, real_apply = cb.build_histograms, cb.apply_splits
 
     def hist_hook(ell, gpair, part, build_nodes):
-        seg = cb._segments_of(part, build_nodes)
-        rows = int(seg[:, 1].sum())
+        rows = int(part.exact(build_nodes)[:, 1].sum())
         sec = timed(cupy, lambda: real_hist(ell, gpair, part, build_nodes), args.reps)
         shared, single, _, _ = cb._plan(ell).groups(cb._shared_budget())
         n_groups = shared.shape[0] + single.shape[0]
@@ -99,13 +98,13 @@ def main():
         return real_hist(ell, gpair, part, build_nodes)
 
     def apply_hook(ell, part, *rest):
-        ridx, pos, segs = part.ridx.copy(), part.positions.copy(), dict(part.segments)
-        rows = int(cb._segments_of(part, rest[0])[:, 1].sum())
+        rows = int(part.exact(rest[0])[:, 1].sum())
+        ridx, table, segs = part.ridx.copy(), part.segs_d.copy(), dict(part.segments)
 
         def restore():
             part.ridx[...] = ridx
-            part.positions[...] = pos
-            part.segments = dict(segs)
+            part.segs_d = table.copy()
+            part._segments = dict(segs)
 
         sec = timed(cupy, lambda: real_apply(ell, part, *rest), args.reps, before=restore)
         restore()

@@ -55,7 +55,9 @@ def main():
     # A deep-level layout too: 64 nodes of ~equal size, every other one built.
     deep = cb.new_partition(args.rows)
     bounds = np.linspace(0, args.rows, 65).astype(np.int64)
-    deep.segments = {i: (int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in range(64)}
+    deep._segments = {i: (int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in range(64)}
+    deep._ensure_capacity(63)
+    deep.segs_d[:64] = cupy.asarray(np.stack([bounds[:-1], np.diff(bounds)], axis=1))
     deep_nodes = list(range(0, 64, 2))
 
     real_source = kernels.load_source

@@ -93,9 +93,11 @@ class _Growth:
                 out[r] = self.bounds[c].of(local[r])
         return out
 
-    def expand(self, batch: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
-        """Split the nodes in their trees and move their rows to the children; returns the
-        children's partition ids."""
+    def expand(self, batch: list[Candidate]):
+        """Add the nodes' children to their trees and move the nodes' rows to the children
+        (the backend's launches); returns the children's partition ids and a closure that
+        records the splits in the trees, feature sets and bounds, which the caller runs
+        once the device has its next work queued."""
         recs = records(batch)
         nids = np.array([c.nid for c in batch], dtype=np.int64)
         trees, local, rows_of = self._by_tree(nids)
@@ -107,38 +109,37 @@ class _Growth:
         llocal = np.empty(len(batch), np.int64)
         rlocal = np.empty(len(batch), np.int64)
         depths = np.array([c.depth + 1 for c in batch])
-        lv, rv = lw * eta, rw * eta
         for c, r in enumerate(rows_of):
             if r.size:
-                builder = self.builders[c]
-                llocal[r], rlocal[r] = builder.add_children(local[r], depths[r], lw[r], lv[r], recs["left_hess"][r],
-                                                            rw[r], rv[r], recs["right_hess"][r])
-                builder.split(local[r], recs["feature"][r], recs["bin"][r], recs["threshold"][r],
-                              recs["default_left"][r], recs["gain"][r], llocal[r], rlocal[r])
-        for c, r in enumerate(rows_of):
-            if r.size:
-                self.features[c].split(local[r], recs["feature"][r], llocal[r], rlocal[r])
-                if self.bounds is not None:
-                    self.bounds[c].split(local[r], recs["feature"][r], lw[r], rw[r], llocal[r], rlocal[r])
+                llocal[r], rlocal[r] = self.builders[c].add_children(
+                    local[r], depths[r], lw[r], lw[r] * eta, recs["left_hess"][r], rw[r], rw[r] * eta,
+                    recs["right_hess"][r])
         lids = (llocal * k + trees).astype(np.int32)
         rids = (rlocal * k + trees).astype(np.int32)
         self.backend.apply_splits(self.ell, self.part, nids.astype(np.int32), recs["feature"], recs["bin"],
                                   recs["default_left"], lids, rids)
-        return lids, rids
 
-    def evaluate_children(self, parents: list[Candidate], lids, rids) -> list[Candidate]:
-        """Histograms of the expanded nodes' children (the smaller one built, the other by
-        subtraction), then their best splits."""
+        def record():
+            for c, r in enumerate(rows_of):
+                if r.size:
+                    self.builders[c].split(local[r], recs["feature"][r], recs["bin"][r], recs["threshold"][r],
+                                           recs["default_left"][r], recs["gain"][r], llocal[r], rlocal[r])
+                    self.features[c].split(local[r], recs["feature"][r], llocal[r], rlocal[r])
+                    if self.bounds is not None:
+                        self.bounds[c].split(local[r], recs["feature"][r], lw[r], rw[r], llocal[r], rlocal[r])
+
+        return lids, rids, record
+
+    def children(self, parents: list[Candidate], lids, rids):
+        """Histograms and gradient sums of the expanded nodes' children (the smaller one built,
+        the other by subtraction), left and right child of each parent in turn."""
         recs = records(parents)
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = recs["right_hess"] < recs["left_hess"]
         build = np.where(build_right, rids, lids).tolist()
         built = self.comm.allreduce(self.backend.build_histograms(self.ell, self.gpair, self.part, build))
         ev, rows = _sources(self.backend, [c.source for c in parents])
-        hist, sums = self.backend.children_histograms(ev.hist, rows, built, build_right, ev.left, ev.right)
-        nids = np.stack([lids, rids], axis=1).ravel()
-        depths = np.repeat([c.depth + 1 for c in parents], 2)
-        return self.evaluate(hist, sums, nids, depths)
+        return self.backend.children_histograms(ev.hist, rows, built, build_right, ev.left, ev.right)
 
 
 def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,),
@@ -170,10 +171,17 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
     push(growth.root(root_from_bins))
     batch = pop()
     while batch:
-        lids, rids = growth.expand(batch)
+        lids, rids, record = growth.expand(batch)
         grow = [j for j, c in enumerate(batch) if drivers[c.nid % k].child_valid(c)]
         if grow:
-            push(growth.evaluate_children([batch[j] for j in grow], lids[grow], rids[grow]))
+            parents = [batch[j] for j in grow]
+            hist, sums = growth.children(parents, lids[grow], rids[grow])
+            # The host's bookkeeping while the device builds the histograms.
+            record()
+            nids = np.stack([lids[grow], rids[grow]], axis=1).ravel()
+            push(growth.evaluate(hist, sums, nids, np.repeat([c.depth + 1 for c in parents], 2)))
+        else:
+            record()
         batch = pop()
     return [b.build() for b in growth.builders], growth.part.positions
 

@@ -28,7 +28,11 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 }
 
 // hist: (n_build_nodes, total_bins, 2) int64, zeroed by the caller.
-// tiles: (n_tiles, 4) int64 rows of (build-node slot, first ridx slot, row count, row offset).
+// tiles: (n_tiles, 4) int64 rows of (build-node slot, node id, tile index, row offset): the
+// block takes rows [tile index * tile_rows, + tile_rows) of the node's segment, read
+// from segs[node] = (start, count) on the device, so a launch may be sized before the
+// host knows the node's count (from its parent's, an upper bound: tiles past the end
+// return at once).
 // ridx holds virtual rows (see partition.cu): gradients are indexed by the virtual
 // row, the ELLPACK by the virtual row minus the tile's row offset (its tree's first
 // virtual row; 0 for a single tree).
@@ -46,16 +50,21 @@ template <bool kDense, bool kShared>
 __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
                                 uint32_t null_symbol, const int32_t* __restrict__ ptrs,
                                 const uint32_t* __restrict__ ridx, const longlong2* __restrict__ gpair,
-                                const long long* __restrict__ tiles, const int32_t* __restrict__ groups,
-                                int total_bins, int threads_per_row, long long* __restrict__ hist) {
+                                const long long* __restrict__ tiles, const long long* __restrict__ segs,
+                                long long tile_rows, const int32_t* __restrict__ groups, int total_bins,
+                                int threads_per_row, long long* __restrict__ hist) {
   extern __shared__ unsigned smem[];
   const int f0 = groups[2 * blockIdx.y];
   const int f1 = groups[2 * blockIdx.y + 1];
   const int bin0 = ptrs[f0];
   const int n_bins = ptrs[f1] - bin0;
   const long long slot = tiles[4 * blockIdx.x];
-  const long long begin = tiles[4 * blockIdx.x + 1];
-  const unsigned count = (unsigned)tiles[4 * blockIdx.x + 2];
+  const long long node = tiles[4 * blockIdx.x + 1];
+  const long long skip = tiles[4 * blockIdx.x + 2] * tile_rows;
+  const long long seg_count = segs[2 * node + 1];
+  if (skip >= seg_count) return;  // the whole block: before any barrier
+  const long long begin = segs[2 * node] + skip;
+  const unsigned count = (unsigned)min(tile_rows, seg_count - skip);
   const unsigned long long row_offset = (unsigned long long)tiles[4 * blockIdx.x + 3];
   long long* node_hist = hist + (slot * total_bins + bin0) * 2;
   // Dense rows: the group's slots f0..f1-1. Sparse rows: every slot, keeping the
@@ -120,7 +129,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
 #define DASKGB_INSTANTIATE(D, S)                                                                        \
   template __global__ void build_histogram<D, S>(const uint32_t*, int, int, uint32_t, const int32_t*, \
                                                  const uint32_t*, const longlong2*, const long long*,  \
-                                                 const int32_t*, int, int, long long*);
+                                                 const long long*, long long, const int32_t*, int, int, long long*);
 DASKGB_INSTANTIATE(true, true)
 DASKGB_INSTANTIATE(true, false)
 DASKGB_INSTANTIATE(false, true)

@@ -6,8 +6,10 @@
 // (same slot as in ridx, so the scatter may overwrite ridx) and counts the tile's
 // left rows. partition_scatter gives each tile its place from the counts of its
 // node's earlier tiles and writes the left rows at the front of the segment, the
-// right rows after them, each in their old order. No scan over all rows, no host
-// work between the two launches.
+// right rows after them, each in their old order, and the children's (start, count)
+// into the device's segment table. No scan over all rows, no host work between the
+// two launches, and the host need not wait: histogram launches read the children's
+// segments from the table (see histogram.cu).
 //
 // `info` holds the level's splits as int64, k entries per field, then the tiles:
 //   start[k] | count[k] | feature[k] | bin[k] | default_left[k] | left_id[k] | right_id[k] |
@@ -17,8 +19,9 @@
 // ridx holds "virtual" rows: a forest of K trees grown together (multiclass) numbers
 // the rows of tree c as c * n_rows + row, so row_offset[i] (the split node's tree
 // times n_rows) turns a virtual row back into its ELLPACK row. A single tree has
-// offset 0. positions is indexed by virtual row. Virtual rows are below 2**31
-// (the host checks), so bit 31 of a parked row is free for its side.
+// offset 0. Virtual rows are below 2**31 (the host checks), so bit 31 of a parked
+// row is free for its side. Rows learn their leaf once a tree is grown (label_rows),
+// not at every level.
 #include "common.cuh"
 
 constexpr int kTileRows = 4096;  // cupy_backend._PARTITION_TILE_ROWS
@@ -90,12 +93,12 @@ __global__ void partition_count(const uint32_t* __restrict__ words, int bits, in
   if (threadIdx.x == 0) tile_left[blockIdx.x] = (int32_t)n_left;
 }
 
-// Moves the parked rows to their children's segments and labels them in positions;
-// n_left[i] = left rows of split i (written by the split's first tile; the caller
-// zeroes it for splits without rows). Launch: as partition_count.
+// Moves the parked rows to their children's segments; n_left[i] = left rows of split i
+// and segs[node] = (start, count) of its children (written by the split's first tile;
+// the host fills both in for splits without rows). Launch: as partition_count.
 __global__ void partition_scatter(const uint32_t* __restrict__ scratch, const int32_t* __restrict__ tile_left,
                                   const long long* __restrict__ info, int k, uint32_t* __restrict__ ridx,
-                                  int32_t* __restrict__ positions, long long* __restrict__ n_left) {
+                                  long long* __restrict__ segs, long long* __restrict__ n_left) {
   __shared__ long long buf[32];
   __shared__ int warp_before[32];
   __shared__ int chunk_left;
@@ -114,8 +117,14 @@ __global__ void partition_scatter(const uint32_t* __restrict__ scratch, const in
   const long long start = s.start[i];
   const long long begin = start + (blockIdx.x - t0) * (long long)kTileRows;
   const long long end = min(start + s.count[i], begin + kTileRows);
-  if (blockIdx.x == t0 && threadIdx.x == 0) n_left[i] = total;
-  const int32_t lid = (int32_t)s.left_id[i], rid = (int32_t)s.right_id[i];
+  if (blockIdx.x == t0 && threadIdx.x == 0) {
+    n_left[i] = total;
+    const long long lid = s.left_id[i], rid = s.right_id[i];
+    segs[2 * lid] = start;
+    segs[2 * lid + 1] = total;
+    segs[2 * rid] = start + total;
+    segs[2 * rid + 1] = s.count[i] - total;
+  }
   long long left_at = start + before;                            // next left row's slot
   long long right_at = start + total + (begin - start - before);  // next right row's slot
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -145,12 +154,27 @@ __global__ void partition_scatter(const uint32_t* __restrict__ scratch, const in
       const uint32_t row = v & ~kLeftBit;
       const long long dest = left ? left_at + lefts_before : right_at + threadIdx.x - lefts_before;
       ridx[dest] = row;
-      positions[row] = left ? lid : rid;
     }
     const long long n_valid = min((long long)blockDim.x, end - chunk);
     left_at += chunk_left;
     right_at += n_valid - chunk_left;
   }
+}
+
+// positions[row] = node for every row of the given nodes' segments.
+// info: int64 start[k] | count[k] | node[k] | first_tile[k+1] | tile_node[n_tiles], tiles of kTileRows.
+// Launch: grid (n_tiles), any block size.
+__global__ void label_rows(const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int k,
+                           int32_t* __restrict__ positions) {
+  const long long* start = info;
+  const long long* count = info + k;
+  const long long* node = info + 2 * k;
+  const long long* first_tile = info + 3 * k;
+  const int i = (int)info[4 * k + 1 + blockIdx.x];
+  const long long begin = start[i] + (blockIdx.x - first_tile[i]) * (long long)kTileRows;
+  const long long end = min(start[i] + count[i], begin + kTileRows);
+  const int32_t id = (int32_t)node[i];
+  for (long long t = begin + threadIdx.x; t < end; t += blockDim.x) positions[ridx[t]] = id;
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions

@@ -31,6 +31,7 @@ by scale turns an int64 sum back into a double (split.evaluate_splits does).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 from collections import OrderedDict
@@ -68,7 +69,7 @@ _SLOTS_PER_THREAD = 8
 _THREADS = 256
 
 _ELLPACK = ("pack_dense", "pack_symbols", "bin_entries")
-_PARTITION = ("partition_count<true>", "partition_count<false>", "partition_scatter")
+_PARTITION = ("partition_count<true>", "partition_count<false>", "partition_scatter", "label_rows")
 _PARTITION_TILE_ROWS = 4096  # kTileRows in kernels/partition.cu
 _PARTITION_THREADS = 512
 _HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
@@ -371,15 +372,41 @@ def sum_gradients(gpair_native):
 
 
 # --------------------------------------------------------------------------- rows per node
+class _PendingCounts:
+    """The left-row counts of one apply_splits call, on their way to the host: copied into
+    pinned memory behind the launches, read once the stream has passed the copy (by then
+    the level's split evaluation has synchronised the host with the device anyway)."""
+
+    def __init__(self, n_left_d):
+        k = n_left_d.size
+        self._mem = cupy.cuda.alloc_pinned_memory(8 * k)
+        self._host = np.frombuffer(self._mem, dtype=np.int64, count=k)
+        n_left_d.data.copy_to_host_async(ctypes.c_void_p(self._host.ctypes.data), 8 * k)
+        self._event = cupy.cuda.Event(block=False, disable_timing=True)
+        self._event.record()
+        self._n_left_d = n_left_d  # alive until the copy is done
+        self._ready = False
+
+    def n_left(self) -> np.ndarray:
+        if not self._ready:
+            self._event.synchronize()
+            self._ready, self._n_left_d = True, None
+        return self._host
+
+
 class RowPartition:
     """Which node each row is in, and each node's rows as one contiguous run of ridx.
 
-    positions[r]: node id of row r (int32), as numpy_backend's partition.
     ridx: row ids (uint32) grouped by node; node n owns ridx[start:start + count]
     with (start, count) = segments[n], its rows in increasing order.
-    segments: host dict of the current leaves; apply_splits replaces a split node's
-    entry by its children's, which is how build_histograms sizes its launch
-    without asking the device.
+    The device holds every node's (start, count) in a table indexed by node id, which
+    apply_splits fills in for the children, so histogram launches need not wait for
+    the host to learn the children's counts. The host learns them behind the
+    launches (_PendingCounts); until then a child's count is bounded by its parent's,
+    which is what build_histograms sizes its launch by.
+    segments: host dict of the current leaves' (start, count), exact (resolving any
+    pending counts); positions[r]: node id of row r (int32), as numpy_backend's
+    partition, labelled on first use after the last split.
     """
 
     def __init__(self, n_rows: int, n_trees: int = 1):
@@ -389,10 +416,14 @@ class RowPartition:
         # A forest of n_trees trees grown together (see numpy_backend.RowPartition): virtual
         # row c * n_rows + r is row r in tree c; node id g belongs to tree g % n_trees.
         self.n_rows, self.n_trees = n_rows, n_trees
-        self.positions = cupy.repeat(cupy.arange(n_trees, dtype=cupy.int32), n_rows)
         self.ridx = cupy.arange(n_rows * n_trees, dtype=cupy.uint32)
         self._scratch = None
-        self.segments: dict[int, tuple[int, int]] = {c: (c * n_rows, n_rows) for c in range(n_trees)}
+        roots = np.stack([np.arange(n_trees, dtype=np.int64) * n_rows, np.full(n_trees, n_rows, dtype=np.int64)], 1)
+        self.segs_d = cupy.zeros((max(16, 4 * n_trees), 2), dtype=cupy.int64)
+        self.segs_d[:n_trees] = to_device(roots)
+        # node -> (start, count) known on the host, or (start, parent count, is_right, i, pending counts)
+        self._segments: dict = {c: (c * n_rows, n_rows) for c in range(n_trees)}
+        self._positions = None
 
     @property
     def scratch(self):
@@ -405,18 +436,70 @@ class RowPartition:
         """(len(nodes),) int64: the first virtual row of each node's tree."""
         return (np.asarray(nodes, dtype=np.int64) % self.n_trees) * self.n_rows
 
+    def _resolve(self, node: int) -> tuple[int, int]:
+        seg = self._segments[node]
+        if len(seg) == 2:
+            return seg
+        start, parent_count, is_right, i, pending = seg
+        n_left = int(pending.n_left()[i])
+        seg = (start + n_left, parent_count - n_left) if is_right else (start, n_left)
+        self._segments[node] = seg
+        return seg
+
+    def exact(self, nodes) -> np.ndarray:
+        """(len(nodes), 2) int64 (start, count) of the nodes' segments."""
+        try:
+            return np.asarray([self._resolve(int(n)) for n in nodes], dtype=np.int64).reshape(-1, 2)
+        except KeyError as e:
+            raise KeyError(f"node {e.args[0]} has no rows in this partition (only current leaves do)") from None
+
+    def count_bounds(self, nodes) -> np.ndarray:
+        """(len(nodes),) int64: each node's row count, or its parent's where not yet known."""
+        try:
+            return np.asarray([self._segments[int(n)][1] for n in nodes], dtype=np.int64)
+        except KeyError as e:
+            raise KeyError(f"node {e.args[0]} has no rows in this partition (only current leaves do)") from None
+
+    @property
+    def segments(self) -> dict:
+        for n in list(self._segments):
+            self._resolve(n)
+        return dict(self._segments)
+
+    def _ensure_capacity(self, max_node: int) -> None:
+        if max_node >= self.segs_d.shape[0]:
+            bigger = cupy.zeros((max(2 * self.segs_d.shape[0], max_node + 1), 2), dtype=cupy.int64)
+            bigger[: self.segs_d.shape[0]] = self.segs_d
+            self.segs_d = bigger
+
+    @property
+    def positions(self):
+        if self._positions is None:
+            self._positions = cupy.empty(self.ridx.size, dtype=cupy.int32)
+            seg = self.segments
+            nodes = np.fromiter(seg, dtype=np.int64, count=len(seg))
+            _label_rows(self.ridx, self.exact(nodes), nodes, self._positions)
+        return self._positions
+
 
 def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
     return RowPartition(n_rows, n_trees)
 
 
-def _segments_of(part: RowPartition, nodes) -> np.ndarray:
-    """(len(nodes), 2) int64 (start, count) of the nodes' ridx segments."""
-    try:
-        seg = [part.segments[int(n)] for n in nodes]
-    except KeyError as e:
-        raise KeyError(f"node {e.args[0]} has no rows in this partition (only current leaves do)") from None
-    return np.asarray(seg, dtype=np.int64).reshape(-1, 2)
+def _partition_tiles(counts: np.ndarray):
+    """(first_tile (k+1,), tile owner (n_tiles,)) of segments cut into _PARTITION_TILE_ROWS runs."""
+    tiles_per = -(-counts // _PARTITION_TILE_ROWS)
+    first_tile = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(tiles_per, out=first_tile[1:])
+    return first_tile, np.repeat(np.arange(counts.size, dtype=np.int64), tiles_per)
+
+
+def _label_rows(ridx, seg: np.ndarray, nodes: np.ndarray, positions) -> None:
+    first_tile, owner = _partition_tiles(seg[:, 1])
+    if owner.size:
+        info = to_device(np.concatenate([seg[:, 0], seg[:, 1], nodes, first_tile, owner]))
+        fn = _kernel("partition.cu", _PARTITION, "label_rows")
+        fn((owner.size,), (_PARTITION_THREADS,), (ridx, info, np.int32(nodes.size), positions))
 
 
 def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids):
@@ -425,8 +508,8 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     A row goes left when its bin of the split feature is <= bins[i], or when the
     value is missing and default_left[i] is set. Within a node's segment the left
     rows come first, then the right rows, each in their old order. Two launches
-    (kernels/partition.cu) and one device sync: the children's row counts, for the
-    host's segments.
+    (kernels/partition.cu) and no device sync: the children's row counts follow
+    behind the launches (see RowPartition).
     """
     nids = np.asarray(to_host(nids), dtype=np.int64).ravel()
     k = nids.size
@@ -434,35 +517,35 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         return
     fields = [np.asarray(to_host(a), dtype=np.int64).ravel()
               for a in (features, bins, default_left, left_ids, right_ids)]
-    seg = _segments_of(part, nids)
+    lids, rids = fields[3], fields[4]
+    seg = part.exact(nids)
     starts, counts = seg[:, 0], seg[:, 1]
-    tiles_per = -(-counts // _PARTITION_TILE_ROWS)
-    first_tile = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(tiles_per, out=first_tile[1:])
-    n_tiles = int(first_tile[-1])
-    if n_tiles > 0:
+    first_tile, owner = _partition_tiles(counts)
+    segments = part._segments
+    for nid in nids.tolist():
+        del segments[nid]
+    part._positions = None
+    if owner.size:
         plan = _plan(ell)
+        part._ensure_capacity(int(max(lids.max(), rids.max())))
         # One host-to-device copy for all of the level's split parameters and tiles (layout in partition.cu).
-        info = to_device(np.concatenate([starts, counts, *fields, part.row_offsets(nids), first_tile,
-                                         np.repeat(np.arange(k, dtype=np.int64), tiles_per)]))
-        tile_left = cupy.empty(n_tiles, dtype=cupy.int32)
+        info = to_device(np.concatenate([starts, counts, *fields, part.row_offsets(nids), first_tile, owner]))
+        tile_left = cupy.empty(owner.size, dtype=cupy.int32)
         n_left_d = cupy.zeros(k, dtype=cupy.int64)
         count_fn = _kernel("partition.cu", _PARTITION, f"partition_count<{_tf(ell.is_dense)}>")
-        count_fn((n_tiles,), (_PARTITION_THREADS,), (
+        count_fn((owner.size,), (_PARTITION_THREADS,), (
             ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
             part.ridx, info, np.int32(k), part.scratch, tile_left))
         scatter_fn = _kernel("partition.cu", _PARTITION, "partition_scatter")
-        scatter_fn((n_tiles,), (_PARTITION_THREADS,), (part.scratch, tile_left, info, np.int32(k), part.ridx,
-                                                        part.positions, n_left_d))
-        n_left = to_host(n_left_d)  # the level's one sync
+        scatter_fn((owner.size,), (_PARTITION_THREADS,), (part.scratch, tile_left, info, np.int32(k), part.ridx,
+                                                          part.segs_d, n_left_d))
+        pending = _PendingCounts(n_left_d)
+        index = range(k)
+        segments.update(zip(lids.tolist(), zip(starts.tolist(), counts.tolist(), [False] * k, index, [pending] * k)))
+        segments.update(zip(rids.tolist(), zip(starts.tolist(), counts.tolist(), [True] * k, index, [pending] * k)))
     else:
-        n_left = np.zeros(k, dtype=np.int64)
-    # The children's segments, in bulk: a per-node Python loop cost more than the kernels at deep levels.
-    segments = part.segments
-    for nid in nids.tolist():
-        del segments[nid]
-    segments.update(zip(fields[3].tolist(), zip(starts.tolist(), n_left.tolist())))
-    segments.update(zip(fields[4].tolist(), zip((starts + n_left).tolist(), (counts - n_left).tolist())))
+        segments.update((c, (int(st), 0)) for c, st in zip(lids.tolist() + rids.tolist(), np.tile(starts, 2)))
+    # Splits without rows have no tiles: their (empty) children are known here, and never read on the device.
 
 
 # --------------------------------------------------------------------------- histograms
@@ -472,28 +555,27 @@ def _threads_per_row(width: int) -> int:
     return min(32, _HIST_THREADS, 1 << (want - 1).bit_length())
 
 
-def _tiles(seg: np.ndarray, n_groups: int, row_offsets: np.ndarray, rows_per_pass: int) -> np.ndarray:
-    """(n_tiles, 4) int64 rows of (build-node slot, first ridx slot, rows, row offset): each
-    node's segment cut into runs sized so the launch has about _BLOCKS_PER_SM blocks per SM,
-    each at least one pass of the block over rows_per_pass rows where the rows allow;
-    the row offset is the node's tree's first virtual row (see kernels/histogram.cu)."""
-    starts, counts = seg[:, 0], seg[:, 1]
+def _tiles(bounds: np.ndarray, nodes, n_groups: int, row_offsets: np.ndarray, rows_per_pass: int):
+    """(tile_rows, (n_tiles, 4) int64 rows of (build-node slot, node id, tile index, row offset)):
+    each node's rows (at most bounds[i]) cut into runs of tile_rows, sized so the launch has
+    about _BLOCKS_PER_SM blocks per SM, each at least one pass of the block over
+    rows_per_pass rows where the rows allow; the row offset is the node's tree's first
+    virtual row (see kernels/histogram.cu)."""
     target = _BLOCKS_PER_SM * _sm_count(cupy.cuda.runtime.getDevice())
     tiles_wanted = max(1, -(-target // max(1, n_groups)))
-    tile_rows = max(_MIN_TILE_ROWS, rows_per_pass, -(-int(counts.sum()) // tiles_wanted))
+    tile_rows = max(_MIN_TILE_ROWS, rows_per_pass, -(-int(bounds.sum()) // tiles_wanted))
     tile_rows = min(_MAX_TILE_ROWS, tile_rows)
-    per_node = -(-counts // tile_rows)
-    slot = np.repeat(np.arange(len(counts), dtype=np.int64), per_node)
+    per_node = -(-bounds // tile_rows)
+    slot = np.repeat(np.arange(len(bounds), dtype=np.int64), per_node)
     j = np.arange(int(per_node.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_node) - per_node, per_node)
-    begin = starts[slot] + j * tile_rows
-    rows = np.minimum(tile_rows, starts[slot] + counts[slot] - begin)
-    return np.stack([slot, begin, rows, row_offsets[slot]], axis=1)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    return tile_rows, np.stack([slot, nodes[slot], j, row_offsets[slot]], axis=1)
 
 
 def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     """(len(build_nodes), total_bins, 2) int64 fixed-point gradient sums per bin of each node.
 
-    No device sync: the launch is sized from the host's segments.
+    No device sync: the launch is sized from the host's bounds on the nodes' row counts.
     """
     k = len(build_nodes)
     total_bins = int(ell.cuts.total_bins)
@@ -505,15 +587,15 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     n_groups = shared.shape[0] + single.shape[0]
     width = max(max_width, 1) if ell.is_dense else ell.row_stride
     threads_per_row = _threads_per_row(width)
-    tiles = _tiles(_segments_of(part, build_nodes), n_groups, part.row_offsets(build_nodes),
-                   _HIST_THREADS // threads_per_row)
+    tile_rows, tiles = _tiles(part.count_bounds(build_nodes), build_nodes, n_groups,
+                              part.row_offsets(build_nodes), _HIST_THREADS // threads_per_row)
     if tiles.shape[0] == 0:
         return hist
     tiles_d = to_device(tiles)
     gpair = cupy.ascontiguousarray(gpair_native, dtype=cupy.int64)
     dense = _tf(ell.is_dense)
     common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-              part.ridx, gpair, tiles_d)
+              part.ridx, gpair, tiles_d, part.segs_d, np.int64(tile_rows))
     if shared.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
         if smem > 48 * 1024:
