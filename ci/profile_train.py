@@ -1,7 +1,7 @@
 """Where a training round's time goes: wall time per backend call, summed over rounds (developer tool).
 
-    python ci/profile_train.py --rows 10500000 --rounds 50
-    python ci/profile_train.py --data covertype --rows 523000 --rounds 20 --cprofile
+    python ci/profile_train.py --rounds 50                 # Higgs-shaped, 10.5M rows
+    python ci/profile_train.py --data covertype --rounds 20 --cprofile
 
 Each backend function is wrapped with a device synchronisation before and after,
 so the numbers add up to the round time (the syncs themselves cost a little).
@@ -20,35 +20,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=10_500_000)
+    ap.add_argument("--data", default="higgs", help="a set of examples/benchmark.py")
+    ap.add_argument("--rows", type=int, default=None, help="the set's rows by default")
     ap.add_argument("--rounds", type=int, default=50)
-    ap.add_argument("--depth", type=int, default=8)
-    ap.add_argument("--data", choices=("higgs", "covertype", "year"), default="higgs")
     ap.add_argument("--cprofile", action="store_true", help="also profile the host side (no syncs added)")
     ap.add_argument("--top", type=int, default=40, help="functions the host profile lists")
     args = ap.parse_args()
 
+    import benchmark
     import cupy
 
     import daskgb
-    from synthetic import make_higgs
     from daskgb.backend import cupy_backend as cb
 
-    if args.data == "higgs":
-        X, y = make_higgs(cupy, args.rows, 2017)
-        params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
-    elif args.data == "year":
-        from synthetic import make_year
-
-        X, y = make_year(cupy, args.rows, 2018)
-        params = {"objective": "reg:squarederror", "max_depth": args.depth, "eta": 0.1, "device": "cuda"}
-    else:
-        from synthetic import make_covertype
-
-        X, y = make_covertype(cupy, args.rows, 1998)
-        params = {"objective": "multi:softprob", "num_class": 7, "max_depth": args.depth, "eta": 0.1,
-                  "device": "cuda"}
-    m = daskgb.QuantileMatrix(X, y, device="cuda")
+    n_rows, make, set_params, _ = benchmark.spec(args.data, 1.0, 114_000_000, args.rows)
+    X, y, qid = make(cupy, n_rows, 2017)
+    params = {"eta": 0.1, "device": "cuda", **set_params}
+    m = daskgb.QuantileMatrix(X, y, qid=qid, device="cuda") if qid is not None else \
+        daskgb.QuantileMatrix(X, y, device="cuda")
     del X
     daskgb.train(params, m, 3, verbose_eval=False)  # compile and warm up
     cupy.cuda.runtime.deviceSynchronize()
@@ -92,7 +81,8 @@ def main():
     daskgb.train(params, m, args.rounds, verbose_eval=False)
     cupy.cuda.runtime.deviceSynchronize()
     total = time.perf_counter() - t
-    print(f"{args.rows} rows, depth {args.depth}: {1e3 * total / args.rounds:.2f} ms per round")
+    print(f"{args.data} {n_rows} rows, depth {params['max_depth']}: {1e3 * total / args.rounds:.2f} ms per round "
+          "(a device sync around every backend call)")
     for name, s in spent.most_common():
         print(f"  {name:20s} {1e3 * s / args.rounds:8.2f} ms/round  {calls[name] / args.rounds:6.1f} calls/round")
     print(f"  {'(rest: python, objective, xp ops)':20s} {1e3 * (total - sum(spent.values())) / args.rounds:8.2f} ms/round")

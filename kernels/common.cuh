@@ -50,12 +50,29 @@ __device__ __forceinline__ uint32_t ellpack_symbol(const uint32_t* __restrict__ 
   return v & (uint32_t)((1ull << bits) - 1ull);
 }
 
+// First slot of the sparse ELLPACK row starting at row_begin whose global bin is not
+// below `value` (row_stride if none): a row's bins ascend, padded with null_symbol
+// (= total bins, above every bin).
+__device__ __forceinline__ int ellpack_lower_bound(const uint32_t* __restrict__ words, int bits,
+                                                   unsigned long long row_begin, int row_stride,
+                                                   uint32_t value) {
+  int a = 0, b = row_stride;
+  while (a < b) {
+    const int mid = (a + b) >> 1;
+    if (ellpack_symbol(words, bits, row_begin + (unsigned long long)mid) < value) {
+      a = mid + 1;
+    } else {
+      b = mid;
+    }
+  }
+  return a;
+}
+
 // Feature-local bin of feature f in the ELLPACK row whose first entry is row_begin,
 // or -1 when the value is missing (numpy_backend.feature_bins).
 //   dense:  slot f holds the local bin, null_symbol marks a missing value;
-//   sparse: the row holds ascending global bins padded with null_symbol (= total
-//           bins, above every bin), so the last entry below the feature's end is
-//           the feature's bin when it is not below the feature's start.
+//   sparse: the last entry below the feature's end is the feature's bin when it is
+//           not below the feature's start.
 template <bool kDense>
 __device__ __forceinline__ int ellpack_feature_bin(const uint32_t* __restrict__ words, int bits,
                                                    unsigned long long row_begin, int row_stride,
@@ -66,15 +83,7 @@ __device__ __forceinline__ int ellpack_feature_bin(const uint32_t* __restrict__ 
     return s == null_symbol ? -1 : (int)s;
   } else {
     const uint32_t lo = (uint32_t)ptrs[f], hi = (uint32_t)ptrs[f + 1];
-    int a = 0, b = row_stride;  // a ends as the number of entries below hi
-    while (a < b) {
-      int mid = (a + b) >> 1;
-      if (ellpack_symbol(words, bits, row_begin + (unsigned long long)mid) < hi) {
-        a = mid + 1;
-      } else {
-        b = mid;
-      }
-    }
+    const int a = ellpack_lower_bound(words, bits, row_begin, row_stride, hi);  // entries below hi
     if (a == 0) return -1;
     uint32_t s = ellpack_symbol(words, bits, row_begin + (unsigned long long)(a - 1));
     return s >= lo ? (int)(s - lo) : -1;

@@ -67,9 +67,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   const unsigned count = (unsigned)min(tile_rows, seg_count - skip);
   const unsigned long long row_offset = (unsigned long long)tiles[4 * blockIdx.x + 3];
   long long* node_hist = hist + (slot * total_bins + bin0) * 2;
-  // Dense rows: the group's slots f0..f1-1. Sparse rows: every slot, keeping the
-  // entries whose global bin falls in the group (the null symbol, total_bins,
-  // falls in none).
+  // Dense rows: the group's slots f0..f1-1. Sparse rows: up to every slot.
   const unsigned width = kDense ? (unsigned)(f1 - f0) : (unsigned)row_stride;
   const unsigned first_slot = kDense ? (unsigned)f0 : 0u;
   const int planes = kShared ? 2 * kPlanes * n_bins : 0;
@@ -90,18 +88,26 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
     const unsigned long long row = ridx[begin + i];
     const longlong2 gh = gpair[row];
     if (gh.x == 0 && gh.y == 0) continue;
-    const unsigned long long first = (row - row_offset) * (unsigned long long)row_stride + first_slot;
+    unsigned long long first = (row - row_offset) * (unsigned long long)row_stride + first_slot;
+    // The row's slots in the group: all of the group's for a dense row; for a sparse
+    // row, whose global bins ascend, the run of entries within the group's bins.
+    unsigned n = width;
+    if constexpr (!kDense) {
+      const int lo = ellpack_lower_bound(words, bits, first, row_stride, (uint32_t)bin0);
+      n = (unsigned)(ellpack_lower_bound(words, bits, first, row_stride, (uint32_t)(bin0 + n_bins)) - lo);
+      first += (unsigned long long)lo;
+    }
     // This thread's slots: sub, sub + threads_per_row, ..., rotated by a start that
     // differs from row to row.
-    unsigned j = sub + i % width;
-    for (unsigned m = sub; m < width; m += threads_per_row) {
-      while (j >= width) j -= width;
+    unsigned j = sub + (n ? i % n : 0u);
+    for (unsigned m = sub; m < n; m += threads_per_row) {
+      while (j >= n) j -= n;
       const uint32_t s = ellpack_symbol(words, bits, first + j);
       int b;
       if constexpr (kDense) {
         b = s != null_symbol ? local_ptrs[j] + (int)s : -1;
       } else {
-        b = (s >= (uint32_t)bin0 && s < (uint32_t)(bin0 + n_bins)) ? (int)s - bin0 : -1;
+        b = (int)s - bin0;
       }
       j += threads_per_row;
       if (b < 0) continue;

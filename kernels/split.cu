@@ -84,18 +84,41 @@ __device__ __forceinline__ float loss_change(long long lg, long long lh, long lo
 constexpr int kSplitThreads = 256;
 constexpr int kSplitWarps = kSplitThreads / 32;
 
+// A candidate parked in global memory for the node's last block, through L2 (L1 is not
+// coherent between blocks).
+__device__ __forceinline__ void store_candidate(Candidate* dst, const Candidate& c) {
+  __stcg(&dst->loss, c.loss);
+  __stcg(&dst->feature, c.feature);
+  __stcg(&dst->order, c.order);
+  __stcg(&dst->left_g, c.left_g);
+  __stcg(&dst->left_h, c.left_h);
+  __stcg(&dst->right_g, c.right_g);
+  __stcg(&dst->right_h, c.right_h);
+}
+
+__device__ __forceinline__ Candidate load_candidate(const Candidate* src) {
+  return Candidate{__ldcg(&src->loss),   __ldcg(&src->feature), __ldcg(&src->order),  __ldcg(&src->left_g),
+                   __ldcg(&src->left_h), __ldcg(&src->right_g), __ldcg(&src->right_h)};
+}
+
 // hist: (k, total_bins, 2) int64; parent: (k, 2) int64; feature_mask: uint8, node i may split
 // on feature f when feature_mask[i * mask_stride + f] is set (mask_stride 0: one (n_features,)
 // mask for all nodes; n_features: a (k, n_features) mask, a row per node).
 // out: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen children (zero
 // where no split was found), as split.evaluate_splits returns them.
-// Launch: grid (k,), block (kSplitThreads,): one block per node, one warp per feature.
+// Launch: grid (k, n_chunks), block (kSplitThreads,): a node's features are shared by
+// n_chunks blocks, one warp per feature at a time; each block parks its best candidate in
+// partial[node * n_chunks + chunk], and the node's last block to finish (counted in
+// counters[node], which it resets to 0 for the next launch) picks the node's best and
+// writes the outputs. Candidates rank by (loss, feature, order), not by which block saw
+// them, so the result does not depend on n_chunks.
 __global__ void evaluate_splits(const long long* __restrict__ hist, const long long* __restrict__ parent,
                                 int total_bins, const int32_t* __restrict__ ptrs, int n_features,
                                 const float* __restrict__ cut_values, int n_cut_values,
                                 const float* __restrict__ min_values, const uint8_t* __restrict__ feature_mask,
                                 int mask_stride, double scale_g, double scale_h, double reg_lambda, double reg_alpha,
-                                double min_child_weight, double max_delta_step, SplitRecord* __restrict__ out,
+                                double min_child_weight, double max_delta_step, Candidate* __restrict__ partial,
+                                unsigned* __restrict__ counters, SplitRecord* __restrict__ out,
                                 long long* __restrict__ left_out, long long* __restrict__ right_out) {
   const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
   const int node = blockIdx.x;
@@ -108,7 +131,7 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
 
   // What argmax returns when every candidate is -inf: the first one.
   Candidate best{neg_inf(), 0, 0, 0, 0, 0, 0};
-  for (int f = warp; f < n_features; f += kSplitWarps) {
+  for (int f = warp + kSplitWarps * blockIdx.y; f < n_features; f += kSplitWarps * gridDim.y) {
     if (!node_mask[f]) continue;  // all of its candidates are -inf: none can win
     const int lo = ptrs[f];
     const int n_bins = ptrs[f + 1] - lo;
@@ -165,6 +188,19 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
   best = per_warp[0];
   for (int w = 1; w < kSplitWarps; ++w) {
     if (per_warp[w].beats(best)) best = per_warp[w];
+  }
+  if (gridDim.y > 1) {
+    Candidate* mine = partial + (long long)node * gridDim.y;
+    store_candidate(mine + blockIdx.y, best);
+    __threadfence();
+    if (atomicAdd(&counters[node], 1u) != gridDim.y - 1) return;
+    __threadfence();
+    counters[node] = 0u;
+    best = load_candidate(mine);
+    for (unsigned c = 1; c < gridDim.y; ++c) {
+      const Candidate o = load_candidate(mine + c);
+      if (o.beats(best)) best = o;
+    }
   }
 
   const int f = best.feature;

@@ -439,12 +439,14 @@ def test_children_histograms(cb, seed):
 )
 @pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
 @pytest.mark.parametrize("use_kernel", [True, False], ids=["split_kernel", "array_ops"])
-def test_evaluate_splits(cb, layout, params, use_kernel, monkeypatch):
+@pytest.mark.parametrize("n_features", [8, 45], ids=["one_block_per_node", "blocks_share_nodes"])
+def test_evaluate_splits(cb, layout, params, use_kernel, n_features, monkeypatch):
     import cupy
 
     monkeypatch.setattr(cb, "USE_SPLIT_KERNEL", use_kernel)
-    rng = np.random.default_rng(20 + ["dense", "dense_missing", "sparse"].index(layout))
-    ell_n, ell_c = both_ellpacks(cb, rng, layout, n_rows=2000, n_features=8, max_bins=30)
+    rng = np.random.default_rng(20 + ["dense", "dense_missing", "sparse"].index(layout) + n_features)
+    # 45 features: the kernel splits a node's features among several blocks (cupy_backend n_chunks).
+    ell_n, ell_c = both_ellpacks(cb, rng, layout, n_rows=2000, n_features=n_features, max_bins=30)
     part_n, part_c = grow_partitions(cb, ell_n, ell_c, rng, n_levels=3)
     gpair = random_gpair(rng, ell_n.n_rows)
     fixed, scale = cb.prepare_gradients(cupy.asarray(gpair))

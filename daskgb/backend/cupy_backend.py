@@ -77,6 +77,7 @@ _PREDICT = ("predict_margin",)
 _SPLIT = ("evaluate_splits",)
 _CHILDREN = ("children_histograms",)
 _SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
+_CANDIDATE_BYTES = 48  # sizeof(Candidate) in kernels/split.cu
 
 # False: evaluate splits with split.evaluate_splits' array operations on the device
 # (the reference the kernel is tested against) instead of kernels/split.cu.
@@ -367,8 +368,11 @@ def prepare_gradients(gpair, abs_sum=None):
 
 
 def sum_gradients(gpair_native):
-    """Sum of all rows' fixed-point gradient pairs: (2,) int64, exact."""
-    return cupy.asarray(gpair_native).sum(axis=0, dtype=cupy.int64)
+    """Sum of all rows' fixed-point gradient pairs: (2,) int64, exact.
+
+    Each column is reduced as a contiguous vector (see gradient_abs_sums)."""
+    g = cupy.asarray(gpair_native)
+    return cupy.stack([cupy.ascontiguousarray(g[:, c]).sum(dtype=cupy.int64) for c in range(2)])
 
 
 # --------------------------------------------------------------------------- rows per node
@@ -585,7 +589,8 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     plan = _plan(ell)
     shared, single, smem, max_width = plan.groups(_shared_budget())
     n_groups = shared.shape[0] + single.shape[0]
-    width = max(max_width, 1) if ell.is_dense else ell.row_stride
+    # Slots a row has in a group: the group's features (dense), or about the row's share (sparse).
+    width = max(max_width, 1) if ell.is_dense else -(-ell.row_stride // n_groups)
     threads_per_row = _threads_per_row(width)
     tile_rows, tiles = _tiles(part.count_bounds(build_nodes), build_nodes, n_groups,
                               part.row_offsets(build_nodes), _HIST_THREADS // threads_per_row)
@@ -632,6 +637,19 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
     return hist, sums
 
 
+_COUNTERS: dict = {}
+
+
+def _split_counters(k: int):
+    """Per-node block counters of the split kernel: zero between launches (its last block per
+    node resets its counter), so one array per device serves every launch."""
+    device = cupy.cuda.runtime.getDevice()
+    c = _COUNTERS.get(device)
+    if c is None or c.size < k:
+        c = _COUNTERS[device] = cupy.zeros(max(k, 1024), dtype=cupy.uint32)
+    return c
+
+
 @functools.lru_cache(maxsize=16)
 def _all_features_on(device: int, n_features: int):
     return cupy.ones(n_features, dtype=cupy.uint8)
@@ -672,15 +690,19 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
             raise ValueError(f"feature_mask must have shape ({n_features},) or ({k}, {n_features}), got {mask.shape}")
         mask_stride = 0 if mask.ndim == 1 else n_features
     records = cupy.empty(k * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
+    # Enough blocks to fill the device: a node's features are split among n_chunks blocks.
+    n_chunks = min(-(-n_features // (_SPLIT_THREADS // 32)),
+                   max(1, -(-2 * _sm_count(cupy.cuda.runtime.getDevice()) // k)))
+    partial = cupy.empty(k * n_chunks * _CANDIDATE_BYTES, dtype=cupy.uint8) if n_chunks > 1 else records
     left = cupy.empty((k, 2), dtype=cupy.int64)
     right = cupy.empty((k, 2), dtype=cupy.int64)
     scale = np.asarray(to_host(scale), dtype=np.float64)
     fn = _kernel("split.cu", _SPLIT, "evaluate_splits")
-    fn((k,), (_SPLIT_THREADS,), (
+    fn((k, n_chunks), (_SPLIT_THREADS,), (
         hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
         mask, np.int32(mask_stride), np.float64(scale[0]), np.float64(scale[1]), np.float64(params.reg_lambda),
         np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
-        records, left, right,
+        partial, _split_counters(k), records, left, right,
     ))
     return to_host(records).view(SPLIT_DTYPE), left, right
 
