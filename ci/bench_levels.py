@@ -99,12 +99,17 @@ def main():
 
     def apply_hook(ell, part, *rest):
         rows = int(part.exact(rest[0])[:, 1].sum())
-        ridx, table, segs = part.ridx.copy(), part.segs_d.copy(), dict(part.segments)
+        ridx, table = part.ridx.copy(), part.segs_d.copy()
+        host = {name: getattr(part, name).copy() for name in ("start", "count", "leaf", "pending", "split_index",
+                                                              "is_right")}
+        pending = list(part._pending)
 
         def restore():
             part.ridx[...] = ridx
             part.segs_d = table.copy()
-            part._segments = dict(segs)
+            for name, a in host.items():
+                setattr(part, name, a.copy())
+            part._pending = list(pending)
 
         sec = timed(cupy, lambda: real_apply(ell, part, *rest), args.reps, before=restore)
         restore()

@@ -55,8 +55,8 @@ def main():
     # A deep-level layout too: 64 nodes of ~equal size, every other one built.
     deep = cb.new_partition(args.rows)
     bounds = np.linspace(0, args.rows, 65).astype(np.int64)
-    deep._segments = {i: (int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in range(64)}
     deep._ensure_capacity(63)
+    deep.start[:64], deep.count[:64], deep.leaf[:64] = bounds[:-1], np.diff(bounds), True
     deep.segs_d[:64] = cupy.asarray(np.stack([bounds[:-1], np.diff(bounds)], axis=1))
     deep_nodes = list(range(0, 64, 2))
 
@@ -86,7 +86,7 @@ def main():
         finally:
             kernels.load_source = real_source
 
-    rows_deep = sum(deep.segments[n][1] for n in deep_nodes)
+    rows_deep = int(deep.count[deep_nodes].sum())
     print(f"{args.rows} rows x {ell.n_features}, {ell.bits} bits; deep: {len(deep_nodes)} nodes, {rows_deep} rows")
     print("| variant | budget | threads | slots/thread | root ms | Gitems/s | deep ms | correct |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

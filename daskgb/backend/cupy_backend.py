@@ -411,6 +411,9 @@ class RowPartition:
     segments: host dict of the current leaves' (start, count), exact (resolving any
     pending counts); positions[r]: node id of row r (int32), as numpy_backend's
     partition, labelled on first use after the last split.
+
+    The host's copy is arrays indexed by node id, so that a level's bookkeeping is a
+    few array operations whatever the number of nodes.
     """
 
     def __init__(self, n_rows: int, n_trees: int = 1):
@@ -422,11 +425,20 @@ class RowPartition:
         self.n_rows, self.n_trees = n_rows, n_trees
         self.ridx = cupy.arange(n_rows * n_trees, dtype=cupy.uint32)
         self._scratch = None
-        roots = np.stack([np.arange(n_trees, dtype=np.int64) * n_rows, np.full(n_trees, n_rows, dtype=np.int64)], 1)
-        self.segs_d = cupy.zeros((max(16, 4 * n_trees), 2), dtype=cupy.int64)
-        self.segs_d[:n_trees] = to_device(roots)
-        # node -> (start, count) known on the host, or (start, parent count, is_right, i, pending counts)
-        self._segments: dict = {c: (c * n_rows, n_rows) for c in range(n_trees)}
+        cap = max(64, 4 * n_trees)
+        self.start = np.zeros(cap, dtype=np.int64)
+        self.count = np.zeros(cap, dtype=np.int64)  # exact, or the parent's count while pending
+        self.leaf = np.zeros(cap, dtype=bool)
+        # Pending children: which _PendingCounts (index into self._pending, -1 when exact),
+        # the split's index in it, and the side.
+        self.pending = np.full(cap, -1, dtype=np.int64)
+        self.split_index = np.zeros(cap, dtype=np.int64)
+        self.is_right = np.zeros(cap, dtype=bool)
+        self._pending: list = []
+        roots = np.arange(n_trees)
+        self.start[roots], self.count[roots], self.leaf[roots] = roots * n_rows, n_rows, True
+        self.segs_d = cupy.zeros((cap, 2), dtype=cupy.int64)
+        self.segs_d[:n_trees] = to_device(np.stack([self.start[:n_trees], self.count[:n_trees]], axis=1))
         self._positions = None
 
     @property
@@ -440,48 +452,63 @@ class RowPartition:
         """(len(nodes),) int64: the first virtual row of each node's tree."""
         return (np.asarray(nodes, dtype=np.int64) % self.n_trees) * self.n_rows
 
-    def _resolve(self, node: int) -> tuple[int, int]:
-        seg = self._segments[node]
-        if len(seg) == 2:
-            return seg
-        start, parent_count, is_right, i, pending = seg
-        n_left = int(pending.n_left()[i])
-        seg = (start + n_left, parent_count - n_left) if is_right else (start, n_left)
-        self._segments[node] = seg
-        return seg
+    def _check_leaves(self, nodes: np.ndarray) -> None:
+        bad = (nodes < 0) | (nodes >= self.leaf.size)
+        if bad.any() or not self.leaf[nodes].all():
+            n = int(nodes[bad][0]) if bad.any() else int(nodes[~self.leaf[nodes]][0])
+            raise KeyError(f"node {n} has no rows in this partition (only current leaves do)")
 
     def exact(self, nodes) -> np.ndarray:
         """(len(nodes), 2) int64 (start, count) of the nodes' segments."""
-        try:
-            return np.asarray([self._resolve(int(n)) for n in nodes], dtype=np.int64).reshape(-1, 2)
-        except KeyError as e:
-            raise KeyError(f"node {e.args[0]} has no rows in this partition (only current leaves do)") from None
+        nodes = np.asarray(nodes, dtype=np.int64).ravel()
+        self._check_leaves(nodes)
+        pend = self.pending[nodes]
+        for p in np.unique(pend[pend >= 0]).tolist():
+            self._resolve(p)
+        return np.stack([self.start[nodes], self.count[nodes]], axis=1)
+
+    def _resolve(self, p: int) -> None:
+        """Turn the children pending on self._pending[p] into exact segments."""
+        nodes = np.flatnonzero(self.pending == p)
+        n_left = self._pending[p].n_left()[self.split_index[nodes]]
+        right = self.is_right[nodes]
+        self.start[nodes] += np.where(right, n_left, 0)
+        self.count[nodes] = np.where(right, self.count[nodes] - n_left, n_left)
+        self.pending[nodes] = -1
+        self._pending[p] = None
 
     def count_bounds(self, nodes) -> np.ndarray:
         """(len(nodes),) int64: each node's row count, or its parent's where not yet known."""
-        try:
-            return np.asarray([self._segments[int(n)][1] for n in nodes], dtype=np.int64)
-        except KeyError as e:
-            raise KeyError(f"node {e.args[0]} has no rows in this partition (only current leaves do)") from None
+        nodes = np.asarray(nodes, dtype=np.int64).ravel()
+        self._check_leaves(nodes)
+        return self.count[nodes]
 
     @property
     def segments(self) -> dict:
-        for n in list(self._segments):
-            self._resolve(n)
-        return dict(self._segments)
+        nodes = np.flatnonzero(self.leaf)
+        seg = self.exact(nodes)
+        return dict(zip(nodes.tolist(), map(tuple, seg.tolist())))
 
     def _ensure_capacity(self, max_node: int) -> None:
-        if max_node >= self.segs_d.shape[0]:
-            bigger = cupy.zeros((max(2 * self.segs_d.shape[0], max_node + 1), 2), dtype=cupy.int64)
-            bigger[: self.segs_d.shape[0]] = self.segs_d
-            self.segs_d = bigger
+        cap = self.leaf.size
+        if max_node < cap:
+            return
+        new = max(2 * cap, max_node + 1)
+        for name, fill in (("start", 0), ("count", 0), ("leaf", False), ("pending", -1), ("split_index", 0),
+                           ("is_right", False)):
+            a = getattr(self, name)
+            b = np.full(new, fill, dtype=a.dtype)
+            b[:cap] = a
+            setattr(self, name, b)
+        bigger = cupy.zeros((new, 2), dtype=cupy.int64)
+        bigger[:cap] = self.segs_d
+        self.segs_d = bigger
 
     @property
     def positions(self):
         if self._positions is None:
             self._positions = cupy.empty(self.ridx.size, dtype=cupy.int32)
-            seg = self.segments
-            nodes = np.fromiter(seg, dtype=np.int64, count=len(seg))
+            nodes = np.flatnonzero(self.leaf)
             _label_rows(self.ridx, self.exact(nodes), nodes, self._positions)
         return self._positions
 
@@ -519,23 +546,26 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     k = nids.size
     if k == 0:
         return
-    fields = [np.asarray(to_host(a), dtype=np.int64).ravel()
-              for a in (features, bins, default_left, left_ids, right_ids)]
-    lids, rids = fields[3], fields[4]
+    lids = np.asarray(to_host(left_ids), dtype=np.int64).ravel()
+    rids = np.asarray(to_host(right_ids), dtype=np.int64).ravel()
     seg = part.exact(nids)
     starts, counts = seg[:, 0], seg[:, 1]
     first_tile, owner = _partition_tiles(counts)
-    segments = part._segments
-    for nid in nids.tolist():
-        del segments[nid]
+    part._ensure_capacity(int(max(lids.max(), rids.max())))
+    part.leaf[nids] = False
+    children = np.concatenate([lids, rids])
+    part.leaf[children] = True
+    part.start[children] = np.concatenate([starts, starts])
+    part.count[children] = np.concatenate([counts, counts])
     part._positions = None
     if owner.size:
         plan = _plan(ell)
-        part._ensure_capacity(int(max(lids.max(), rids.max())))
         # One host-to-device copy for all of the level's split parameters and tiles (layout in partition.cu).
-        info = to_device(np.concatenate([starts, counts, *fields, part.row_offsets(nids), first_tile, owner]))
+        info = to_device(np.concatenate([
+            starts, counts, *(np.asarray(to_host(a), dtype=np.int64).ravel() for a in (features, bins, default_left)),
+            lids, rids, part.row_offsets(nids), first_tile, owner]))
         tile_left = cupy.empty(owner.size, dtype=cupy.int32)
-        n_left_d = cupy.zeros(k, dtype=cupy.int64)
+        n_left_d = cupy.empty(k, dtype=cupy.int64)  # splits without rows have no tiles and stay unread
         count_fn = _kernel("partition.cu", _PARTITION, f"partition_count<{_tf(ell.is_dense)}>")
         count_fn((owner.size,), (_PARTITION_THREADS,), (
             ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
@@ -543,13 +573,15 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         scatter_fn = _kernel("partition.cu", _PARTITION, "partition_scatter")
         scatter_fn((owner.size,), (_PARTITION_THREADS,), (part.scratch, tile_left, info, np.int32(k), part.ridx,
                                                           part.segs_d, n_left_d))
-        pending = _PendingCounts(n_left_d)
-        index = range(k)
-        segments.update(zip(lids.tolist(), zip(starts.tolist(), counts.tolist(), [False] * k, index, [pending] * k)))
-        segments.update(zip(rids.tolist(), zip(starts.tolist(), counts.tolist(), [True] * k, index, [pending] * k)))
+        # Children of splits with rows wait for their counts; those of empty splits are known (empty).
+        has_rows = np.concatenate([counts > 0, counts > 0])
+        waiting = children[has_rows]
+        part.pending[waiting] = len(part._pending)
+        part.split_index[waiting] = np.concatenate([np.arange(k), np.arange(k)])[has_rows]
+        part.is_right[children] = np.repeat([False, True], k)
+        part._pending.append(_PendingCounts(n_left_d))
     else:
-        segments.update((c, (int(st), 0)) for c, st in zip(lids.tolist() + rids.tolist(), np.tile(starts, 2)))
-    # Splits without rows have no tiles: their (empty) children are known here, and never read on the device.
+        part.count[children] = 0
 
 
 # --------------------------------------------------------------------------- histograms
