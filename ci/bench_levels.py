@@ -100,7 +100,7 @@ def main():
     def apply_hook(ell, part, *rest):
         rows = int(part.exact(rest[0])[:, 1].sum())
         ridx, table = part.ridx.copy(), part.segs_d.copy()
-        host = {name: getattr(part, name).copy() for name in ("start", "count", "leaf", "pending", "split_index",
+        host = {name: getattr(part, name).copy() for name in ("start", "count", "leaf", "split_index",
                                                               "is_right")}
         pending = list(part._pending)
 

@@ -415,6 +415,11 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             # The fixed-point scale must be the same on every worker: size it from global sums.
             abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
         gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
+        # Device memory: the float gradients are done with unless leaves are refitted below.
+        refit = obj is None and any(objective.leaf_quantile_alpha(g) is not None for g in range(n_groups))
+        del gpair_all, gpair
+        if not refit:
+            gpairs = None
         first = len(booster.trees)
         new_trees, positions = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins,
                                            tree_indices=range(first, first + n_groups), interaction=interaction,
@@ -431,6 +436,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             _column(margin, group)[...] += backend.to_device(tree.value)[leaves]
             booster.trees.append(tree)
             booster.tree_info.append(group)
+        # This round's per-row arrays are not needed by the next round's gradients.
+        del gnative, positions, leaves, gpairs
         line = [f"[{it}]"]
         for m, name, em in eval_state:
             if em is None:

@@ -20,6 +20,7 @@ themselves (child_valid), which also spares their histograms.
 from __future__ import annotations
 
 import heapq
+from operator import attrgetter
 
 import numpy as np
 
@@ -56,6 +57,9 @@ def records(candidates) -> np.ndarray:
     return np.array([c.split for c in candidates], dtype=SPLIT_DTYPE)
 
 
+_BY_NID = attrgetter("nid")
+
+
 class Driver:
     """The expansion queue of one tree."""
 
@@ -89,7 +93,7 @@ class Driver:
             return [c]
         # Depthwise: the queue holds one depth (children are pushed only after their
         # whole level was popped); expand its valid nodes in id order, while leaves remain.
-        level = sorted(self._queue, key=lambda c: c.nid)
+        level = sorted(self._queue, key=_BY_NID)
         self._queue = []
         ok = splits_applied(records(level), level[0].depth, self.max_depth, self.split_params)
         batch = [c for c, v in zip(level, ok.tolist()) if v]

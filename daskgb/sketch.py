@@ -34,7 +34,10 @@ import numpy as np
 from .backend import array_module, to_host
 
 # Dense input is sketched a block of columns at a time; a block holds at most this
-# many entries (or one column), so working memory is O(max(n_rows, this)).
+# many entries, so working memory is O(this) (about 100 bytes an entry). A column
+# taller than this is sketched in runs of rows (as XGBoost's GPU sketch takes rows in
+# batches): each run's summary pruned to the budget, all merged, pruned once more --
+# exact where the distinct values fit the budget, within twice a prune's error beyond.
 _BLOCK_ENTRIES = 1 << 22
 
 # XGBoost's padding below the first and above the last value: the float 1e-5f, which
@@ -299,15 +302,25 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
     n_rows, n_features = X.shape
     w = _check_weight(xp, weight, n_rows)
     step = max(1, _BLOCK_ENTRIES // max(n_rows, 1))
+    run = max(1, _BLOCK_ENTRIES // step)  # rows summarised at once
     parts = []
     for c0 in range(0, n_features, step):
-        block = X[:, c0 : c0 + step]
-        k = block.shape[1]
-        # Column-major copy of the block: a column's values become contiguous for the sort.
-        values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
-        feature = xp.repeat(xp.arange(k, dtype=xp.int64), n_rows)
-        weights = None if w is None else xp.tile(w, k)
-        parts.append(_summarize_entries(xp, feature, values, weights, k, missing, budget))
+        k = min(step, n_features - c0)
+        col = None
+        for r0 in range(0, n_rows, run):
+            block = X[r0 : r0 + run, c0 : c0 + k]
+            rows = block.shape[0]
+            # Column-major copy of the block: a column's values become contiguous for the sort.
+            values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
+            feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
+            weights = None if w is None else xp.tile(w[r0 : r0 + run], k)
+            part = _summarize_entries(xp, feature, values, weights, k, missing, budget)
+            del values, feature, weights
+            # Merging keeps the runs' error bound; one prune at the end adds its own once.
+            col = part if col is None else merge(col, part)
+        if col is not None and budget is not None and n_rows > run:
+            col = prune(col, budget)
+        parts.append(col if col is not None else _empty_summary(xp, k))
     return _concat_features(xp, parts, n_features)
 
 

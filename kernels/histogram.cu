@@ -33,6 +33,8 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 // from segs[node] = (start, count) on the device, so a launch may be sized before the
 // host knows the node's count (from its parent's, an upper bound: tiles past the end
 // return at once).
+// gpair: (rows, 2) float32 gradient pairs, turned into int64 fixed point on load (times
+// inv_scale_g / inv_scale_h), so the fixed-point copy never takes device memory.
 // ridx holds virtual rows (see partition.cu): gradients are indexed by the virtual
 // row, the ELLPACK by the virtual row minus the tile's row offset (its tree's first
 // virtual row; 0 for a single tree).
@@ -49,7 +51,8 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 template <bool kDense, bool kShared>
 __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
                                 uint32_t null_symbol, const int32_t* __restrict__ ptrs,
-                                const uint32_t* __restrict__ ridx, const longlong2* __restrict__ gpair,
+                                const uint32_t* __restrict__ ridx, const float2* __restrict__ gpair,
+                                double inv_scale_g, double inv_scale_h,
                                 const long long* __restrict__ tiles, const long long* __restrict__ segs,
                                 long long tile_rows, const int32_t* __restrict__ groups, int total_bins,
                                 int threads_per_row, long long* __restrict__ hist) {
@@ -86,7 +89,11 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   const unsigned rows_per_pass = blockDim.x / (unsigned)threads_per_row;
   for (unsigned i = threadIdx.x / (unsigned)threads_per_row; i < count; i += rows_per_pass) {
     const unsigned long long row = ridx[begin + i];
-    const longlong2 gh = gpair[row];
+    // The row's gradient pair in fixed point, as cupy_backend._to_fixed makes it: the scale
+    // is a power of two, so the product is exact and the cast truncates toward zero.
+    const float2 gf = gpair[row];
+    const longlong2 gh = make_longlong2((long long)((double)gf.x * inv_scale_g),
+                                       (long long)((double)gf.y * inv_scale_h));
     if (gh.x == 0 && gh.y == 0) continue;
     unsigned long long first = (row - row_offset) * (unsigned long long)row_stride + first_slot;
     // The row's slots in the group: all of the group's for a dense row; for a sparse
@@ -134,7 +141,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
 #define DASKGB_INSTANTIATE(D, S)                                                                        \
   template __global__ void build_histogram<D, S>(const uint32_t*, int, int, uint32_t, const int32_t*, \
-                                                 const uint32_t*, const longlong2*, const long long*,  \
+                                                 const uint32_t*, const float2*, double, double, const long long*, \
                                                  const long long*, long long, const int32_t*, int, int, long long*);
 DASKGB_INSTANTIATE(true, true)
 DASKGB_INSTANTIATE(true, false)

@@ -208,6 +208,23 @@ def test_summarize_column_blocks_agree(monkeypatch):
     assert_same(blocked, features(whole))
 
 
+def test_summarize_row_runs(monkeypatch):
+    """Columns taller than a block are summarised in runs of rows, merged and pruned: exact
+    while every feature's distinct values fit the budget, within the error bound beyond."""
+    rng = np.random.default_rng(12)
+    X = tied_data(rng, 600, 3, [7, 40, 600], nan_frac=0.1)
+    w = rng.random(600).astype(np.float32)
+    whole = summarize(X, w, budget=64)
+    monkeypatch.setattr(sketch_mod, "_BLOCK_ENTRIES", 100)  # runs of 100 rows of one column
+    runs = summarize(X, w, budget=64)
+    for f in (0, 1):  # few distinct values: the merged exact summaries are the exact one
+        for g, r in zip(features(runs)[f], features(whole)[f]):
+            np.testing.assert_array_equal(g, r)
+    assert np.diff(runs.ptrs)[2] <= 64
+    # Each run's summary carries eps 1/63 (budget 64); merging keeps it, the prune adds 1/63.
+    check_bounds(runs, X, w, 2 / 63)
+
+
 def test_summarize_budget_prunes_only_big_features():
     rng = np.random.default_rng(3)
     X = tied_data(rng, 500, 3, [6, 500, 12], nan_frac=0.0)

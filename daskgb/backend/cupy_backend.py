@@ -12,7 +12,8 @@ Fixed-point gradients
 ---------------------
 Atomic adds on a GPU land in no fixed order and float sums depend on the order, so
 histograms are summed in int64 fixed point, as XGBoost does (XGBOOST_GPU_NOTES §3).
-prepare_gradients quantises each column c (gradient, hessian) once per tree:
+prepare_gradients sizes the quantisation of each column c (gradient, hessian) once per
+tree, and the histogram kernel applies it to each row as it loads it (FixedGradients):
 
     S        = sum over rows of |gpair[:, c]|, in float64 (or abs_sum[c]: the sum
                over all workers, so that every worker uses the same scale)
@@ -350,27 +351,70 @@ _to_fixed = cupy.ElementwiseKernel(
     "fixed = (long long)((double)g * inv_scale)", "daskgb_to_fixed")
 
 
+class FixedGradients:
+    """Per-row gradient pairs in int64 fixed point, held as their float32 values and the
+    scale: the kernels convert a row as they load it (8 bytes a row read and kept, not 16),
+    exactly as _to_fixed converts. Row slices are views; get() and fixed() give the int64
+    values themselves (on the host, on the device)."""
+
+    def __init__(self, values, inv_scale: np.ndarray):
+        self.values = values  # (n, 2) float32, C-contiguous
+        self.inv_scale = inv_scale  # (2,) float64 powers of two
+
+    @property
+    def shape(self):
+        return self.values.shape
+
+    @property
+    def dtype(self):
+        return np.dtype(np.int64)
+
+    def __len__(self):
+        return self.values.shape[0]
+
+    def __getitem__(self, rows: slice) -> "FixedGradients":
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise TypeError("FixedGradients takes contiguous row slices only")
+        return FixedGradients(self.values[rows], self.inv_scale)
+
+    def fixed(self):
+        """The (n, 2) int64 values on the device."""
+        return _to_fixed(self.values, cupy.asarray(self.inv_scale))
+
+    def get(self) -> np.ndarray:
+        return self.fixed().get()
+
+
+_fixed_sum = cupy.ReductionKernel(
+    "float32 g, float64 inv_scale", "int64 total", "(long long)((double)g * inv_scale)", "a + b", "total = a",
+    "0", "daskgb_fixed_sum")
+
+
 def prepare_gradients(gpair, abs_sum=None):
-    """Per-row gradient pairs as int64 fixed point, and the (2,) float64 host scale back to double.
+    """Per-row gradient pairs as int64 fixed point (a FixedGradients), and the (2,) float64
+    host scale back to double.
 
     abs_sum: the (2,) sums of |gradient| and |hessian| to size the scale by; pass
     the sums over all workers so that every worker quantises alike. By default the
     sums over these rows. See the module docstring for the arithmetic.
     """
-    g = cupy.asarray(gpair, dtype=cupy.float32)
+    g = cupy.ascontiguousarray(gpair, dtype=cupy.float32)
     if g.ndim != 2 or g.shape[1] != 2:
         raise ValueError(f"gradient pairs must have shape (n_rows, 2), got {g.shape}")
     total = np.asarray(to_host(gradient_abs_sums(g) if abs_sum is None else abs_sum), dtype=np.float64).reshape(2)
     if not np.all(np.isfinite(total)):
         raise ValueError("gradient pairs contain NaN or infinite values; check the labels and the objective")
     scale = np.array([_pow2_at_least(float(s)) for s in total], dtype=np.float64) / 2.0**62
-    return _to_fixed(g, cupy.asarray(1.0 / scale)), scale
+    return FixedGradients(g, 1.0 / scale), scale
 
 
 def sum_gradients(gpair_native):
     """Sum of all rows' fixed-point gradient pairs: (2,) int64, exact.
 
     Each column is reduced as a contiguous vector (see gradient_abs_sums)."""
+    if isinstance(gpair_native, FixedGradients):
+        v = gpair_native.values
+        return cupy.stack([_fixed_sum(cupy.ascontiguousarray(v[:, c]), gpair_native.inv_scale[c]) for c in range(2)])
     g = cupy.asarray(gpair_native)
     return cupy.stack([cupy.ascontiguousarray(g[:, c]).sum(dtype=cupy.int64) for c in range(2)])
 
@@ -429,9 +473,8 @@ class RowPartition:
         self.start = np.zeros(cap, dtype=np.int64)
         self.count = np.zeros(cap, dtype=np.int64)  # exact, or the parent's count while pending
         self.leaf = np.zeros(cap, dtype=bool)
-        # Pending children: which _PendingCounts (index into self._pending, -1 when exact),
-        # the split's index in it, and the side.
-        self.pending = np.full(cap, -1, dtype=np.int64)
+        # Children whose counts are on their way: (node ids, _PendingCounts) per apply_splits,
+        # and each child's split index in it and side.
         self.split_index = np.zeros(cap, dtype=np.int64)
         self.is_right = np.zeros(cap, dtype=bool)
         self._pending: list = []
@@ -453,29 +496,31 @@ class RowPartition:
         return (np.asarray(nodes, dtype=np.int64) % self.n_trees) * self.n_rows
 
     def _check_leaves(self, nodes: np.ndarray) -> None:
-        bad = (nodes < 0) | (nodes >= self.leaf.size)
-        if bad.any() or not self.leaf[nodes].all():
-            n = int(nodes[bad][0]) if bad.any() else int(nodes[~self.leaf[nodes]][0])
-            raise KeyError(f"node {n} has no rows in this partition (only current leaves do)")
+        try:
+            ok = self.leaf[nodes].all() and (nodes.size == 0 or nodes.min() >= 0)
+        except IndexError:
+            ok = False
+        if not ok:
+            bad = [n for n in nodes.tolist() if not (0 <= n < self.leaf.size and self.leaf[n])]
+            raise KeyError(f"node {bad[0]} has no rows in this partition (only current leaves do)")
 
     def exact(self, nodes) -> np.ndarray:
         """(len(nodes), 2) int64 (start, count) of the nodes' segments."""
         nodes = np.asarray(nodes, dtype=np.int64).ravel()
         self._check_leaves(nodes)
-        pend = self.pending[nodes]
-        for p in np.unique(pend[pend >= 0]).tolist():
-            self._resolve(p)
-        return np.stack([self.start[nodes], self.count[nodes]], axis=1)
+        while self._pending:  # all of them: usually the one level split last
+            self._resolve()
+        out = np.empty((nodes.size, 2), dtype=np.int64)
+        out[:, 0], out[:, 1] = self.start[nodes], self.count[nodes]
+        return out
 
-    def _resolve(self, p: int) -> None:
-        """Turn the children pending on self._pending[p] into exact segments."""
-        nodes = np.flatnonzero(self.pending == p)
-        n_left = self._pending[p].n_left()[self.split_index[nodes]]
+    def _resolve(self) -> None:
+        """Turn the children pending on the oldest _PendingCounts into exact segments."""
+        nodes, pending = self._pending.pop(0)
+        n_left = pending.n_left()[self.split_index[nodes]]
         right = self.is_right[nodes]
         self.start[nodes] += np.where(right, n_left, 0)
         self.count[nodes] = np.where(right, self.count[nodes] - n_left, n_left)
-        self.pending[nodes] = -1
-        self._pending[p] = None
 
     def count_bounds(self, nodes) -> np.ndarray:
         """(len(nodes),) int64: each node's row count, or its parent's where not yet known."""
@@ -494,8 +539,7 @@ class RowPartition:
         if max_node < cap:
             return
         new = max(2 * cap, max_node + 1)
-        for name, fill in (("start", 0), ("count", 0), ("leaf", False), ("pending", -1), ("split_index", 0),
-                           ("is_right", False)):
+        for name, fill in (("start", 0), ("count", 0), ("leaf", False), ("split_index", 0), ("is_right", False)):
             a = getattr(self, name)
             b = np.full(new, fill, dtype=a.dtype)
             b[:cap] = a
@@ -551,9 +595,9 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     seg = part.exact(nids)
     starts, counts = seg[:, 0], seg[:, 1]
     first_tile, owner = _partition_tiles(counts)
-    part._ensure_capacity(int(max(lids.max(), rids.max())))
-    part.leaf[nids] = False
     children = np.concatenate([lids, rids])
+    part._ensure_capacity(int(children.max()))
+    part.leaf[nids] = False
     part.leaf[children] = True
     part.start[children] = np.concatenate([starts, starts])
     part.count[children] = np.concatenate([counts, counts])
@@ -575,11 +619,9 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
                                                           part.segs_d, n_left_d))
         # Children of splits with rows wait for their counts; those of empty splits are known (empty).
         has_rows = np.concatenate([counts > 0, counts > 0])
-        waiting = children[has_rows]
-        part.pending[waiting] = len(part._pending)
-        part.split_index[waiting] = np.concatenate([np.arange(k), np.arange(k)])[has_rows]
+        part.split_index[children] = np.tile(np.arange(k), 2)
         part.is_right[children] = np.repeat([False, True], k)
-        part._pending.append(_PendingCounts(n_left_d))
+        part._pending.append((children[has_rows], _PendingCounts(n_left_d)))
     else:
         part.count[children] = 0
 
@@ -603,9 +645,12 @@ def _tiles(bounds: np.ndarray, nodes, n_groups: int, row_offsets: np.ndarray, ro
     tile_rows = min(_MAX_TILE_ROWS, tile_rows)
     per_node = -(-bounds // tile_rows)
     slot = np.repeat(np.arange(len(bounds), dtype=np.int64), per_node)
-    j = np.arange(int(per_node.sum()), dtype=np.int64) - np.repeat(np.cumsum(per_node) - per_node, per_node)
-    nodes = np.asarray(nodes, dtype=np.int64)
-    return tile_rows, np.stack([slot, nodes[slot], j, row_offsets[slot]], axis=1)
+    out = np.empty((slot.size, 4), dtype=np.int64)
+    out[:, 0] = slot
+    out[:, 1] = np.asarray(nodes, dtype=np.int64)[slot]
+    out[:, 2] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
+    out[:, 3] = row_offsets[slot]
+    return tile_rows, out
 
 
 def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
@@ -629,10 +674,13 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     if tiles.shape[0] == 0:
         return hist
     tiles_d = to_device(tiles)
-    gpair = cupy.ascontiguousarray(gpair_native, dtype=cupy.int64)
+    if not isinstance(gpair_native, FixedGradients):
+        raise TypeError("build_histograms takes the FixedGradients of prepare_gradients")
+    inv = gpair_native.inv_scale
     dense = _tf(ell.is_dense)
     common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-              part.ridx, gpair, tiles_d, part.segs_d, np.int64(tile_rows))
+              part.ridx, gpair_native.values, np.float64(inv[0]), np.float64(inv[1]), tiles_d, part.segs_d,
+              np.int64(tile_rows))
     if shared.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
         if smem > 48 * 1024:
@@ -655,7 +703,7 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
         return numpy_backend.children_histograms(parents, parent_rows, built, build_right, parent_left,
                                                  parent_right)
     row_shape = built.shape[1:]
-    row_len = int(np.prod(row_shape))
+    row_len = math.prod(row_shape)
     hist = cupy.empty((2 * k, *row_shape), dtype=cupy.int64)
     sums = cupy.empty((2 * k, 2), dtype=cupy.int64)
     if k == 0:
