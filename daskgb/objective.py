@@ -103,8 +103,37 @@ class SquaredError(Objective):
         return _pack(xp, grad, xp.float32(1.0), weight)
 
 
+_LOGISTIC_CUDA = """
+const float neg = -m;
+const float e = daskgb_expf(isnan(neg) ? neg : fminf(neg, 88.7f), &table[0]);
+const float p = 1.0f / (e + 1.0f);
+const float hess = fmaxf(p * (1.0f - p), 1e-16f);
+gpair[2 * i] = (p - y) * w;
+gpair[2 * i + 1] = hess * w;
+"""
+_logistic_kernels: dict = {}
+
+
+def _logistic_gradient_cuda(xp, margin, y, weight):
+    """_Logistic.gradient in one kernel: the same float32 steps, expf included (fmath.CUDA_EXPF)."""
+    from .fmath import CUDA_EXPF, device_table
+
+    k = _logistic_kernels.get("k")
+    if k is None:
+        k = _logistic_kernels["k"] = xp.ElementwiseKernel(
+            "float32 m, float32 y, float32 w, raw uint64 table", "raw float32 gpair", _LOGISTIC_CUDA,
+            "daskgb_logistic_gradient", preamble=CUDA_EXPF, options=("--fmad=false",))
+    margin = xp.asarray(margin, dtype=xp.float32)
+    out = xp.empty((margin.shape[0], 2), dtype=xp.float32)
+    w = xp.float32(1.0) if weight is None else xp.asarray(weight, dtype=xp.float32)
+    k(margin, xp.asarray(y, dtype=xp.float32), w, device_table(xp), out)
+    return out
+
+
 class _Logistic(Objective):
     def gradient(self, xp, margin, y, weight):
+        if xp is not np and getattr(margin, "ndim", 1) == 1:
+            return _logistic_gradient_cuda(xp, margin, y, weight)
         p = _sigmoid(xp, margin)
         grad = p - y
         hess = xp.maximum(p * (xp.float32(1.0) - p), xp.float32(1e-16))

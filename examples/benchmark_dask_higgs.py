@@ -52,14 +52,33 @@ def make_data(client, rows, n_chunks, exact, seed=2017):
 def fit_daskgb(client, X, y, args):
     import daskgb
 
-    # Untimed warm-up on a slice: every worker compiles its CUDA kernels once (NVRTC, then
-    # CuPy's disk cache); the timed fit measures training, as XGBoost's has nothing to compile.
+    # Untimed warm-up of two rounds on all rows: every worker compiles its CUDA kernels once
+    # (NVRTC, then CuPy's disk cache); the timed fit measures training, as XGBoost's has
+    # nothing to compile. (A slice would warm only the workers holding it.)
     kw = dict(max_depth=args.depth, learning_rate=0.1, max_bin=256, client=client)
-    daskgb.DaskGBClassifier(n_estimators=2, **kw).fit(X[:200_000], y[:200_000])
+    daskgb.DaskGBClassifier(n_estimators=2, **kw).fit(X, y)
     clf = daskgb.DaskGBClassifier(n_estimators=args.rounds, **kw)
     t = time.perf_counter()
     clf.fit(X, y)
     return clf, time.perf_counter() - t
+
+
+def fit_in_process(X, y, args):
+    """daskgb without Dask on the same rows: QuantileMatrix and train, as fit does them."""
+    import cupy
+
+    import daskgb
+
+    Xh, yh = X.compute(), y.compute()
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "max_bin": 256, "device": "cuda"}
+    daskgb.train(params, daskgb.QuantileMatrix(Xh[:200_000], yh[:200_000], device="cuda"), 2)  # warm-up
+    cupy.cuda.runtime.deviceSynchronize()
+    t = time.perf_counter()
+    booster = daskgb.train(params, daskgb.QuantileMatrix(Xh, yh, device="cuda"), args.rounds)
+    cupy.cuda.runtime.deviceSynchronize()
+    fit_s = time.perf_counter() - t
+    del booster, Xh, yh
+    return {"fit_s": fit_s}
 
 
 def main():
@@ -73,6 +92,8 @@ def main():
     ap.add_argument("--compare-one-worker", action="store_true")
     ap.add_argument("--skip-xgboost", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--in-process", action="store_true",
+                    help="also train in this process on the same rows (gathered to GPU 0), QuantileMatrix included")
     args = ap.parse_args()
 
     import cupy
@@ -89,6 +110,9 @@ def main():
         n_test = 500_000
         Xt, yt = make_data(client, n_test, 2, args.exact) if not args.exact else (X[:n_test], y[:n_test])
         clf, fit_s = fit_daskgb(client, X, y, args)
+        if args.in_process:
+            res["in_process"] = fit_in_process(X, y, args)
+            res["dask_over_in_process"] = fit_s / res["in_process"]["fit_s"]
         p = clf.predict_proba(Xt)[:, 1].compute()
         yt_h = cupy.asnumpy(yt.compute())
         res["daskgb"] = {"fit_s": fit_s, "auc": auc_of(yt_h, cupy.asnumpy(p)),

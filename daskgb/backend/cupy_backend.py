@@ -423,14 +423,24 @@ def sum_gradients(gpair_native):
 class _PendingCounts:
     """The left-row counts of one apply_splits call, on their way to the host: copied into
     pinned memory behind the launches, read once the stream has passed the copy (by then
-    the level's split evaluation has synchronised the host with the device anyway)."""
+    the level's split evaluation has synchronised the host with the device anyway).
 
-    def __init__(self, n_left_d):
-        k = n_left_d.size
-        self._mem = cupy.cuda.alloc_pinned_memory(8 * k)
-        self._host = np.frombuffer(self._mem, dtype=np.int64, count=k)
-        n_left_d.data.copy_to_host_async(ctypes.c_void_p(self._host.ctypes.data), 8 * k)
+    One per partition, reused level after level: a level's counts are always read (the
+    next apply_splits resolves them) before the next level's copy is queued."""
+
+    def __init__(self):
+        self._mem, self._host, self._size = None, None, 0
         self._event = cupy.cuda.Event(block=False, disable_timing=True)
+        self._n_left_d = None
+        self._ready = True
+
+    def start(self, n_left_d) -> None:
+        k = n_left_d.size
+        if k > self._size:
+            self._size = max(k, 2 * self._size, 256)
+            self._mem = cupy.cuda.alloc_pinned_memory(8 * self._size)
+            self._host = np.frombuffer(self._mem, dtype=np.int64, count=self._size)
+        n_left_d.data.copy_to_host_async(ctypes.c_void_p(self._host.ctypes.data), 8 * k)
         self._event.record()
         self._n_left_d = n_left_d  # alive until the copy is done
         self._ready = False
@@ -469,7 +479,7 @@ class RowPartition:
         self.n_rows, self.n_trees = n_rows, n_trees
         self.ridx = cupy.arange(n_rows * n_trees, dtype=cupy.uint32)
         self._scratch = None
-        cap = max(64, 4 * n_trees)
+        cap = max(512, 4 * n_trees)
         self.start = np.zeros(cap, dtype=np.int64)
         self.count = np.zeros(cap, dtype=np.int64)  # exact, or the parent's count while pending
         self.leaf = np.zeros(cap, dtype=bool)
@@ -478,6 +488,7 @@ class RowPartition:
         self.split_index = np.zeros(cap, dtype=np.int64)
         self.is_right = np.zeros(cap, dtype=bool)
         self._pending: list = []
+        self._counts = _PendingCounts()
         roots = np.arange(n_trees)
         self.start[roots], self.count[roots], self.leaf[roots] = roots * n_rows, n_rows, True
         self.segs_d = cupy.zeros((cap, 2), dtype=cupy.int64)
@@ -596,7 +607,9 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     starts, counts = seg[:, 0], seg[:, 1]
     first_tile, owner = _partition_tiles(counts)
     children = np.concatenate([lids, rids])
-    part._ensure_capacity(int(children.max()))
+    top = int(children.max())
+    if top >= part.leaf.size:
+        part._ensure_capacity(top)
     part.leaf[nids] = False
     part.leaf[children] = True
     part.start[children] = np.concatenate([starts, starts])
@@ -619,9 +632,11 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
                                                           part.segs_d, n_left_d))
         # Children of splits with rows wait for their counts; those of empty splits are known (empty).
         has_rows = np.concatenate([counts > 0, counts > 0])
-        part.split_index[children] = np.tile(np.arange(k), 2)
-        part.is_right[children] = np.repeat([False, True], k)
-        part._pending.append((children[has_rows], _PendingCounts(n_left_d)))
+        index = np.arange(k)
+        part.split_index[lids], part.split_index[rids] = index, index
+        part.is_right[lids], part.is_right[rids] = False, True
+        part._counts.start(n_left_d)
+        part._pending.append((children[has_rows], part._counts))
     else:
         part.count[children] = 0
 
