@@ -61,6 +61,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--budget", type=int, default=None, help="histogram shared-memory budget in bytes")
     ap.add_argument("--threads", type=int, default=None, help="histogram block size")
+    ap.add_argument("--sparse-grouped", action="store_true", help="sparse rows: a pass per feature group")
+    ap.add_argument("--keep-dense", action="store_true", help="mostly-missing dense input: keep the dense layout")
+    ap.add_argument("--sparse-ratio", type=float, default=None, help="ellpack.SPARSE_BITS_RATIO")
     args = ap.parse_args()
 
     import cupy
@@ -74,6 +77,13 @@ def main():
         cb.SHARED_BUDGET_BYTES = args.budget
     if args.threads is not None:
         cb._HIST_THREADS = args.threads
+    cb.SPARSE_ONE_PASS = not args.sparse_grouped
+    if args.sparse_ratio is not None:
+        import daskgb.ellpack
+
+        daskgb.ellpack.SPARSE_BITS_RATIO = args.sparse_ratio
+    if args.keep_dense:
+        cb.present_counts = lambda X, missing: cupy.full(X.shape[0], X.shape[1])
     n_rows, make, set_params, _ = benchmark.spec(args.data, 1.0, 114_000_000, args.rows)
     X, y, qid = make(cupy, n_rows, 2017)
     params = {"eta": 0.1, "device": "cuda", **set_params}

@@ -79,11 +79,28 @@ def sparse_layout(cuts: Cuts) -> tuple[int, int]:
     return null_symbol, bits_for(null_symbol + 1)
 
 
+# from_dense takes the sparse layout for data with missing values when its bits per row
+# are below this multiple of the dense layout's.
+SPARSE_BITS_RATIO = 1.0
+
+
 def from_dense(backend, X, cuts: Cuts, missing: float) -> Ellpack:
-    """Quantise and pack a dense (n_rows, n_features) float32 array on backend's device."""
+    """Quantise and pack a dense (n_rows, n_features) float32 array on backend's device.
+
+    Dense layout, unless values are missing and the sparse layout of the same rows (the
+    longest row's present entries, global bins) takes fewer bits: then sparse, as XGBoost
+    lays out mostly-missing data, and a histogram reads a row's present entries only.
+    """
     n_rows, n_features = X.shape
     has_missing = bool(backend.count_missing(X, missing) > 0)
     null_symbol, bits = dense_layout(cuts, has_missing)
+    if has_missing and n_rows:
+        row_stride = max(1, int(backend.present_counts(X, missing).max()))
+        sparse_null, sparse_bits = sparse_layout(cuts)
+        if row_stride * sparse_bits < SPARSE_BITS_RATIO * n_features * bits:
+            words = backend.pack_dense_sparse(X, cuts, missing, row_stride, sparse_null, sparse_bits)
+            return Ellpack(words=words, bits=sparse_bits, n_rows=n_rows, row_stride=row_stride, is_dense=False,
+                           has_missing=True, null_symbol=sparse_null, cuts=cuts)
     words = backend.pack_dense(X, cuts, missing, null_symbol, bits)
     return Ellpack(
         words=words,

@@ -99,3 +99,44 @@ __global__ void bin_entries(const int32_t* __restrict__ features, const float* _
     out[i] = (uint32_t)lo + search_bin(values + lo, ptrs[f + 1] - lo, vals[i]);
   }
 }
+
+// OR symbol i of a bit-packed stream into zeroed words (a field may span two words, and a
+// word may hold fields of two rows: atomics).
+__device__ __forceinline__ void or_symbol(uint32_t* words, int bits, unsigned long long i, uint32_t sym) {
+  const unsigned long long pos = i * (unsigned long long)bits;
+  const unsigned off = (unsigned)(pos & 31);
+  atomicOr(&words[pos >> 5], sym << off);
+  if (off + (unsigned)bits > 32u) atomicOr(&words[(pos >> 5) + 1], sym >> (32u - off));
+}
+
+// Quantise a row-major (n_rows, n_features) float32 matrix into the sparse layout: row r's
+// slots hold the global bins of its present entries in feature order, then null_symbol up
+// to row_stride (numpy_backend.pack_dense_sparse). words: zeroed. One warp per row: lanes
+// read 32 neighbouring features, and a ballot gives each present one its slot.
+// Launch: 1-D, blocks of a multiple of 32 threads, any number.
+__global__ void pack_dense_sparse(const float* __restrict__ X, long long n_rows, int n_features,
+                                  const int32_t* __restrict__ ptrs, const float* __restrict__ values,
+                                  float missing, int row_stride, uint32_t null_symbol, int bits,
+                                  uint32_t* __restrict__ words) {
+  const int lane = threadIdx.x & 31;
+  const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
+  for (long long r = warp; r < n_rows; r += n_warps) {
+    const float* x = X + r * (long long)n_features;
+    const unsigned long long base = (unsigned long long)r * (unsigned long long)row_stride;
+    int slot = 0;
+    for (int f0 = 0; f0 < n_features; f0 += 32) {
+      const int f = f0 + lane;
+      const float v = f < n_features ? x[f] : 0.0f;
+      const bool present = f < n_features && !(isnan(v) || v == missing);
+      const unsigned ballot = __ballot_sync(0xffffffffu, present);
+      if (present) {
+        const int lo = ptrs[f];
+        const uint32_t sym = (uint32_t)lo + search_bin(values + lo, ptrs[f + 1] - lo, v);
+        or_symbol(words, bits, base + (unsigned long long)(slot + __popc(ballot & ((1u << lane) - 1u))), sym);
+      }
+      slot += __popc(ballot);
+    }
+    for (int s = slot + lane; s < row_stride; s += 32) or_symbol(words, bits, base + (unsigned long long)s, null_symbol);
+  }
+}

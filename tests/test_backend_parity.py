@@ -319,6 +319,51 @@ def test_pack_csr(cb, max_bins, missing):
     assert_words_equal(expected, got, bits, n_rows * row_stride, row_stride)
 
 
+def mostly_missing(rng, cuts, n_rows, sentinel=False):
+    """Dense values, ~90% missing in blocks of features: the sparse layout is the smaller one."""
+    X = make_X(rng, cuts, n_rows)
+    blocks = np.arange(X.shape[1]) // 4
+    visit = rng.random((n_rows, blocks.max() + 1)) < 0.1
+    X[~visit[:, blocks]] = MISSING_SENTINEL if sentinel else np.nan
+    return X
+
+
+@pytest.mark.parametrize("sentinel", [False, True])
+def test_dense_mostly_missing_takes_the_sparse_layout(sentinel):
+    """from_dense packs mostly-missing rows as from_csr packs the same entries."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(31)
+    cuts = make_cuts(rng, 120, 30)
+    X = mostly_missing(rng, cuts, 700, sentinel)
+    missing = MISSING_SENTINEL if sentinel else np.nan
+    ell = ellpack.from_dense(nb, X, cuts, missing)
+    assert not ell.is_dense
+    present = ~(np.isnan(X) | (X == np.float32(missing)))
+    csr = sp.csr_matrix((X[present], np.nonzero(present)[1], np.concatenate([[0], np.cumsum(present.sum(1))])),
+                        shape=X.shape)
+    ref = ellpack.from_csr(nb, csr.indptr, csr.indices, csr.data, X.shape[0], cuts, missing)
+    assert (ell.row_stride, ell.bits, ell.null_symbol) == (ref.row_stride, ref.bits, ref.null_symbol)
+    np.testing.assert_array_equal(ell.words, ref.words)
+    # Few missing values: the dense layout stays the smaller.
+    assert ellpack.from_dense(nb, make_X(rng, cuts, 300, missing_frac=0.1), cuts, np.nan).is_dense
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sentinel", [False, True])
+def test_pack_dense_sparse(cb, sentinel):
+    import cupy
+
+    rng = np.random.default_rng(32)
+    cuts = make_cuts(rng, 150, 50)  # several warps' worth of features per row
+    X = mostly_missing(rng, cuts, 3001, sentinel)
+    missing = MISSING_SENTINEL if sentinel else np.nan
+    want = ellpack.from_dense(nb, X, cuts, missing)
+    got = ellpack.from_dense(cb, cupy.asarray(X), cuts.to(cupy), missing)
+    assert not got.is_dense and got.row_stride == want.row_stride and got.bits == want.bits
+    np.testing.assert_array_equal(to_host(got.words), want.words)
+
+
 @pytest.mark.gpu
 def test_unpack_symbols(cb):
     import cupy
@@ -369,12 +414,14 @@ def test_apply_splits(cb, layout):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("budget", ["default", "small"])
+@pytest.mark.parametrize("budget", ["default", "small", "small_grouped_sparse"])
 @pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
 def test_build_histograms(cb, layout, budget, monkeypatch):
     import cupy
 
-    if budget == "small":
+    # Sparse rows over several groups take one global pass unless told to scan group by group.
+    monkeypatch.setattr(cb, "SPARSE_ONE_PASS", budget != "small_grouped_sparse")
+    if budget != "default":
         # 40 bins per shared group: several groups, and features with more bins
         # take the global-atomic kernel.
         monkeypatch.setattr(cb, "SHARED_BUDGET_BYTES", 40 * 16)

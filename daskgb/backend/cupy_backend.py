@@ -64,12 +64,15 @@ _MAX_TILE_ROWS = 2**16 - 1
 _BLOCKS_PER_SM = 4
 _MIN_TILE_ROWS = 256
 _HIST_THREADS = 1024
+# Sparse rows whose bins need several shared-memory groups: one pass with global atomics
+# (True) or a pass per group over the group's run of each row (False).
+SPARSE_ONE_PASS = True
 # Slots of a row one histogram thread adds, at most: rows with more slots in a feature
 # group are shared by several threads (a power of two of them, up to a warp).
 _SLOTS_PER_THREAD = 8
 _THREADS = 256
 
-_ELLPACK = ("pack_dense", "pack_symbols", "bin_entries")
+_ELLPACK = ("pack_dense", "pack_symbols", "bin_entries", "pack_dense_sparse")
 _PARTITION = ("partition_count<true>", "partition_count<false>", "partition_scatter", "label_rows")
 _PARTITION_TILE_ROWS = 4096  # kTileRows in kernels/partition.cu
 _PARTITION_THREADS = 512
@@ -187,6 +190,7 @@ class _Plan:
         self.ptrs, _ = _device_cuts(ell.cuts)
         self.ptrs_host = np.asarray(to_host(ell.cuts.ptrs), dtype=np.int64)
         self._groups: dict = {}
+        self.all_features = cupy.asarray(np.array([[0, len(self.ptrs_host) - 1]], dtype=np.int32))
 
     def groups(self, budget_bytes: int):
         """Feature groups for a shared-memory budget, cached (see _feature_groups)."""
@@ -265,6 +269,33 @@ def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
     args = (X, np.uint64(n_entries), np.int32(n_features), ptrs, values, np.float32(missing),
             np.uint32(null_symbol), np.int32(bits), words, np.uint64(size))
     _launch_1d(fn, size, args)
+    return words
+
+
+_present_counts = cupy.ReductionKernel(
+    "float32 x, float32 missing", "int64 count", "(isnan(x) || x == missing) ? 0 : 1", "a + b", "count = a", "0",
+    "daskgb_present_counts")
+
+
+def present_counts(X, missing: float):
+    """(n_rows,) int64: each row's entries that are not missing (NaN or `missing`)."""
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    return _present_counts(X, np.float32(missing), axis=1)
+
+
+def pack_dense_sparse(X, cuts, missing: float, row_stride: int, null_symbol: int, bits: int):
+    """Quantise a dense array into the sparse layout and pack it (numpy_backend.pack_dense_sparse)."""
+    from ..ellpack import n_words
+
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    n_rows, n_features = X.shape
+    ptrs, values = _device_cuts(cuts)
+    words = cupy.zeros(n_words(n_rows * row_stride, bits), dtype=cupy.uint32)
+    if n_rows:
+        fn = _kernel("ellpack.cu", _ELLPACK, "pack_dense_sparse")
+        blocks = min(-(-n_rows // (_THREADS // 32)), 65535)
+        fn((blocks,), (_THREADS,), (X, np.int64(n_rows), np.int32(n_features), ptrs, values, np.float32(missing),
+                                    np.int32(row_stride), np.uint32(null_symbol), np.int32(bits), words))
     return words
 
 
@@ -681,6 +712,10 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     plan = _plan(ell)
     shared, single, smem, max_width = plan.groups(_shared_budget())
     n_groups = shared.shape[0] + single.shape[0]
+    if not ell.is_dense and n_groups > 1 and SPARSE_ONE_PASS:
+        # A sparse row's entries in one pass with global atomics, rather than a binary search
+        # for each group's run of them (XGBoost's choice when the bins overflow shared memory).
+        shared, single, n_groups = shared[:0], plan.all_features, 1
     # Slots a row has in a group: the group's features (dense), or about the row's share (sparse).
     width = max(max_width, 1) if ell.is_dense else -(-ell.row_stride // n_groups)
     threads_per_row = _threads_per_row(width)
@@ -700,12 +735,12 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = smem
-        fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,), common + (shared, np.int32(total_bins), np.int32(threads_per_row), hist),
-           shared_mem=smem)
+        fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,),
+           common + (shared, np.int32(total_bins), np.int32(threads_per_row), hist), shared_mem=smem)
     if single.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
-        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,), common + (single, np.int32(total_bins), np.int32(threads_per_row), hist),
-           shared_mem=_group_smem(0, 1))
+        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,),
+           common + (single, np.int32(total_bins), np.int32(threads_per_row), hist), shared_mem=_group_smem(0, 1))
     return hist
 
 

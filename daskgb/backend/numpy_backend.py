@@ -51,6 +51,28 @@ def bin_dense(X, cuts, missing: float, null_symbol: int):
     return out
 
 
+def present_counts(X, missing: float) -> np.ndarray:
+    """(n_rows,) int64: each row's entries that are not missing (NaN or `missing`)."""
+    miss = np.isnan(X)
+    if not np.isnan(missing):
+        miss |= X == np.float32(missing)
+    return X.shape[1] - miss.sum(axis=1, dtype=np.int64)
+
+
+def pack_dense_sparse(X, cuts, missing: float, row_stride: int, null_symbol: int, bits: int):
+    """Quantise a dense array into the sparse layout and pack it: each row's global bins of
+    its present entries in feature order, padded with null_symbol to row_stride slots."""
+    local = bin_dense(X, cuts, missing, null_symbol)
+    present = local != null_symbol
+    gbin = local.astype(np.int64) + np.asarray(cuts.ptrs[:-1], dtype=np.int64)[None, :]
+    # A stable sort of "absent" flags moves each row's present entries to its front, in order.
+    order = np.argsort(~present, axis=1, kind="stable")[:, :row_stride]
+    syms = np.take_along_axis(np.where(present, gbin, null_symbol), order, axis=1).astype(np.uint32)
+    if syms.shape[1] < row_stride:
+        syms = np.pad(syms, ((0, 0), (0, row_stride - syms.shape[1])), constant_values=null_symbol)
+    return pack_symbols(syms, bits)
+
+
 def pack_symbols(symbols, bits: int):
     """Bit-pack a flat array of symbols (see ellpack.py for the stream layout)."""
     from ..ellpack import n_words
