@@ -484,7 +484,12 @@ def row_sample(xp, n_rows: int, first_row: int, seed: int, tree: int, rate: floa
 
 
 def _agree(comm, votes) -> bool:
-    """True if any callback on any worker asked to stop: all workers stop at the same round."""
+    """True if any callback on any worker asked to stop: all workers stop at the same round.
+
+    Every worker runs the same callbacks, so with none there is nothing to agree on and no
+    collective is made: a host round trip per round is a large share of a short round."""
+    if not votes:
+        return False
     stop = any(votes)
     if comm.world_size > 1:
         stop = bool(comm.allreduce(np.array([int(stop)], dtype=np.int64), "max")[0])
