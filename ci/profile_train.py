@@ -25,6 +25,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=50)
     ap.add_argument("--cprofile", action="store_true", help="also profile the host side (no syncs added)")
     ap.add_argument("--top", type=int, default=40, help="functions the host profile lists")
+    ap.add_argument("--host", action="store_true",
+                    help="also the host's time in each backend call and grower step, with no syncs added")
     args = ap.parse_args()
 
     import benchmark
@@ -59,11 +61,13 @@ def main():
         print(f"unsynchronised: {1e3 * (time.perf_counter() - t) / args.rounds:.2f} ms per round")
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
 
+    if args.host:
+        host_times(daskgb, cupy, cb, params, m, args.rounds)
+
     spent = collections.Counter()
     calls = collections.Counter()
     for name in ("build_histograms", "evaluate_splits", "apply_splits", "children_histograms", "prepare_gradients",
-                 "new_partition",
-                 "sum_gradients"):
+                 "new_partition", "sum_gradients"):
         fn = getattr(cb, name)
 
         def timed(*a, _fn=fn, _name=name, **k):
@@ -86,6 +90,49 @@ def main():
     for name, s in spent.most_common():
         print(f"  {name:20s} {1e3 * s / args.rounds:8.2f} ms/round  {calls[name] / args.rounds:6.1f} calls/round")
     print(f"  {'(rest: python, objective, xp ops)':20s} {1e3 * (total - sum(spent.values())) / args.rounds:8.2f} ms/round")
+
+
+def host_times(daskgb, cupy, cb, params, m, rounds):
+    """Wall time spent in each backend call and grower step with no syncs added: where the host
+    goes when the device waits for it (a call that ends in a device-to-host copy also holds
+    the wait for the work queued before it)."""
+    from daskgb import grower
+
+    spent = collections.Counter()
+    calls = collections.Counter()
+    undo = []
+
+    def wrap(owner, name, label):
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            t = time.perf_counter()
+            out = fn(*a, **k)
+            spent[label] += time.perf_counter() - t
+            calls[label] += 1
+            return out
+
+        setattr(owner, name, timed)
+        undo.append((owner, name, fn))
+
+    for name in ("build_histograms", "evaluate_splits", "apply_splits", "children_histograms", "prepare_gradients",
+                 "new_partition"):
+        wrap(cb, name, f"cupy_backend.{name}")
+    for name in ("root", "expand", "children", "evaluate"):
+        wrap(grower._Growth, name, f"growth.{name}")
+    try:
+        cupy.cuda.runtime.deviceSynchronize()
+        t = time.perf_counter()
+        daskgb.train(params, m, rounds, verbose_eval=False)
+        cupy.cuda.runtime.deviceSynchronize()
+        total = time.perf_counter() - t
+    finally:
+        for owner, name, fn in reversed(undo):
+            setattr(owner, name, fn)
+    print(f"host time per call, no syncs added ({1e3 * total / rounds:.2f} ms per round):")
+    for label, s in spent.most_common():
+        print(f"  {label:34s} {1e3 * s / rounds:7.2f} ms/round {1e6 * s / calls[label]:8.1f} us/call "
+              f"{calls[label] / rounds:5.1f}/round")
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@
 
 // Shared-memory bins sum int64 values exactly with 32-bit shared atomics, as two planes
 // per value: the low word, whose atomic returns the old value so that a wrap carries
-// one into the high word (XGBOOST_GPU_NOTES §3), exact in any order. A 64-bit shared
-// atomic add compiles to a compare-and-swap loop, which serialises under contention.
-// (Measured, ci/hist_variants.py: three fire-and-forget planes per value -- the high
-// word and the low word's 16-bit halves -- were slower still.)
+// one into the high word, exact in any order -- XGBoost's way (XGBOOST_GPU_NOTES §3)
+// rather than 64-bit shared atomics. (Measured, ci/hist_variants.py: three
+// fire-and-forget planes per value -- the high word and the low word's 16-bit halves --
+// were slower.)
 constexpr int kPlanes = 2;
 __device__ __forceinline__ void shared_add(unsigned* p, int n_bins, int b, long long v) {
   const unsigned x_lo = (unsigned)(unsigned long long)v;
