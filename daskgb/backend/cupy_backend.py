@@ -57,6 +57,8 @@ SHARED_BUDGET_BYTES = None
 _SHARED_CAP_BYTES = 227 * 1024
 # Two 32-bit planes per int64 value, two values per bin (kernels/histogram.cu).
 _BIN_BYTES = 16
+# Rows of a histogram tile, at most: on the largest inputs more, smaller tiles than
+# _BLOCKS_PER_SM asks for, so that the last wave of blocks is short.
 _MAX_TILE_ROWS = 2**16 - 1
 # Histogram launches aim at this many blocks per SM in all (tiles x feature groups),
 # enough to keep every SM busy while each block amortises clearing and flushing its
