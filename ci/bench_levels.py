@@ -84,11 +84,8 @@ def main():
         daskgb.ellpack.SPARSE_BITS_RATIO = args.sparse_ratio
     if args.keep_dense:
         cb.present_counts = lambda X, missing: cupy.full(X.shape[0], X.shape[1])
-    n_rows, make, set_params, _ = benchmark.spec(args.data, 1.0, 114_000_000, args.rows)
-    X, y, qid = make(cupy, n_rows, 2017)
-    params = {"eta": 0.1, "device": "cuda", **set_params}
-    m = daskgb.QuantileMatrix(X, y, qid=qid, device="cuda") if qid is not None else \
-        daskgb.QuantileMatrix(X, y, device="cuda")
+    n_rows, X, y, qid, params = benchmark.make_set(args.data, cupy, args.rows)
+    m = benchmark.quantile_matrix(X, y, qid)
     del X
     daskgb.train(params, m, 2, verbose_eval=False)  # compile, warm up
     bw = copy_bandwidth(cupy)

@@ -30,9 +30,7 @@ def main():
 
     import daskgb
 
-    n_rows, make, set_params, _ = benchmark.spec(args.data, 1.0, 114_000_000, args.rows)
-    X, y, qid = make(cupy, n_rows, 2017)
-    params = {"eta": 0.1, "device": "cuda", **set_params}
+    n_rows, X, y, qid, params = benchmark.make_set(args.data, cupy, args.rows)
     pool = cupy.get_default_memory_pool()
 
     class Peak(memory_hook.MemoryHook):
@@ -56,8 +54,7 @@ def main():
 
     print(f"{args.data}: {n_rows} rows; input X {X.nbytes / 2**30:.3f} GiB")
     with Peak() as h:
-        m = daskgb.QuantileMatrix(X, y, qid=qid, device="cuda") if qid is not None else \
-            daskgb.QuantileMatrix(X, y, device="cuda")
+        m = benchmark.quantile_matrix(X, y, qid)
     report("QuantileMatrix", h)
     print(f"  ELLPACK {m.ellpack.nbytes / 2**30:.3f} GiB ({m.ellpack.bits} bits x {m.ellpack.row_stride})")
     with Peak() as h:

@@ -62,6 +62,22 @@ def spec(name: str, scale: float, airline_rows: int, rows: int | None = None):
     return max(1000, int((rows or default_rows) * scale)), make, params, metric
 
 
+def make_set(name: str, xp, rows: int | None = None, seed: int = 2017, device: str = "cuda"):
+    """(rows, X, y, qid or None, params) of a set for the developer tools (ci/): the set's rows
+    (or `rows`; Airline 114M), data on xp's device, its parameters with eta 0.1."""
+    n_rows, make, set_params, _ = spec(name, 1.0, 114_000_000, rows)
+    X, y, qid = make(xp, n_rows, seed)
+    return n_rows, X, y, qid, {"eta": 0.1, "device": device, **set_params}
+
+
+def quantile_matrix(X, y, qid, device: str = "cuda"):
+    """The QuantileMatrix of make_set's data (with its query ids where there are)."""
+    import daskgb
+
+    kw = {} if qid is None else {"qid": qid}
+    return daskgb.QuantileMatrix(X, y, device=device, **kw)
+
+
 class PeakMemory:
     """Peak device memory above the level at entry, measured in a separate, untimed run so
     that measuring never slows the timed one.
