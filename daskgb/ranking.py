@@ -408,7 +408,9 @@ class LambdaRank(Objective):
         sum_lambda = xp.zeros(n_groups, dtype=xp.float64)
         for a, b in self._pairs(xp, ranked, ys, groups, iteration):
             ya, yb = ys[a], ys[b]
-            keep = ya != yb
+            # One index of the pairs with different labels, gathered four times (a boolean mask
+            # per array would count its entries four times, each a device sync on CuPy).
+            keep = xp.flatnonzero(ya != yb)
             a, b, ya, yb = a[keep], b[keep], ya[keep], yb[keep]
             if a.shape[0] == 0:
                 continue
