@@ -5,8 +5,9 @@ tests/test_backend_parity.py runs both on the same input and compares. This modu
 sizes and launches kernels; the algorithms are in the kernels and in numpy_backend.
 Arrays come and go as cupy arrays, except the small per-level split arrays of
 apply_splits and the packed trees of predict_margin, which are host numpy arrays.
-The host waits for the device once per apply_splits (the children's row counts)
-and never in build_histograms.
+A tree level makes one host wait: the split records of evaluate_splits. apply_splits
+and build_histograms queue their work without waiting (RowPartition says how the
+children's row counts reach the host behind the launches).
 
 Fixed-point gradients
 ---------------------
