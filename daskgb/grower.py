@@ -93,12 +93,11 @@ class _Growth:
                 out[r] = self.bounds[c].of(local[r])
         return out
 
-    def expand(self, batch: list[Candidate]):
+    def expand(self, batch: list[Candidate], recs):
         """Add the nodes' children to their trees and move the nodes' rows to the children
-        (the backend's launches); returns the children's partition ids and a closure that
-        records the splits in the trees, feature sets and bounds, which the caller runs
-        once the device has its next work queued."""
-        recs = records(batch)
+        (the backend's launches); recs: the batch's split records. Returns the children's
+        partition ids and a closure that records the splits in the trees, feature sets and
+        bounds, which the caller runs once the device has its next work queued."""
         nids = np.array([c.nid for c in batch], dtype=np.int64)
         trees, local, rows_of = self._by_tree(nids)
         sp, eta, k = self.split_params, self.eta, self.k
@@ -130,10 +129,10 @@ class _Growth:
 
         return lids, rids, record
 
-    def children(self, parents: list[Candidate], lids, rids):
+    def children(self, parents: list[Candidate], recs, lids, rids):
         """Histograms and gradient sums of the expanded nodes' children (the smaller one built,
-        the other by subtraction), left and right child of each parent in turn."""
-        recs = records(parents)
+        the other by subtraction), left and right child of each parent in turn; recs: the
+        parents' split records."""
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = recs["right_hess"] < recs["left_hess"]
         build = np.where(build_right, rids, lids).tolist()
@@ -171,11 +170,12 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
     push(growth.root(root_from_bins))
     batch = pop()
     while batch:
-        lids, rids, record = growth.expand(batch)
+        recs = records(batch)
+        lids, rids, record = growth.expand(batch, recs)
         grow = [j for j, c in enumerate(batch) if drivers[c.nid % k].child_valid(c)]
         if grow:
             parents = [batch[j] for j in grow]
-            hist, sums = growth.children(parents, lids[grow], rids[grow])
+            hist, sums = growth.children(parents, recs[grow], lids[grow], rids[grow])
             # The host's bookkeeping while the device builds the histograms.
             record()
             nids = np.stack([lids[grow], rids[grow]], axis=1).ravel()

@@ -94,21 +94,22 @@ class TreeBuilder:
         k = parents.size
         width = 2 if pairs else 1
         self._reserve(width * k)
-        first = self._n
-        ids = first + np.arange(width * k).reshape(k, width)
+        first, end = self._n, self._n + width * k
         a = self._a
+        # The new ids are first..end-1, left and right alternating: slices, not index arrays.
         for j, (w, v, c) in enumerate(((left_weight, left_value, left_cover),
                                        (right_weight, right_value, right_cover))[:width]):
-            at = ids[:, j]
+            at = slice(first + j, end, width)
             a["parent"][at] = parents
             a["depth"][at] = depths
             a["base_weight"][at] = w
             a["value"][at] = v
             a["cover"][at] = c
-            for name, empty in (("left", -1), ("right", -1), ("feature", -1), ("bin", -1), ("threshold", 0.0),
-                                ("default_left", 0), ("gain", 0.0)):
-                a[name][at] = empty
-        self._n += width * k
+        for name, empty in (("left", -1), ("right", -1), ("feature", -1), ("bin", -1), ("threshold", 0.0),
+                            ("default_left", 0), ("gain", 0.0)):
+            a[name][first:end] = empty
+        self._n = end
+        ids = np.arange(first, end, dtype=np.int64).reshape(k, width)
         return ids[:, 0], ids[:, -1]
 
     def split(self, nids, features, bins, thresholds, default_left, gains, lefts, rights) -> None:
