@@ -775,11 +775,12 @@ _COUNTERS: dict = {}
 
 def _split_counters(k: int):
     """Per-node block counters of the split kernel: zero between launches (its last block per
-    node resets its counter), so one array per device serves every launch."""
-    device = cupy.cuda.runtime.getDevice()
-    c = _COUNTERS.get(device)
+    node resets its counter), so one array serves every launch on a stream (launches on one
+    stream run one after another; another stream gets its own array)."""
+    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    c = _COUNTERS.get(key)
     if c is None or c.size < k:
-        c = _COUNTERS[device] = cupy.zeros(max(k, 1024), dtype=cupy.uint32)
+        c = _COUNTERS[key] = cupy.zeros(max(k, 1024), dtype=cupy.uint32)
     return c
 
 
