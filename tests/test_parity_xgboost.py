@@ -23,6 +23,7 @@ import pytest
 
 import daskgb
 from daskgb.metric import logloss
+from exact_data import make_data as exact_make_data
 
 xgb = pytest.importorskip("xgboost")
 
@@ -31,19 +32,16 @@ REGULARISATION = list(itertools.product([0.0, 1.0, 5.0], [0.0, 0.5], [0.0, 0.1],
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
-def make_data(seed: int, objective: str, with_nan: bool, n: int = 600, n_features: int = 6):
-    """Features on a grid of quarter steps (at most ~60 distinct values each) and one 3-valued feature."""
-    rng = np.random.default_rng(seed)
-    X = np.round(rng.normal(size=(n, n_features)) * 4) / 4
-    X[:, 1] = rng.integers(0, 3, n)
-    if with_nan:
-        X[rng.random((n, n_features)) < 0.15] = np.nan
-    Z = np.nan_to_num(X)
+def _target(objective: str):
+    """This grid's signal: a regression target, or 0/1 labels (exact_data thresholds at 1)."""
     if objective == "reg:squarederror":
-        y = 2 * Z[:, 0] + Z[:, 2] ** 2 - Z[:, 1] + rng.normal(size=n)
-    else:
-        y = (Z[:, 0] - 0.5 * Z[:, 1] * Z[:, 3] + rng.normal(size=n) > 0).astype(np.float32)
-    return X.astype(np.float32), y.astype(np.float32)
+        return lambda Z, rng: 2 * Z[:, 0] + Z[:, 2] ** 2 - Z[:, 1] + rng.normal(size=len(Z))
+    return lambda Z, rng: Z[:, 0] - 0.5 * Z[:, 1] * Z[:, 3] + rng.normal(size=len(Z)) + 1.0
+
+
+def make_data(seed: int, objective: str, with_nan: bool):
+    """exact_data's features (cuts exact for xgboost hist) with this grid's targets."""
+    return exact_make_data(seed, objective, with_nan, score=_target(objective))
 
 
 def ill_conditioned(objective, reg_lambda, reg_alpha) -> bool:
