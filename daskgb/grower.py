@@ -155,6 +155,14 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
     Each tree has its own driver, so it grows exactly as it would alone; the trees only
     share the backend calls of each step.
     """
+    if backend.name == "cuda":
+        from .backend import cuda_growth
+
+        if cuda_growth.applies(params, len(tree_indices), interaction, monotone, comm):
+            # The same tree, grown with no host work between levels.
+            tree, positions = cuda_growth.grow_tree(ell, gpair, scale, params, comm, root_from_bins,
+                                                    tree_indices[0])
+            return [tree], positions
     growth = _Growth(backend, ell, gpair, scale, params, comm, list(tree_indices), interaction, monotone)
     k = growth.k
     drivers = [Driver(params.grow_policy, params.max_depth, params.max_leaves, growth.split_params)

@@ -8,7 +8,8 @@ import numpy as np
 
 from ._types import PREDICT_NODE_DTYPE
 
-_FIELDS = {
+# The fields of a tree and their types, in the order of the arrays (kernels/level.cu keeps it too).
+FIELDS = {
     "left": np.int32,  # child ids, -1 for a leaf
     "right": np.int32,
     "parent": np.int32,  # -1 for the root
@@ -57,11 +58,11 @@ class Tree:
         return out
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name).tolist() for name in _FIELDS}
+        return {name: getattr(self, name).tolist() for name in FIELDS}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Tree":
-        return cls(**{name: np.asarray(d[name], dtype=dtype) for name, dtype in _FIELDS.items()})
+        return cls(**{name: np.asarray(d[name], dtype=dtype) for name, dtype in FIELDS.items()})
 
 
 class TreeBuilder:
@@ -70,7 +71,7 @@ class TreeBuilder:
 
     def __init__(self, capacity: int = 64):
         self._n = 0
-        self._a = {name: np.empty(capacity, dtype=dtype) for name, dtype in _FIELDS.items()}
+        self._a = {name: np.empty(capacity, dtype=dtype) for name, dtype in FIELDS.items()}
 
     def _reserve(self, extra: int) -> None:
         size = next(iter(self._a.values())).size

@@ -28,11 +28,12 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 }
 
 // hist: (n_build_nodes, total_bins, 2) int64, zeroed by the caller.
-// tiles: (n_tiles, 4) int64 rows of (build-node slot, node id, tile index, row offset): the
-// block takes rows [tile index * tile_rows, + tile_rows) of the node's segment, read
-// from segs[node] = (start, count) on the device, so a launch may be sized before the
-// host knows the node's count (from its parent's, an upper bound: tiles past the end
-// return at once).
+// tiles: int64, a header row (n_tiles, 0, 0, 0), then n_tiles rows of (build-node slot, node
+// id, tile index, row offset): the block takes rows [tile index * tile_rows, + tile_rows)
+// of the node's segment, read from segs[node] = (start, count) on the device, so a launch
+// may be sized before the host knows the node's count (from its parent's, an upper bound:
+// tiles past the end return at once) or even the number of tiles (written on the device
+// by level.cu: blocks past n_tiles return at once).
 // gpair: (rows, 2) float32 gradient pairs, turned into int64 fixed point on load (times
 // inv_scale_g / inv_scale_h), so the fixed-point copy never takes device memory.
 // ridx holds virtual rows (see partition.cu): gradients are indexed by the virtual
@@ -47,7 +48,7 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 // neighbouring bins sit in neighbouring banks, so a warp's adds to 32 different bins
 // mostly go to different banks.
 // threads_per_row: a power of two dividing the block size.
-// Launch: grid (n_tiles, n_groups), any block size.
+// Launch: grid (at least n_tiles, n_groups), any block size.
 template <bool kDense, bool kShared>
 __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
                                 uint32_t null_symbol, const int32_t* __restrict__ ptrs,
@@ -61,14 +62,16 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   const int f1 = groups[2 * blockIdx.y + 1];
   const int bin0 = ptrs[f0];
   const int n_bins = ptrs[f1] - bin0;
-  const long long slot = tiles[4 * blockIdx.x];
-  const long long node = tiles[4 * blockIdx.x + 1];
-  const long long skip = tiles[4 * blockIdx.x + 2] * tile_rows;
+  if ((long long)blockIdx.x >= tiles[0]) return;  // the whole block: before any barrier
+  const long long* tile = tiles + 4 * (blockIdx.x + 1);
+  const long long slot = tile[0];
+  const long long node = tile[1];
+  const long long skip = tile[2] * tile_rows;
   const long long seg_count = segs[2 * node + 1];
-  if (skip >= seg_count) return;  // the whole block: before any barrier
+  if (skip >= seg_count) return;
   const long long begin = segs[2 * node] + skip;
   const unsigned count = (unsigned)min(tile_rows, seg_count - skip);
-  const unsigned long long row_offset = (unsigned long long)tiles[4 * blockIdx.x + 3];
+  const unsigned long long row_offset = (unsigned long long)tile[3];
   long long* node_hist = hist + (slot * total_bins + bin0) * 2;
   // Dense rows: the group's slots f0..f1-1. Sparse rows: up to every slot.
   const unsigned width = kDense ? (unsigned)(f1 - f0) : (unsigned)row_stride;

@@ -11,10 +11,13 @@
 // two launches, and the host need not wait: histogram launches read the children's
 // segments from the table (see histogram.cu).
 //
-// `info` holds the level's splits as int64, k entries per field, then the tiles:
-//   start[k] | count[k] | feature[k] | bin[k] | default_left[k] | left_id[k] | right_id[k] |
-//   row_offset[k] | first_tile[k+1] | tile_split[n_tiles]
+// `info` holds the level's splits as int64: a header (k splits, n_tiles tiles), then
+// `stride` (>= k) entries per field, then the tiles:
+//   k | n_tiles | start[S] | count[S] | feature[S] | bin[S] | default_left[S] | left_id[S] |
+//   right_id[S] | row_offset[S] | first_tile[S+1] | tile_split[n_tiles]          (S = stride)
 // Split i owns tiles first_tile[i] .. first_tile[i+1]-1; tile_split[b] is the split of tile b.
+// The host writes it with stride k and launches n_tiles blocks; level.cu writes it on the
+// device, and the host launches an upper bound of blocks (those past n_tiles return).
 //
 // ridx holds "virtual" rows: a forest of K trees grown together (multiclass) numbers
 // the rows of tree c as c * n_rows + row, so row_offset[i] (the split node's tree
@@ -39,17 +42,20 @@ struct LevelSplits {
   const long long* first_tile;
   const long long* tile_split;
 
-  __device__ LevelSplits(const long long* info, int k)
-      : start(info),
-        count(info + k),
-        feature(info + 2 * k),
-        bin(info + 3 * k),
-        default_left(info + 4 * k),
-        left_id(info + 5 * k),
-        right_id(info + 6 * k),
-        row_offset(info + 7 * k),
-        first_tile(info + 8 * k),
-        tile_split(info + 9 * k + 1) {}
+  long long n_tiles;
+
+  __device__ LevelSplits(const long long* info, int stride)
+      : start(info + 2),
+        count(info + 2 + stride),
+        feature(info + 2 + 2 * stride),
+        bin(info + 2 + 3 * stride),
+        default_left(info + 2 + 4 * stride),
+        left_id(info + 2 + 5 * stride),
+        right_id(info + 2 + 6 * stride),
+        row_offset(info + 2 + 7 * stride),
+        first_tile(info + 2 + 8 * stride),
+        tile_split(info + 2 + 9 * stride + 1),
+        n_tiles(info[1]) {}
 };
 
 // Sum of v over the block (every thread gets it). `buf`: 32 ints of shared memory.
@@ -65,14 +71,15 @@ __device__ __forceinline__ long long block_sum(long long v, long long* buf) {
   return total;
 }
 
-// tile_left[b] = left rows of tile b. Launch: grid (n_tiles), block a multiple of 32 (<= 1024).
+// tile_left[b] = left rows of tile b. Launch: grid (at least n_tiles), block a multiple of 32 (<= 1024).
 template <bool kDense>
 __global__ void partition_count(const uint32_t* __restrict__ words, int bits, int row_stride,
                                 uint32_t null_symbol, const int32_t* __restrict__ ptrs,
-                                const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int k,
+                                const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int stride,
                                 uint32_t* __restrict__ scratch, int32_t* __restrict__ tile_left) {
   __shared__ long long buf[32];
-  const LevelSplits s(info, k);
+  const LevelSplits s(info, stride);
+  if ((long long)blockIdx.x >= s.n_tiles) return;
   const int i = (int)s.tile_split[blockIdx.x];
   const long long begin = s.start[i] + (blockIdx.x - s.first_tile[i]) * (long long)kTileRows;
   const long long end = min(s.start[i] + s.count[i], begin + kTileRows);
@@ -95,14 +102,15 @@ __global__ void partition_count(const uint32_t* __restrict__ words, int bits, in
 
 // Moves the parked rows to their children's segments; n_left[i] = left rows of split i
 // and segs[node] = (start, count) of its children (written by the split's first tile;
-// the host fills both in for splits without rows). Launch: as partition_count.
+// the host, or level.cu, fills both in for splits without rows). Launch: as partition_count.
 __global__ void partition_scatter(const uint32_t* __restrict__ scratch, const int32_t* __restrict__ tile_left,
-                                  const long long* __restrict__ info, int k, uint32_t* __restrict__ ridx,
+                                  const long long* __restrict__ info, int stride, uint32_t* __restrict__ ridx,
                                   long long* __restrict__ segs, long long* __restrict__ n_left) {
   __shared__ long long buf[32];
   __shared__ int warp_before[32];
   __shared__ int chunk_left;
-  const LevelSplits s(info, k);
+  const LevelSplits s(info, stride);
+  if ((long long)blockIdx.x >= s.n_tiles) return;
   const int i = (int)s.tile_split[blockIdx.x];
   const long long t0 = s.first_tile[i], t1 = s.first_tile[i + 1];
   // Left rows of this split's earlier tiles, and of all its tiles.

@@ -8,41 +8,7 @@
 // (features in order; within a feature the forward scan over bins 0..n-1, then the
 // backward scan over bins n-1..0).
 #include "common.cuh"
-
-struct SplitParamsD {  // split.SplitParams: float32 values, promoted to double
-  double reg_lambda, reg_alpha, min_child_weight, max_delta_step;
-};
-
-// -inf without <cmath> (NVRTC has no standard headers).
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-__device__ __forceinline__ double threshold_l1(double g, double alpha) {
-  return g > alpha ? g - alpha : (g < -alpha ? g + alpha : 0.0);
-}
-
-// split.calc_weight
-__device__ __forceinline__ float calc_weight(double G, double H, const SplitParamsD& p) {
-  const bool ok = H >= p.min_child_weight && H > 0.0;
-  const double denom = ok ? H + p.reg_lambda : 1.0;
-  double w = -threshold_l1(G, p.reg_alpha) / denom;
-  if (p.max_delta_step != 0.0 && fabs(w) > p.max_delta_step) w = copysign(p.max_delta_step, w);
-  return ok ? (float)w : 0.0f;
-}
-
-// split.child_gain
-__device__ __forceinline__ float child_gain(double G, double H, const SplitParamsD& p) {
-  if (!(H > 0.0)) return 0.0f;
-  if (p.max_delta_step == 0.0) {
-    const double t = threshold_l1(G, p.reg_alpha);
-    return (float)(t * t / (H + p.reg_lambda));
-  }
-  const float w = calc_weight(G, H, p);
-  const float g32 = (float)G, h32 = (float)H;
-  const float lam = (float)p.reg_lambda;
-  // xgboost 3.2's CalcGainGivenWeight: -(2 G w + (H + lambda) * (w * w)), no alpha term. The
-  // _rn intrinsics are never fused into multiply-adds, so the float result is split.child_gain's.
-  return -__fadd_rn(__fmul_rn(__fmul_rn(2.0f, g32), w), __fmul_rn(__fadd_rn(h32, lam), __fmul_rn(w, w)));
-}
+#include "split_math.cuh"
 
 // One candidate: its loss change and where it lies in the visiting order.
 struct Candidate {
@@ -106,7 +72,9 @@ __device__ __forceinline__ Candidate load_candidate(const Candidate* src) {
 // mask for all nodes; n_features: a (k, n_features) mask, a row per node).
 // out: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen children (zero
 // where no split was found), as split.evaluate_splits returns them.
-// Launch: grid (k, n_chunks), block (kSplitThreads,): a node's features are shared by
+// k: the number of nodes, k_static, or where k_static < 0, *k_live (written on the device by
+// level.cu; the host launches an upper bound of nodes and blocks past k return at once).
+// Launch: grid (>= k, n_chunks), block (kSplitThreads,): a node's features are shared by
 // n_chunks blocks, one warp per feature at a time; each block parks its best candidate in
 // partial[node * n_chunks + chunk], and the node's last block to finish (counted in
 // counters[node], which it resets to 0 for the next launch) picks the node's best and
@@ -119,7 +87,10 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
                                 int mask_stride, double scale_g, double scale_h, double reg_lambda, double reg_alpha,
                                 double min_child_weight, double max_delta_step, Candidate* __restrict__ partial,
                                 unsigned* __restrict__ counters, SplitRecord* __restrict__ out,
-                                long long* __restrict__ left_out, long long* __restrict__ right_out) {
+                                long long* __restrict__ left_out, long long* __restrict__ right_out, int k_static,
+                                const long long* __restrict__ k_live) {
+  const long long k = k_static >= 0 ? (long long)k_static : *k_live;
+  if ((long long)blockIdx.x >= k) return;  // the whole block, before any barrier or counter
   const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
   const int node = blockIdx.x;
   const int lane = threadIdx.x & 31;

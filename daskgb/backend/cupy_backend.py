@@ -622,6 +622,21 @@ def _label_rows(ridx, seg: np.ndarray, nodes: np.ndarray, positions) -> None:
         fn((owner.size,), (_PARTITION_THREADS,), (ridx, info, np.int32(nodes.size), positions))
 
 
+def launch_partition(ell, ridx, scratch, info, stride: int, grid: int, segs, n_left) -> None:
+    """partition_count and partition_scatter over `grid` tiles (at least info's n_tiles; see
+    kernels/partition.cu for info, whose fields have `stride` entries)."""
+    if grid <= 0:
+        return
+    plan = _plan(ell)
+    tile_left = cupy.empty(grid, dtype=cupy.int32)
+    count_fn = _kernel("partition.cu", _PARTITION, f"partition_count<{_tf(ell.is_dense)}>")
+    count_fn((grid,), (_PARTITION_THREADS,), (
+        ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
+        ridx, info, np.int32(stride), scratch, tile_left))
+    scatter_fn = _kernel("partition.cu", _PARTITION, "partition_scatter")
+    scatter_fn((grid,), (_PARTITION_THREADS,), (scratch, tile_left, info, np.int32(stride), ridx, segs, n_left))
+
+
 def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids):
     """Move the rows of each split node nids[i] to its left or right child.
 
@@ -650,20 +665,13 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     part.count[children] = np.concatenate([counts, counts])
     part._positions = None
     if owner.size:
-        plan = _plan(ell)
         # One host-to-device copy for all of the level's split parameters and tiles (layout in partition.cu).
         info = to_device(np.concatenate([
-            starts, counts, *(np.asarray(to_host(a), dtype=np.int64).ravel() for a in (features, bins, default_left)),
+            [k, owner.size], starts, counts,
+            *(np.asarray(to_host(a), dtype=np.int64).ravel() for a in (features, bins, default_left)),
             lids, rids, part.row_offsets(nids), first_tile, owner]))
-        tile_left = cupy.empty(owner.size, dtype=cupy.int32)
         n_left_d = cupy.empty(k, dtype=cupy.int64)  # splits without rows have no tiles and stay unread
-        count_fn = _kernel("partition.cu", _PARTITION, f"partition_count<{_tf(ell.is_dense)}>")
-        count_fn((owner.size,), (_PARTITION_THREADS,), (
-            ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-            part.ridx, info, np.int32(k), part.scratch, tile_left))
-        scatter_fn = _kernel("partition.cu", _PARTITION, "partition_scatter")
-        scatter_fn((owner.size,), (_PARTITION_THREADS,), (part.scratch, tile_left, info, np.int32(k), part.ridx,
-                                                          part.segs_d, n_left_d))
+        launch_partition(ell, part.ridx, part.scratch, info, k, owner.size, part.segs_d, n_left_d)
         # Children of splits with rows wait for their counts; those of empty splits are known (empty).
         has_rows = np.concatenate([counts > 0, counts > 0])
         index = np.arange(k)
@@ -682,24 +690,81 @@ def _threads_per_row(width: int) -> int:
     return min(32, _HIST_THREADS, 1 << (want - 1).bit_length())
 
 
-def _tiles(bounds: np.ndarray, nodes, n_groups: int, row_offsets: np.ndarray, rows_per_pass: int):
-    """(tile_rows, (n_tiles, 4) int64 rows of (build-node slot, node id, tile index, row offset)):
-    each node's rows (at most bounds[i]) cut into runs of tile_rows, sized so the launch has
-    about _BLOCKS_PER_SM blocks per SM, each at least one pass of the block over
-    rows_per_pass rows where the rows allow; the row offset is the node's tree's first
-    virtual row (see kernels/histogram.cu)."""
-    target = _BLOCKS_PER_SM * _sm_count(cupy.cuda.runtime.getDevice())
-    tiles_wanted = max(1, -(-target // max(1, n_groups)))
-    tile_rows = max(_MIN_TILE_ROWS, rows_per_pass, -(-int(bounds.sum()) // tiles_wanted))
-    tile_rows = min(_MAX_TILE_ROWS, tile_rows)
+class HistogramSetup:
+    """How an ELLPACK matrix's histograms are launched: its feature groups (shared-memory ones,
+    and ones too large for shared memory), the threads sharing a row, rows per block pass."""
+
+    def __init__(self, ell):
+        plan = _plan(ell)
+        self.budget = _shared_budget()
+        self.shared, self.single, self.smem, max_width = plan.groups(self.budget)
+        self.n_groups = self.shared.shape[0] + self.single.shape[0]
+        if not ell.is_dense and self.n_groups > 1 and SPARSE_ONE_PASS:
+            # A sparse row's entries in one pass with global atomics, rather than a binary search
+            # for each group's run of them (XGBoost's choice when the bins overflow shared memory).
+            self.shared, self.single, self.n_groups = self.shared[:0], plan.all_features, 1
+        # Slots a row has in a group: the group's features (dense), or about the row's share (sparse).
+        width = max(max_width, 1) if ell.is_dense else -(-ell.row_stride // self.n_groups)
+        self.threads_per_row = _threads_per_row(width)
+        self.rows_per_pass = _HIST_THREADS // self.threads_per_row
+
+    def tile_rows(self, total_rows: int) -> int:
+        """Rows of a tile when a launch covers about total_rows rows: about _BLOCKS_PER_SM blocks
+        per SM in all, each at least one pass of the block where the rows allow."""
+        target = _BLOCKS_PER_SM * _sm_count(cupy.cuda.runtime.getDevice())
+        tiles_wanted = max(1, -(-target // max(1, self.n_groups)))
+        tile_rows = max(_MIN_TILE_ROWS, self.rows_per_pass, -(-int(total_rows) // tiles_wanted))
+        return min(_MAX_TILE_ROWS, tile_rows)
+
+
+def histogram_setup(ell) -> HistogramSetup:
+    setup = ell.__dict__.get("_cuda_hist_setup")
+    if setup is None or setup.budget != _shared_budget():
+        setup = ell.__dict__["_cuda_hist_setup"] = HistogramSetup(ell)
+    return setup
+
+
+def _tiles(bounds: np.ndarray, nodes, row_offsets: np.ndarray, tile_rows: int):
+    """histogram.cu's tiles: a header row (n_tiles, 0, 0, 0), then rows of (build-node slot,
+    node id, tile index, row offset): each node's rows (at most bounds[i]) cut into runs of
+    tile_rows; the row offset is the node's tree's first virtual row."""
     per_node = -(-bounds // tile_rows)
     slot = np.repeat(np.arange(len(bounds), dtype=np.int64), per_node)
-    out = np.empty((slot.size, 4), dtype=np.int64)
-    out[:, 0] = slot
-    out[:, 1] = np.asarray(nodes, dtype=np.int64)[slot]
-    out[:, 2] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
-    out[:, 3] = row_offsets[slot]
-    return tile_rows, out
+    out = np.zeros((slot.size + 1, 4), dtype=np.int64)
+    out[0, 0] = slot.size
+    out[1:, 0] = slot
+    out[1:, 1] = np.asarray(nodes, dtype=np.int64)[slot]
+    out[1:, 2] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
+    out[1:, 3] = row_offsets[slot]
+    return out
+
+
+def launch_histograms(ell, gpair_native, ridx, segs, tiles, grid: int, tile_rows: int, hist,
+                      setup: HistogramSetup) -> None:
+    """Add the tiles' rows into hist ((slots, total_bins, 2) int64, zeroed): the build_histogram
+    launches over `grid` tiles (at least the n_tiles of the device array tiles)."""
+    if grid <= 0 or ell.n_features == 0:
+        return
+    if not isinstance(gpair_native, FixedGradients):
+        raise TypeError("build_histograms takes the FixedGradients of prepare_gradients")
+    plan = _plan(ell)
+    inv = gpair_native.inv_scale
+    dense = _tf(ell.is_dense)
+    total_bins = int(ell.cuts.total_bins)
+    common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
+              ridx, gpair_native.values, np.float64(inv[0]), np.float64(inv[1]), tiles, segs,
+              np.int64(tile_rows))
+    tpr = np.int32(setup.threads_per_row)
+    if setup.shared.shape[0]:
+        fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
+        if setup.smem > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = setup.smem
+        fn((grid, setup.shared.shape[0]), (_HIST_THREADS,),
+           common + (setup.shared, np.int32(total_bins), tpr, hist), shared_mem=setup.smem)
+    if setup.single.shape[0]:
+        fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
+        fn((grid, setup.single.shape[0]), (_HIST_THREADS,),
+           common + (setup.single, np.int32(total_bins), tpr, hist), shared_mem=_group_smem(0, 1))
 
 
 def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
@@ -712,38 +777,16 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     hist = cupy.zeros((k, total_bins, 2), dtype=cupy.int64)
     if k == 0 or ell.n_features == 0:
         return hist
-    plan = _plan(ell)
-    shared, single, smem, max_width = plan.groups(_shared_budget())
-    n_groups = shared.shape[0] + single.shape[0]
-    if not ell.is_dense and n_groups > 1 and SPARSE_ONE_PASS:
-        # A sparse row's entries in one pass with global atomics, rather than a binary search
-        # for each group's run of them (XGBoost's choice when the bins overflow shared memory).
-        shared, single, n_groups = shared[:0], plan.all_features, 1
-    # Slots a row has in a group: the group's features (dense), or about the row's share (sparse).
-    width = max(max_width, 1) if ell.is_dense else -(-ell.row_stride // n_groups)
-    threads_per_row = _threads_per_row(width)
-    tile_rows, tiles = _tiles(part.count_bounds(build_nodes), build_nodes, n_groups,
-                              part.row_offsets(build_nodes), _HIST_THREADS // threads_per_row)
-    if tiles.shape[0] == 0:
-        return hist
-    tiles_d = to_device(tiles)
     if not isinstance(gpair_native, FixedGradients):
         raise TypeError("build_histograms takes the FixedGradients of prepare_gradients")
-    inv = gpair_native.inv_scale
-    dense = _tf(ell.is_dense)
-    common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-              part.ridx, gpair_native.values, np.float64(inv[0]), np.float64(inv[1]), tiles_d, part.segs_d,
-              np.int64(tile_rows))
-    if shared.shape[0]:
-        fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
-        if smem > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = smem
-        fn((tiles.shape[0], shared.shape[0]), (_HIST_THREADS,),
-           common + (shared, np.int32(total_bins), np.int32(threads_per_row), hist), shared_mem=smem)
-    if single.shape[0]:
-        fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
-        fn((tiles.shape[0], single.shape[0]), (_HIST_THREADS,),
-           common + (single, np.int32(total_bins), np.int32(threads_per_row), hist), shared_mem=_group_smem(0, 1))
+    setup = histogram_setup(ell)
+    bounds = part.count_bounds(build_nodes)
+    tile_rows = setup.tile_rows(bounds.sum())
+    tiles = _tiles(bounds, build_nodes, part.row_offsets(build_nodes), tile_rows)
+    n_tiles = tiles.shape[0] - 1
+    if n_tiles == 0:
+        return hist
+    launch_histograms(ell, gpair_native, part.ridx, part.segs_d, to_device(tiles), n_tiles, tile_rows, hist, setup)
     return hist
 
 
@@ -756,18 +799,23 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
         return numpy_backend.children_histograms(parents, parent_rows, built, build_right, parent_left,
                                                  parent_right)
     row_shape = built.shape[1:]
-    row_len = math.prod(row_shape)
     hist = cupy.empty((2 * k, *row_shape), dtype=cupy.int64)
     sums = cupy.empty((2 * k, 2), dtype=cupy.int64)
     if k == 0:
         return hist, sums
-    info = to_device(np.concatenate([np.asarray(parent_rows, dtype=np.int64),
+    info = to_device(np.concatenate([[k], np.asarray(parent_rows, dtype=np.int64),
                                      np.asarray(build_right, dtype=np.int64)]))
-    fn = _kernel("children.cu", _CHILDREN, "children_histograms")
-    _launch_1d(fn, max(k * row_len, 4 * k), (
-        cupy.ascontiguousarray(parents), cupy.ascontiguousarray(built), cupy.ascontiguousarray(parent_left),
-        cupy.ascontiguousarray(parent_right), info, np.int32(k), np.int64(row_len), hist, sums))
+    launch_children(parents, built, parent_left, parent_right, info, k, k, hist, sums)
     return hist, sums
+
+
+def launch_children(parents, built, parent_left, parent_right, info, stride: int, k_bound: int, hist, sums) -> None:
+    """children_histograms for at most k_bound splits (kernels/children.cu reads k from info)."""
+    row_len = math.prod(built.shape[1:])
+    fn = _kernel("children.cu", _CHILDREN, "children_histograms")
+    _launch_1d(fn, max(k_bound * row_len, 4 * k_bound), (
+        cupy.ascontiguousarray(parents), cupy.ascontiguousarray(built), cupy.ascontiguousarray(parent_left),
+        cupy.ascontiguousarray(parent_right), info, np.int32(stride), np.int64(row_len), hist, sums))
 
 
 _COUNTERS: dict = {}
@@ -812,33 +860,56 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
         ptrs, values, min_values = arrays.host
         return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask,
                                       monotone, bounds)
-    ptrs, values, min_values = arrays.device
-    hist = cupy.ascontiguousarray(hist)
-    parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
     # The kernel reads node i's mask at mask[i * mask_stride]: stride 0 shares one row.
     if feature_mask is None:
-        mask, mask_stride = _all_features(n_features), 0
+        mask = None
     else:
         mask = to_device(np.asarray(to_host(feature_mask)).astype(np.uint8))
         if mask.shape not in ((n_features,), (k, n_features)):
             raise ValueError(f"feature_mask must have shape ({n_features},) or ({k}, {n_features}), got {mask.shape}")
+    records, left, right = launch_evaluate(cuts, hist, parent, scale, params, mask, k, k_live=None)
+    return to_host(records).view(SPLIT_DTYPE), left, right
+
+
+_NO_LIVE_COUNT: dict = {}
+
+
+def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_live=None):
+    """kernels/split.cu over k_bound nodes: (records as SplitRecord bytes, left, right) on the
+    device. mask: None, a (n_features,) uint8 mask for all nodes, or (k_bound, n_features).
+    k_live: None (k_bound nodes), or a device int64 holding the number of nodes (<= k_bound)."""
+    arrays = _cuts_arrays(cuts)
+    n_features = len(arrays.host[0]) - 1
+    ptrs, values, min_values = arrays.device
+    hist = cupy.ascontiguousarray(hist)
+    parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
+    if mask is None:
+        mask, mask_stride = _all_features(n_features), 0
+    else:
         mask_stride = 0 if mask.ndim == 1 else n_features
-    records = cupy.empty(k * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
+    device = cupy.cuda.runtime.getDevice()
+    if k_live is None:
+        k_static = k_bound
+        k_live = _NO_LIVE_COUNT.get(device)
+        if k_live is None:
+            k_live = _NO_LIVE_COUNT[device] = cupy.zeros(1, dtype=cupy.int64)  # never read
+    else:
+        k_static = -1
+    records = cupy.empty(k_bound * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
     # Enough blocks to fill the device: a node's features are split among n_chunks blocks.
-    n_chunks = min(-(-n_features // (_SPLIT_THREADS // 32)),
-                   max(1, -(-2 * _sm_count(cupy.cuda.runtime.getDevice()) // k)))
-    partial = cupy.empty(k * n_chunks * _CANDIDATE_BYTES, dtype=cupy.uint8) if n_chunks > 1 else records
-    left = cupy.empty((k, 2), dtype=cupy.int64)
-    right = cupy.empty((k, 2), dtype=cupy.int64)
+    n_chunks = min(-(-n_features // (_SPLIT_THREADS // 32)), max(1, -(-2 * _sm_count(device) // k_bound)))
+    partial = cupy.empty(k_bound * n_chunks * _CANDIDATE_BYTES, dtype=cupy.uint8) if n_chunks > 1 else records
+    left = cupy.empty((k_bound, 2), dtype=cupy.int64)
+    right = cupy.empty((k_bound, 2), dtype=cupy.int64)
     scale = np.asarray(to_host(scale), dtype=np.float64)
     fn = _kernel("split.cu", _SPLIT, "evaluate_splits")
-    fn((k, n_chunks), (_SPLIT_THREADS,), (
+    fn((k_bound, n_chunks), (_SPLIT_THREADS,), (
         hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
         mask, np.int32(mask_stride), np.float64(scale[0]), np.float64(scale[1]), np.float64(params.reg_lambda),
         np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
-        partial, _split_counters(k), records, left, right,
+        partial, _split_counters(k_bound), records, left, right, np.int32(k_static), k_live,
     ))
-    return to_host(records).view(SPLIT_DTYPE), left, right
+    return records, left, right
 
 
 # --------------------------------------------------------------------------- prediction

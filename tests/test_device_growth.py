@@ -1,0 +1,134 @@
+"""Trees grown on the device (backend/cuda_growth.py) equal the host grower's, the reference (GPU only).
+
+Every field of every tree must be equal bit for bit, and so must the rows' leaves (the
+training margins): the device decides what the host's driver and grower decide, with
+the same arithmetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import daskgb
+
+pytestmark = pytest.mark.gpu
+
+CASES = [
+    dict(objective="reg:squarederror", max_depth=6, max_bin=64),
+    dict(objective="binary:logistic", max_depth=8, max_bin=256, reg_alpha=0.5, min_child_weight=2),
+    dict(objective="reg:logistic", max_depth=4, max_bin=16, gamma=0.2, reg_lambda=5),
+    dict(objective="binary:logistic", max_depth=5, max_bin=128, max_delta_step=0.7),
+    dict(objective="reg:squarederror", max_depth=1, max_bin=32),
+    dict(objective="reg:squarederror", max_depth=10, max_bin=32, min_child_weight=0),
+    # Few valid splits: whole levels end early, some nodes stay leaves at every depth.
+    dict(objective="binary:logistic", max_depth=7, max_bin=64, min_child_weight=60, gamma=1.0),
+    dict(objective="reg:squarederror", max_depth=6, max_bin=64, colsample_bytree=0.7, colsample_bylevel=0.6),
+    dict(objective="reg:pseudohubererror", max_depth=6, max_bin=48, subsample=0.7),
+]
+
+
+def _data(seed, n, f=10, layout="dense"):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f)).astype(np.float32)
+    X[:, 3] = np.round(X[:, 3] * 2)
+    if layout == "missing":
+        X[rng.random(X.shape) < 0.2] = np.nan
+    elif layout == "sparse":
+        X[rng.random(X.shape) < 0.7] = 0.0
+    Z = np.nan_to_num(X)
+    score = Z[:, 0] - Z[:, 1] * Z[:, 2] + np.sin(Z[:, 3]) + rng.normal(size=n) * 0.5
+    return X, score
+
+
+def _matrix(X, score, objective, layout, weight=None, max_bin=256):
+    import cupy
+    import scipy.sparse as sp
+
+    y = (score > 0).astype(np.float32) if objective == "binary:logistic" else score.astype(np.float32)
+    if objective == "reg:logistic":
+        y = (1 / (1 + np.exp(-score))).astype(np.float32)
+    data = sp.csr_matrix(X) if layout == "sparse" else cupy.asarray(X)
+    return daskgb.QuantileMatrix(data, cupy.asarray(y), weight=None if weight is None else cupy.asarray(weight),
+                                 max_bin=max_bin, device="cuda")
+
+
+def _train_both(params, m, X, rounds):
+    """(boosters, training-metric histories, predictions on X): device grower first, host second.
+    The training metric comes from the margins training keeps, which the rows' leaves move."""
+    from daskgb.backend import cuda_growth
+
+    calls = []
+    real = cuda_growth.grow_tree
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    boosters, histories, preds = [], [], []
+    for enabled in (True, False):
+        cuda_growth.ENABLED = enabled
+        cuda_growth.grow_tree = counted
+        res = {}
+        try:
+            b = daskgb.train({**params, "device": "cuda", "seed": 3}, m, rounds, evals=[(m, "train")],
+                             evals_result=res, verbose_eval=False)
+        finally:
+            cuda_growth.ENABLED = True
+            cuda_growth.grow_tree = real
+        boosters.append(b)
+        histories.append(res["train"])
+        preds.append(np.asarray(b.predict(X, output_margin=True)))
+    assert len(calls) == rounds, "the device grower did not grow every tree"
+    return boosters, histories, preds
+
+
+def assert_identical(a, b):
+    assert a.num_boosted_rounds() == b.num_boosted_rounds()
+    for i, (ta, tb) in enumerate(zip(a.trees, b.trees)):
+        for name in ("left", "right", "parent", "feature", "bin", "threshold", "default_left", "value",
+                     "base_weight", "gain", "cover", "depth"):
+            x, y = getattr(ta, name), getattr(tb, name)
+            assert x.dtype == y.dtype, f"tree {i} {name}: {x.dtype} != {y.dtype}"
+            np.testing.assert_array_equal(x, y, err_msg=f"tree {i} {name}")
+
+
+@pytest.mark.parametrize("layout", ["dense", "missing", "sparse"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_device_trees_equal_host_trees(case, layout):
+    params = dict(CASES[case])
+    max_bin = params.pop("max_bin")
+    X, score = _data(case, 3000, layout=layout)
+    w = np.random.default_rng(case).uniform(0.5, 2, X.shape[0]).astype(np.float32) if case % 2 else None
+    m = _matrix(X, score, params["objective"], layout, w, max_bin)
+    (dev, host), (h_dev, h_host), (p_dev, p_host) = _train_both(params, m, X, 6)
+    assert_identical(dev, host)
+    assert h_dev == h_host
+    np.testing.assert_array_equal(p_dev, p_host)
+
+
+def test_root_only_trees():
+    """A tree whose root does not split: one leaf, every row on it."""
+    X, score = _data(5, 2000)
+    m = _matrix(X, score, "reg:squarederror", "dense")
+    (dev, host), (h_dev, h_host), _ = _train_both({"max_depth": 4, "gamma": 1e9}, m, X, 2)
+    assert dev.trees[0].n_nodes == 1
+    assert_identical(dev, host)
+    assert h_dev == h_host
+
+
+def test_cases_outside_its_scope_take_the_host_grower():
+    from daskgb.backend import cuda_growth
+    from daskgb.collective import LocalCommunicator
+    from daskgb.params import TrainParams
+
+    comm = LocalCommunicator()
+    ok = TrainParams.from_dict({"max_depth": 6})
+    assert cuda_growth.applies(ok, 1, None, None, comm)
+    assert not cuda_growth.applies(ok, 3, None, None, comm)  # multiclass: trees grow together on the host
+    assert not cuda_growth.applies(ok, 1, np.zeros((1, 2), bool), None, comm)
+    assert not cuda_growth.applies(ok, 1, None, np.ones(2), comm)
+    for change in (dict(grow_policy="lossguide"), dict(max_leaves=8), dict(colsample_bynode=0.5),
+                   dict(max_depth=cuda_growth.MAX_DEPTH + 1)):
+        p = TrainParams.from_dict({"max_depth": 6, **change})
+        assert not cuda_growth.applies(p, 1, None, None, comm), change
