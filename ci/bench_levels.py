@@ -9,7 +9,10 @@ apply_splits call of the measured tree is repeated --reps times on the same inpu
 the table shows medians. Bytes counted for a histogram build are the least it must
 read: per built row its packed ELLPACK row (the feature group's slots for a dense
 matrix, all slots for a sparse one, once per feature group), its ridx entry (4 B) and
-its fixed-point gradient pair (16 B), plus the histogram written (16 B per bin).
+its float32 gradient pair (8 B), plus the histogram written (16 B per bin).
+The round is grown by grower.grow_forest (the host grower, whose backend calls can be
+timed one by one); the device grower (backend/cuda_growth.py) launches the same
+histogram and partition kernels.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ def main():
         shared, single, _, _ = cb._plan(ell).groups(cb._shared_budget())
         n_groups = shared.shape[0] + single.shape[0]
         row_bytes = ell.row_stride * ell.bits / 8 * (1 if ell.is_dense else n_groups)
-        nbytes = rows * (row_bytes + 4 + 16) + len(build_nodes) * int(ell.cuts.total_bins) * 16
+        nbytes = rows * (row_bytes + 4 + 8) + len(build_nodes) * int(ell.cuts.total_bins) * 16
         levels.append({"kind": "hist", "nodes": len(build_nodes), "rows": rows, "sec": sec, "bytes": nbytes,
                        "groups": n_groups})
         return real_hist(ell, gpair, part, build_nodes)
@@ -123,11 +126,15 @@ def main():
         levels.append({"kind": "part", "nodes": len(rest[0]), "rows": rows, "sec": sec})
         return real_apply(ell, part, *rest)
 
+    from daskgb.backend import cuda_growth
+
     cb.build_histograms, cb.apply_splits = hist_hook, apply_hook
+    cuda_growth.ENABLED = False
     try:
         daskgb.train(params, m, 1, verbose_eval=False)
     finally:
         cb.build_histograms, cb.apply_splits = real_hist, real_apply
+        cuda_growth.ENABLED = True
 
     ell = m.ellpack if hasattr(m, "ellpack") else None
     print(f"{args.data} {n_rows} rows, depth {params['max_depth']}; copy bandwidth {bw / 1e9:.0f} GB/s (read + write); "

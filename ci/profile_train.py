@@ -4,7 +4,10 @@
     python ci/profile_train.py --data covertype --rounds 20 --cprofile
 
 Each backend function is wrapped with a device synchronisation before and after,
-so the numbers add up to the round time (the syncs themselves cost a little).
+so the numbers add up to the round time (the syncs themselves cost a little). The
+breakdowns grow trees with the host grower (grower.grow_forest), whose backend calls
+can be wrapped; "as trained" is the default, the device grower where it applies
+(backend/cuda_growth.py), and "host grower" the same rounds with it switched off.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ def main():
     daskgb.train(params, m, args.rounds, verbose_eval=False)
     cupy.cuda.runtime.deviceSynchronize()
     print(f"as trained (no added syncs): {1e3 * (time.perf_counter() - t) / args.rounds:.2f} ms per round")
+    from daskgb.backend import cuda_growth
+
+    cuda_growth.ENABLED = False  # from here on: the host grower, whose calls the breakdowns wrap
+    t = time.perf_counter()
+    daskgb.train(params, m, args.rounds, verbose_eval=False)
+    cupy.cuda.runtime.deviceSynchronize()
+    print(f"host grower (no added syncs): {1e3 * (time.perf_counter() - t) / args.rounds:.2f} ms per round")
     if args.cprofile:
         import cProfile
         import pstats

@@ -51,11 +51,14 @@ name = "cuda"
 
 # Shared memory a histogram block may use for its private copy of a feature group's
 # bins (_BIN_BYTES per bin, and 4 bytes per feature of the group for its bin offsets).
-# None: the device's opt-in limit per block, capped at _SHARED_CAP_BYTES. More than
-# 48 KiB needs max_dynamic_shared_size_bytes (set below); a larger budget means fewer
-# feature groups (each re-reads the rows) but fewer blocks per SM.
+# None: as much as lets two blocks share an SM (half an SM's shared memory, less the
+# per-block reservation; 113 KiB on an H100 or H200). More than 48 KiB needs
+# max_dynamic_shared_size_bytes (set below). A larger budget means fewer feature groups
+# (each re-reads its rows' ids and gradients) but fewer blocks per SM: measured with
+# ci/budget_sweep.py (H200, ms a round), two blocks per SM against one (227 KiB): Year
+# 1.77 against 2.03, ranking 10.38 against 11.93, Bosch 8.95 against 9.14, Higgs 6.44
+# against 6.43 (one group either way); three or four blocks per SM were slower on all four.
 SHARED_BUDGET_BYTES = None
-_SHARED_CAP_BYTES = 227 * 1024
 # Two 32-bit planes per int64 value, two values per bin (kernels/histogram.cu).
 _BIN_BYTES = 16
 # Rows of a histogram tile, at most: on the largest inputs more, smaller tiles than
@@ -114,15 +117,19 @@ def _sm_count(device: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _shared_optin(device: int) -> int:
-    return int(cupy.cuda.Device(device).attributes["MaxSharedMemoryPerBlockOptin"])
+def _two_blocks_per_sm(device: int) -> int:
+    """Shared memory a block may use with two blocks on an SM (at most the opt-in limit)."""
+    a = cupy.cuda.Device(device).attributes
+    per_sm = int(a.get("MaxSharedMemoryPerMultiprocessor", 0)) or 2 * int(a["MaxSharedMemoryPerBlock"])
+    reserved = int(a.get("ReservedSharedMemoryPerBlock", 1024))
+    return max(int(a["MaxSharedMemoryPerBlock"]), min(int(a["MaxSharedMemoryPerBlockOptin"]), per_sm // 2 - reserved))
 
 
 def _shared_budget() -> int:
     """Bytes of shared memory a histogram block may use (SHARED_BUDGET_BYTES, or the device's)."""
     if SHARED_BUDGET_BYTES is not None:
         return int(SHARED_BUDGET_BYTES)
-    return min(_SHARED_CAP_BYTES, _shared_optin(cupy.cuda.runtime.getDevice()))
+    return _two_blocks_per_sm(cupy.cuda.runtime.getDevice())
 
 
 def _tf(flag: bool) -> str:
