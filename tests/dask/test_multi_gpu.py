@@ -1,0 +1,55 @@
+"""Two GPU workers (LocalCUDACluster, NCCL) grow the trees one GPU grows in process (2+ GPUs only).
+
+With every feature's distinct values within max_bin, the workers' merged cuts are the
+in-process cuts, and the int64 histograms summed by NCCL are exact: the models must be
+equal tree for tree, through the device grower (depthwise) and the host grower (lossguide).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import daskgb
+
+pytestmark = pytest.mark.gpu
+
+
+def _data(n=40_000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = (np.round(rng.normal(size=(n, 8)) * 8) / 8).astype(np.float32)  # ~80 distinct values a feature
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Z = np.nan_to_num(X)
+    y = (Z[:, 0] - Z[:, 1] * Z[:, 2] + np.sin(Z[:, 3]) + rng.normal(size=n) * 0.5 > 0).astype(np.float32)
+    return X, y
+
+
+@pytest.mark.parametrize("policy", [dict(max_depth=7), dict(grow_policy="lossguide", max_leaves=31, max_depth=0)],
+                         ids=["depthwise", "lossguide"])
+def test_two_gpus_grow_the_trees_of_one(policy):
+    cupy = pytest.importorskip("cupy")
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from distributed import Client
+    from placement import on_workers
+
+    import daskgb.dask as dgb
+
+    X, y = _data()
+    params = {"objective": "binary:logistic", "eta": 0.3, "device": "cuda", **policy}
+    with dask_cuda.LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES="0,1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        chunks, placement = [7_000, 13_000, 9_000, 11_000], [0, 1, 1, 0]
+        dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                        on_workers(client, y, chunks, placement))
+        assert len(dtrain.workers) == 2
+        out = dgb.train(client, params, dtrain, 8, verbose_eval=False)
+    assert {s["communicator"] for s in out["collective"]} == {"NcclCommunicator"}
+    local = daskgb.train(params, daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y), device="cuda"), 8,
+                         verbose_eval=False)
+    dist = out["booster"]
+    assert dist.num_boosted_rounds() == local.num_boosted_rounds() == 8
+    for i, (a, b) in enumerate(zip(dist.trees, local.trees)):
+        for name in ("left", "right", "feature", "bin", "threshold", "default_left", "value", "cover"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"tree {i} {name}")
