@@ -2,9 +2,10 @@
 
     python ci/profile_dask.py --workers 2 --rows 10500000 --rounds 100
 
-Wraps the CUDA backend's functions and the communicator's allreduce with device
-synchronisations inside every worker process, trains, and prints per-rank
-milliseconds per round for each phase.
+Wraps the CUDA backend's functions (and with --sync-allreduce the communicator's
+allreduce) with device synchronisations inside every worker process, trains, and
+prints per-rank milliseconds per round for each phase. With the device grower
+(backend/cuda_growth.py) a whole tree is one phase, grow_tree.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
-def profiled_train(job, root, rank, world, params, dtrain, rounds):
+def profiled_train(job, root, rank, world, params, dtrain, rounds, sync_allreduce):
     import cupy
 
     from daskgb import collective
+    from daskgb.backend import cuda_growth
     from daskgb.backend import cupy_backend as cb
     from daskgb.dask.worker import train_on_worker
 
@@ -45,8 +47,10 @@ def profiled_train(job, root, rank, world, params, dtrain, rounds):
 
     originals = [(cb, n, wrap(cb, n, n)) for n in ("build_histograms", "evaluate_splits", "apply_splits",
                                                    "prepare_gradients", "gradient_abs_sums")]
-    originals.append((collective.NcclCommunicator, "allreduce",
-                      wrap(collective.NcclCommunicator, "allreduce", "allreduce (wait + NCCL)")))
+    originals.append((cuda_growth, "grow_tree", wrap(cuda_growth, "grow_tree", "grow_tree")))
+    if sync_allreduce:
+        originals.append((collective.NcclCommunicator, "allreduce",
+                          wrap(collective.NcclCommunicator, "allreduce", "allreduce (wait + NCCL)")))
     cupy.cuda.runtime.deviceSynchronize()
     t = time.perf_counter()
     train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
@@ -65,6 +69,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rows", type=int, default=10_500_000)
     ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--sync-allreduce", action="store_true", help="also time every allreduce (adds syncs)")
     args = ap.parse_args()
     from benchmark_dask_higgs import make_data
     from dask_cuda import LocalCUDACluster
@@ -82,7 +87,7 @@ def main():
         job = uuid.uuid4().hex
         root = client.submit(start_collective, job, workers=[dtrain.workers[0]], pure=False).result()
         futs = [client.submit(profiled_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
-                              args.rounds, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
+                              args.rounds, args.sync_allreduce, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
         print(json.dumps(client.gather(futs), indent=1))
 
 
