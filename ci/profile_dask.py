@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
-def profiled_train(job, root, rank, world, params, dtrain, rounds, sync_allreduce):
+def profiled_train(job, root, rank, world, params, dtrain, rounds, sync_allreduce, cprofile=False):
     import cupy
 
     from daskgb import collective
@@ -51,11 +51,25 @@ def profiled_train(job, root, rank, world, params, dtrain, rounds, sync_allreduc
     if sync_allreduce:
         originals.append((collective.NcclCommunicator, "allreduce",
                           wrap(collective.NcclCommunicator, "allreduce", "allreduce (wait + NCCL)")))
+    if cprofile:  # the host's own time, no syncs added
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
     cupy.cuda.runtime.deviceSynchronize()
     t = time.perf_counter()
     train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
     cupy.cuda.runtime.deviceSynchronize()
     total = time.perf_counter() - t
+    if cprofile:
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+        return {"total": round(1e3 * total / rounds, 2), "profile": text.getvalue()}
     for owner, name, fn in originals:
         setattr(owner, name, fn)
     out = {k: round(1e3 * v / rounds, 2) for k, v in spent.most_common()}
@@ -70,6 +84,7 @@ def main():
     ap.add_argument("--rows", type=int, default=10_500_000)
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--sync-allreduce", action="store_true", help="also time every allreduce (adds syncs)")
+    ap.add_argument("--cprofile", action="store_true", help="instead: each rank's host profile, no syncs added")
     args = ap.parse_args()
     from benchmark_dask_higgs import make_data
     from dask_cuda import LocalCUDACluster
@@ -87,8 +102,13 @@ def main():
         job = uuid.uuid4().hex
         root = client.submit(start_collective, job, workers=[dtrain.workers[0]], pure=False).result()
         futs = [client.submit(profiled_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
-                              args.rounds, args.sync_allreduce, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
-        print(json.dumps(client.gather(futs), indent=1))
+                              args.rounds, args.sync_allreduce, args.cprofile, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
+        results = client.gather(futs)
+        if args.cprofile:
+            for r, out in enumerate(results):
+                print(f"rank {r}: {out['total']} ms per round\n{out['profile']}")
+        else:
+            print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
