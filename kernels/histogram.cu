@@ -16,6 +16,8 @@
 // fire-and-forget planes per value -- the high word and the low word's 16-bit halves --
 // were slower.)
 constexpr int kPlanes = 2;
+// Slots a thread reads from one window of three words (cupy_backend._WINDOW_SLOTS).
+constexpr unsigned kWindowSlots = 8;
 __device__ __forceinline__ void shared_add(unsigned* p, int n_bins, int b, long long v) {
   const unsigned x_lo = (unsigned)(unsigned long long)v;
   const unsigned x_hi = (unsigned)((unsigned long long)v >> 32);
@@ -48,6 +50,11 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 // neighbouring bins sit in neighbouring banks, so a warp's adds to 32 different bins
 // mostly go to different banks.
 // threads_per_row: a power of two dividing the block size.
+// window (dense only): each thread of a row takes a contiguous run of the row's slots in
+// the group (at most kWindowSlots of them, within three words from the run's first, which
+// the host checks) and reads its words once, extracting the symbols with funnel shifts,
+// instead of a load per slot. n_words: the words' length (the third word may lie past it).
+// Otherwise (window == 0, or a sparse row) a thread takes every threads_per_row-th slot.
 // Launch: grid (at least n_tiles, n_groups), any block size.
 template <bool kDense, bool kShared>
 __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
@@ -56,7 +63,8 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
                                 double inv_scale_g, double inv_scale_h,
                                 const long long* __restrict__ tiles, const long long* __restrict__ segs,
                                 long long tile_rows, const int32_t* __restrict__ groups, int total_bins,
-                                int threads_per_row, long long* __restrict__ hist) {
+                                int threads_per_row, int window, unsigned long long n_words,
+                                long long* __restrict__ hist) {
   extern __shared__ unsigned smem[];
   const int f0 = groups[2 * blockIdx.y];
   const int f1 = groups[2 * blockIdx.y + 1];
@@ -107,6 +115,37 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
       n = (unsigned)(ellpack_lower_bound(words, bits, first, row_stride, (uint32_t)(bin0 + n_bins)) - lo);
       first += (unsigned long long)lo;
     }
+    if (kDense && window) {
+      // This thread's run of slots: [j0, j0 + run).
+      const unsigned per = (n + (unsigned)threads_per_row - 1u) / (unsigned)threads_per_row;
+      const unsigned j0 = sub * per;
+      const unsigned run = j0 < n ? min(per, n - j0) : 0u;
+      if (run == 0u) continue;
+      const unsigned long long bit0 = (first + j0) * (unsigned long long)bits;
+      const unsigned long long w0 = bit0 >> 5;
+      const unsigned off = (unsigned)(bit0 & 31ull);
+      const uint32_t a = words[w0];
+      const uint32_t b = words[w0 + 1];  // the stream ends with a padding word
+      const uint32_t c = w0 + 2 < n_words ? words[w0 + 2] : 0u;
+      const uint32_t mask = (uint32_t)((1ull << bits) - 1ull);
+#pragma unroll
+      for (unsigned q = 0; q < kWindowSlots; ++q) {
+        if (q >= run) break;
+        const unsigned sb = off + q * (unsigned)bits;
+        const uint32_t x = sb < 32u ? __funnelshift_r(a, b, sb) : (sb < 64u ? __funnelshift_r(b, c, sb) : c >> (sb & 31u));
+        const uint32_t sym = x & mask;
+        if (sym == null_symbol) continue;
+        const int bin = local_ptrs[j0 + q] + (int)sym;
+        if constexpr (kShared) {
+          if (gh.x != 0) shared_add(g_planes, n_bins, bin, gh.x);
+          if (gh.y != 0) shared_add(h_planes, n_bins, bin, gh.y);
+        } else {
+          if (gh.x != 0) atomicAdd((unsigned long long*)&node_hist[2 * bin], (unsigned long long)gh.x);
+          if (gh.y != 0) atomicAdd((unsigned long long*)&node_hist[2 * bin + 1], (unsigned long long)gh.y);
+        }
+      }
+      continue;
+    }
     // This thread's slots: sub, sub + threads_per_row, ..., rotated by a start that
     // differs from row to row.
     unsigned j = sub + (n ? i % n : 0u);
@@ -145,7 +184,8 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
 #define DASKGB_INSTANTIATE(D, S)                                                                        \
   template __global__ void build_histogram<D, S>(const uint32_t*, int, int, uint32_t, const int32_t*, \
                                                  const uint32_t*, const float2*, double, double, const long long*, \
-                                                 const long long*, long long, const int32_t*, int, int, long long*);
+                                                 const long long*, long long, const int32_t*, int, int, int, \
+                                                 unsigned long long, long long*);
 DASKGB_INSTANTIATE(true, true)
 DASKGB_INSTANTIATE(true, false)
 DASKGB_INSTANTIATE(false, true)

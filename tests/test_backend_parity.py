@@ -414,14 +414,17 @@ def test_apply_splits(cb, layout):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("budget", ["default", "small", "small_grouped_sparse"])
+@pytest.mark.parametrize("budget", ["default", "small", "small_grouped_sparse", "default_slot_loads"])
 @pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
 def test_build_histograms(cb, layout, budget, monkeypatch):
     import cupy
 
+    # Dense rows: read through a window of words per thread (the default) or a load per slot.
+    monkeypatch.setattr(cb, "HIST_WINDOW", budget != "default_slot_loads")
+
     # Sparse rows over several groups take one global pass unless told to scan group by group.
     monkeypatch.setattr(cb, "SPARSE_ONE_PASS", budget != "small_grouped_sparse")
-    if budget != "default":
+    if budget.startswith("small"):
         # 40 bins per shared group: several groups, and features with more bins
         # take the global-atomic kernel.
         monkeypatch.setattr(cb, "SHARED_BUDGET_BYTES", 40 * 16)

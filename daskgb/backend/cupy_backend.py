@@ -55,7 +55,7 @@ name = "cuda"
 # per-block reservation; 113 KiB on an H100 or H200). More than 48 KiB needs
 # max_dynamic_shared_size_bytes (set below). A larger budget means fewer feature groups
 # (each re-reads its rows' ids and gradients) but fewer blocks per SM: measured with
-# ci/budget_sweep.py (H200, ms a round), two blocks per SM against one (227 KiB): Year
+# ci/setting_sweep.py (H200, ms a round), two blocks per SM against one (227 KiB): Year
 # 1.77 against 2.03, ranking 10.38 against 11.93, Bosch 8.95 against 9.14, Higgs 6.44
 # against 6.43 (one group either way); three or four blocks per SM were slower on all four.
 SHARED_BUDGET_BYTES = None
@@ -70,6 +70,11 @@ _MAX_TILE_ROWS = 2**16 - 1
 _BLOCKS_PER_SM = 4
 _MIN_TILE_ROWS = 256
 _HIST_THREADS = 1024
+# Dense rows: each histogram thread reads its run of a row's slots from one window of
+# three words, when its run fits (kernels/histogram.cu, `window`), instead of a load per
+# slot. _WINDOW_SLOTS: kWindowSlots there.
+HIST_WINDOW = True
+_WINDOW_SLOTS = 8
 # Sparse rows whose bins need several shared-memory groups: one pass with global atomics
 # (True) or a pass per group over the group's run of each row (False).
 SPARSE_ONE_PASS = True
@@ -714,6 +719,9 @@ class HistogramSetup:
         width = max(max_width, 1) if ell.is_dense else -(-ell.row_stride // self.n_groups)
         self.threads_per_row = _threads_per_row(width)
         self.rows_per_pass = _HIST_THREADS // self.threads_per_row
+        # A thread's run: at most _WINDOW_SLOTS slots, starting anywhere in a word, within three words.
+        run = -(-width // self.threads_per_row)
+        self.window_fits = ell.is_dense and run <= _WINDOW_SLOTS and 31 + run * ell.bits <= 96
 
     def tile_rows(self, total_rows: int) -> int:
         """Rows of a tile when a launch covers about total_rows rows: about _BLOCKS_PER_SM blocks
@@ -761,17 +769,17 @@ def launch_histograms(ell, gpair_native, ridx, segs, tiles, grid: int, tile_rows
     common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
               ridx, gpair_native.values, np.float64(inv[0]), np.float64(inv[1]), tiles, segs,
               np.int64(tile_rows))
-    tpr = np.int32(setup.threads_per_row)
+    rest = (np.int32(total_bins), np.int32(setup.threads_per_row), np.int32(HIST_WINDOW and setup.window_fits),
+            np.uint64(ell.words.size), hist)
     if setup.shared.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
         if setup.smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = setup.smem
-        fn((grid, setup.shared.shape[0]), (_HIST_THREADS,),
-           common + (setup.shared, np.int32(total_bins), tpr, hist), shared_mem=setup.smem)
+        fn((grid, setup.shared.shape[0]), (_HIST_THREADS,), common + (setup.shared,) + rest, shared_mem=setup.smem)
     if setup.single.shape[0]:
         fn = _kernel("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
-        fn((grid, setup.single.shape[0]), (_HIST_THREADS,),
-           common + (setup.single, np.int32(total_bins), tpr, hist), shared_mem=_group_smem(0, 1))
+        fn((grid, setup.single.shape[0]), (_HIST_THREADS,), common + (setup.single,) + rest,
+           shared_mem=_group_smem(0, 1))
 
 
 def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
