@@ -159,10 +159,8 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
         from .backend import cuda_growth
 
         if cuda_growth.applies(params, len(tree_indices), interaction, monotone, comm):
-            # The same tree, grown with no host work between levels.
-            tree, positions = cuda_growth.grow_tree(ell, gpair, scale, params, comm, root_from_bins,
-                                                    tree_indices[0])
-            return [tree], positions
+            # The same trees, grown with no host work between levels.
+            return cuda_growth.grow_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
     growth = _Growth(backend, ell, gpair, scale, params, comm, list(tree_indices), interaction, monotone)
     k = growth.k
     drivers = [Driver(params.grow_policy, params.max_depth, params.max_leaves, growth.split_params)

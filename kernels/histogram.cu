@@ -128,14 +128,20 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
       const uint32_t b = words[w0 + 1];  // the stream ends with a padding word
       const uint32_t c = w0 + 2 < n_words ? words[w0 + 2] : 0u;
       const uint32_t mask = (uint32_t)((1ull << bits) - 1ull);
+      // The run is visited from a start that differs from row to row, so that the rows of a
+      // warp add to different features at each step: on a feature with few distinct values
+      // they would otherwise all add to the same bin at once, and same-address atomics serialise.
+      unsigned r = i % run;
 #pragma unroll
       for (unsigned q = 0; q < kWindowSlots; ++q) {
         if (q >= run) break;
-        const unsigned sb = off + q * (unsigned)bits;
+        const unsigned slot = r;
+        r = r + 1u == run ? 0u : r + 1u;
+        const unsigned sb = off + slot * (unsigned)bits;
         const uint32_t x = sb < 32u ? __funnelshift_r(a, b, sb) : (sb < 64u ? __funnelshift_r(b, c, sb) : c >> (sb & 31u));
         const uint32_t sym = x & mask;
         if (sym == null_symbol) continue;
-        const int bin = local_ptrs[j0 + q] + (int)sym;
+        const int bin = local_ptrs[j0 + slot] + (int)sym;
         if constexpr (kShared) {
           if (gh.x != 0) shared_add(g_planes, n_bins, bin, gh.x);
           if (gh.y != 0) shared_add(h_planes, n_bins, bin, gh.y);

@@ -253,17 +253,19 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
   }
 }
 
-// positions[row] = the leaf of every row once the tree is grown: block (node, chunk) labels
-// chunk blockIdx.y of the node's segment when the node is a leaf.
-// Launch: grid (cap, chunks), any block size.
+// positions[row] = the leaf of every row once the tree is grown, as the forest's node id
+// leaf * n_trees + tree (grower.grow_forest's numbering: tree `tree` of n_trees grown in a
+// round): block (node, chunk) labels chunk blockIdx.y of the node's segment when the node
+// is a leaf. Launch: grid (cap, chunks), any block size.
 __global__ void label_leaves(const int* __restrict__ tree, int cap, const long long* __restrict__ state,
-                             const long long* __restrict__ segs, const uint32_t* __restrict__ ridx,
-                             int32_t* __restrict__ positions) {
+                             const long long* __restrict__ segs, const uint32_t* __restrict__ ridx, int n_trees,
+                             int tree_index, int32_t* __restrict__ positions) {
   const long long node = blockIdx.x;
   if (node >= state[kNodes] || tree[(long long)kLeft * cap + node] != -1) return;
   const long long start = segs[2 * node], count = segs[2 * node + 1];
   const long long per = (count + gridDim.y - 1) / gridDim.y;
   const long long begin = start + blockIdx.y * per;
   const long long end = min(start + count, begin + per);
-  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) positions[ridx[i]] = (int32_t)node;
+  const int32_t id = (int32_t)(node * n_trees + tree_index);
+  for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) positions[ridx[i]] = id;
 }

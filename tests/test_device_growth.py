@@ -25,6 +25,8 @@ CASES = [
     dict(objective="binary:logistic", max_depth=7, max_bin=64, min_child_weight=60, gamma=1.0),
     dict(objective="reg:squarederror", max_depth=6, max_bin=64, colsample_bytree=0.7, colsample_bylevel=0.6),
     dict(objective="reg:pseudohubererror", max_depth=6, max_bin=48, subsample=0.7),
+    # A tree per class, grown one after another (the host grower grows them together).
+    dict(objective="multi:softprob", num_class=3, max_depth=6, max_bin=64, colsample_bytree=0.8),
 ]
 
 
@@ -46,6 +48,8 @@ def _matrix(X, score, objective, layout, weight=None, max_bin=256):
     import scipy.sparse as sp
 
     y = (score > 0).astype(np.float32) if objective == "binary:logistic" else score.astype(np.float32)
+    if objective == "multi:softprob":
+        y = np.digitize(score, [-0.5, 0.7]).astype(np.float32)
     if objective == "reg:logistic":
         y = (1 / (1 + np.exp(-score))).astype(np.float32)
     data = sp.csr_matrix(X) if layout == "sparse" else cupy.asarray(X)
@@ -59,7 +63,7 @@ def _train_both(params, m, X, rounds):
     from daskgb.backend import cuda_growth
 
     calls = []
-    real = cuda_growth.grow_tree
+    real = cuda_growth.grow_forest
 
     def counted(*a, **k):
         calls.append(1)
@@ -68,18 +72,18 @@ def _train_both(params, m, X, rounds):
     boosters, histories, preds = [], [], []
     for enabled in (True, False):
         cuda_growth.ENABLED = enabled
-        cuda_growth.grow_tree = counted
+        cuda_growth.grow_forest = counted
         res = {}
         try:
             b = daskgb.train({**params, "device": "cuda", "seed": 3}, m, rounds, evals=[(m, "train")],
                              evals_result=res, verbose_eval=False)
         finally:
             cuda_growth.ENABLED = True
-            cuda_growth.grow_tree = real
+            cuda_growth.grow_forest = real
         boosters.append(b)
         histories.append(res["train"])
         preds.append(np.asarray(b.predict(X, output_margin=True)))
-    assert len(calls) == rounds, "the device grower did not grow every tree"
+    assert len(calls) == rounds, "the device grower did not grow every round's trees"
     return boosters, histories, preds
 
 
@@ -125,7 +129,7 @@ def test_cases_outside_its_scope_take_the_host_grower():
     comm = LocalCommunicator()
     ok = TrainParams.from_dict({"max_depth": 6})
     assert cuda_growth.applies(ok, 1, None, None, comm)
-    assert not cuda_growth.applies(ok, 3, None, None, comm)  # multiclass: trees grow together on the host
+    assert cuda_growth.applies(ok, 3, None, None, comm)  # a tree per class
     assert not cuda_growth.applies(ok, 1, np.zeros((1, 2), bool), None, comm)
     assert not cuda_growth.applies(ok, 1, None, np.ones(2), comm)
     for change in (dict(grow_policy="lossguide"), dict(max_leaves=8), dict(colsample_bynode=0.5),

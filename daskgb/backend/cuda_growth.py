@@ -1,4 +1,4 @@
-"""Depthwise trees grown on the device, the host waiting once per tree (CUDA backend).
+"""Depthwise trees grown on the device, the host waiting once per round (CUDA backend).
 
 grower.grow_forest keeps the host in the loop: at every level it reads the split
 records, decides which nodes split, numbers their children and sizes the next launches.
@@ -6,13 +6,14 @@ That is about 0.8 ms of Python and CuPy calls a level, more than the device's wo
 data of a few hundred thousand rows, and the device idles while the host catches up.
 Here kernels/level.cu makes those decisions on the device, and the host queues the
 same launches for every tree, each sized for the most nodes its level can have (blocks
-past the level's real work return at once). Nothing waits until the tree is done; the
-host then reads it in one copy.
+past the level's real work return at once). Nothing waits until the round's trees are
+done; the host then reads them in one copy.
 
 It covers the common case (applies()): the depthwise policy with max_depth at most
-MAX_DEPTH and no max_leaves, one tree per round, no monotone or interaction
-constraints, no per-node column sampling, and a communicator whose allreduce stays on
-the device (one process, or NCCL). Everything else takes grower.grow_forest, the
+MAX_DEPTH and no max_leaves, no monotone or interaction constraints, no per-node column
+sampling, and a communicator whose allreduce stays on the device (one process, or
+NCCL). A round's trees (one per class) grow one after another, and the host reads them
+all at once. Everything else takes grower.grow_forest, the
 reference; tests/test_device_growth.py checks that both grow the same trees.
 """
 
@@ -38,8 +39,8 @@ _LABEL_ROWS = 4096
 
 
 def applies(params, n_trees: int, interaction, monotone, comm) -> bool:
-    """Whether a round's trees can grow here (see the module docstring)."""
-    return (ENABLED and cb.USE_SPLIT_KERNEL and n_trees == 1 and params.grow_policy == "depthwise"
+    """Whether a round's n_trees trees can grow here (see the module docstring)."""
+    return (ENABLED and cb.USE_SPLIT_KERNEL and n_trees >= 1 and params.grow_policy == "depthwise"
             and 0 < params.max_depth <= MAX_DEPTH and params.max_leaves == 0 and interaction is None
             and monotone is None and params.colsample_bynode == 1.0
             and (comm.world_size == 1 or isinstance(comm, NcclCommunicator)))
@@ -79,9 +80,25 @@ def _root_tiles(ell, setup):
     return hit
 
 
-def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int = 0):
-    """One depthwise tree from the FixedGradients gpair: (Tree, the leaf of every row as a
-    device int32 array), as grower.grow_forest returns them for one tree."""
+def grow_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,)):
+    """The round's trees, tree c from gpair[c * n:(c + 1) * n] (n = ell.n_rows): (trees, the
+    leaf of every virtual row), as grower.grow_forest returns them: tree c's leaf of row r is
+    positions[c * n + r] // K."""
+    tree_indices = list(tree_indices)
+    k, n = len(tree_indices), ell.n_rows
+    positions = cupy.empty(k * n, dtype=cupy.int32)
+    words = [grow_tree(ell, gpair[c * n : (c + 1) * n], scale, params, comm, root_from_bins, t,
+                       positions[c * n : (c + 1) * n], k, c)
+             for c, t in enumerate(tree_indices)]
+    host = (words[0][None] if k == 1 else cupy.stack(words)).get()  # the one wait
+    return [_host_tree(h) for h in host], positions
+
+
+def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int, positions, n_trees: int = 1,
+              tree: int = 0):
+    """One depthwise tree from the FixedGradients gpair, queued on the device: returns its
+    words in level.cu's layout (a device array; _host_tree reads them) and labels
+    positions[r] with row r's leaf * n_trees + tree."""
     kern = lambda name: cb._kernel("level.cu", _LEVEL, name)  # noqa: E731
     n = ell.n_rows
     max_depth = int(params.max_depth)
@@ -92,7 +109,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
          np.float64(sp.max_delta_step))
     setup = cb.histogram_setup(ell)
     total_bins = int(ell.cuts.total_bins)
-    tree = cupy.empty((len(FIELDS) + 1, cap), dtype=cupy.int32)  # level.cu's layout
+    words = cupy.empty((len(FIELDS) + 1, cap), dtype=cupy.int32)  # level.cu's layout
     state = cupy.empty(4, dtype=cupy.int64)
     k_live = state[1:2]  # level.cu's kCandidates: the nodes split.cu evaluates
     segs = cupy.zeros((cap, 2), dtype=cupy.int64)
@@ -107,7 +124,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     cb.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
     hist = comm.allreduce(hist)
     sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
-    kern("grow_root")((1,), (1,), (sums, np.float64(scale[0]), np.float64(scale[1]), *p, eta, np.int64(n), tree,
+    kern("grow_root")((1,), (1,), (sums, np.float64(scale[0]), np.float64(scale[1]), *p, eta, np.int64(n), words,
                                    np.int32(cap), state, segs))
     recs, left, right = cb.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
                                            k_live)
@@ -128,7 +145,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
         else:
             tile_rows, hist_grid, hist_tiles = 1, 0, child_info  # not written
         kern("expand_level")((1,), (_PLAN_THREADS,), (
-            recs, np.int32(depth), np.int32(grow_children), *p, np.float32(sp.min_split_loss), eta, tree,
+            recs, np.int32(depth), np.int32(grow_children), *p, np.float32(sp.min_split_loss), eta, words,
             np.int32(cap), state, segs, part_info, np.int32(k_max), child_info, hist_tiles, np.int64(tile_rows)))
         n_left = cupy.empty(k_max, dtype=cupy.int64)
         cb.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left)
@@ -146,11 +163,11 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
                                                None if masks is None else masks[depth + 1], 2 * k_max, k_live)
     del hist
 
-    positions = cupy.empty(n, dtype=cupy.int32)
     leaves = 2**max_depth
     chunks = int(min(256, max(1, -(-n // (leaves * _LABEL_ROWS)))))
-    kern("label_leaves")((cap, chunks), (256,), (tree, np.int32(cap), state, segs, ridx, positions))
-    return _host_tree(tree.get()), positions
+    kern("label_leaves")((cap, chunks), (256,), (words, np.int32(cap), state, segs, ridx, np.int32(n_trees),
+                                                 np.int32(tree), positions))
+    return words
 
 
 def _host_tree(words: np.ndarray) -> Tree:
