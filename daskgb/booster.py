@@ -414,7 +414,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         if comm.world_size > 1:
             # The fixed-point scale must be the same on every worker: size it from global sums.
             abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
-        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum)
+        # The device grower reads the scale on the device: no host wait for it here.
+        on_device = backend.name == "cuda" and backend.grows_on_device(p, n_groups, interaction, monotone, comm)
+        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=not on_device)
         # Device memory: the float gradients are done with unless leaves are refitted below.
         refit = obj is None and any(objective.leaf_quantile_alpha(g) is not None for g in range(n_groups))
         del gpair_all, gpair

@@ -37,7 +37,8 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
 // tiles past the end return at once) or even the number of tiles (written on the device
 // by level.cu: blocks past n_tiles return at once).
 // gpair: (rows, 2) float32 gradient pairs, turned into int64 fixed point on load (times
-// inv_scale_g / inv_scale_h), so the fixed-point copy never takes device memory.
+// inv_scale[0] / inv_scale[1], read from the device: no host wait for the scale), so the
+// fixed-point copy never takes device memory.
 // ridx holds virtual rows (see partition.cu): gradients are indexed by the virtual
 // row, the ELLPACK by the virtual row minus the tile's row offset (its tree's first
 // virtual row; 0 for a single tree).
@@ -60,12 +61,13 @@ template <bool kDense, bool kShared>
 __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
                                 uint32_t null_symbol, const int32_t* __restrict__ ptrs,
                                 const uint32_t* __restrict__ ridx, const float2* __restrict__ gpair,
-                                double inv_scale_g, double inv_scale_h,
+                                const double* __restrict__ inv_scale,
                                 const long long* __restrict__ tiles, const long long* __restrict__ segs,
                                 long long tile_rows, const int32_t* __restrict__ groups, int total_bins,
                                 int threads_per_row, int window, unsigned long long n_words,
                                 long long* __restrict__ hist) {
   extern __shared__ unsigned smem[];
+  const double inv_scale_g = inv_scale[0], inv_scale_h = inv_scale[1];
   const int f0 = groups[2 * blockIdx.y];
   const int f1 = groups[2 * blockIdx.y + 1];
   const int bin0 = ptrs[f0];
@@ -189,7 +191,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
 #define DASKGB_INSTANTIATE(D, S)                                                                        \
   template __global__ void build_histogram<D, S>(const uint32_t*, int, int, uint32_t, const int32_t*, \
-                                                 const uint32_t*, const float2*, double, double, const long long*, \
+                                                 const uint32_t*, const float2*, const double*, const long long*, \
                                                  const long long*, long long, const int32_t*, int, int, int, \
                                                  unsigned long long, long long*);
 DASKGB_INSTANTIATE(true, true)

@@ -54,15 +54,15 @@ __device__ __forceinline__ void write_leaf(const TreeView& t, long long node, lo
   t.at(kDepth, node) = depth;
 }
 
-// Node 0 from the root's (2,) int64 gradient sums (grower._Growth.root), the root's
+// Node 0 from the root's (2,) int64 gradient sums times scale (grower._Growth.root), the root's
 // segment (all n_rows rows), and the state of level 0: one candidate, the root.
 // Launch: one thread.
-__global__ void grow_root(const long long* __restrict__ sums, double scale_g, double scale_h, double reg_lambda,
+__global__ void grow_root(const long long* __restrict__ sums, const double* __restrict__ scale, double reg_lambda,
                           double reg_alpha, double min_child_weight, double max_delta_step, float eta,
                           long long n_rows, int* __restrict__ tree, int cap, long long* __restrict__ state,
                           long long* __restrict__ segs) {
   const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
-  const double G = (double)sums[0] * scale_g, H = (double)sums[1] * scale_h;
+  const double G = (double)sums[0] * scale[0], H = (double)sums[1] * scale[1];
   const TreeView t{tree, cap};
   write_leaf(t, 0, -1, 0, calc_weight(G, H, p), eta, H);
   t.set_count(1);

@@ -67,7 +67,8 @@ __device__ __forceinline__ Candidate load_candidate(const Candidate* src) {
                    __ldcg(&src->left_h), __ldcg(&src->right_g), __ldcg(&src->right_h)};
 }
 
-// hist: (k, total_bins, 2) int64; parent: (k, 2) int64; feature_mask: uint8, node i may split
+// hist: (k, total_bins, 2) int64; parent: (k, 2) int64; scale: (2,) float64 on the device, the
+// multipliers from fixed point to double; feature_mask: uint8, node i may split
 // on feature f when feature_mask[i * mask_stride + f] is set (mask_stride 0: one (n_features,)
 // mask for all nodes; n_features: a (k, n_features) mask, a row per node).
 // out: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen children (zero
@@ -84,7 +85,7 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
                                 int total_bins, const int32_t* __restrict__ ptrs, int n_features,
                                 const float* __restrict__ cut_values, int n_cut_values,
                                 const float* __restrict__ min_values, const uint8_t* __restrict__ feature_mask,
-                                int mask_stride, double scale_g, double scale_h, double reg_lambda, double reg_alpha,
+                                int mask_stride, const double* __restrict__ scale, double reg_lambda, double reg_alpha,
                                 double min_child_weight, double max_delta_step, Candidate* __restrict__ partial,
                                 unsigned* __restrict__ counters, SplitRecord* __restrict__ out,
                                 long long* __restrict__ left_out, long long* __restrict__ right_out, int k_static,
@@ -92,6 +93,7 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
   const long long k = k_static >= 0 ? (long long)k_static : *k_live;
   if ((long long)blockIdx.x >= k) return;  // the whole block, before any barrier or counter
   const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
+  const double scale_g = scale[0], scale_h = scale[1];
   const int node = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;

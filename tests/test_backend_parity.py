@@ -403,6 +403,20 @@ def test_prepare_and_sum_gradients(cb):
         bad = gpair.copy()
         bad[3, 0] = np.nan
         cb.prepare_gradients(cupy.asarray(bad))
+    # Without waiting: the same scale, made on the device; NaN is reported by check_finite.
+    fixed_d, scale_d = cb.prepare_gradients(cupy.asarray(gpair), wait=False)
+    assert isinstance(scale_d, cupy.ndarray)
+    np.testing.assert_array_equal(scale_d.get(), scale)
+    np.testing.assert_array_equal(to_host(fixed_d), fixed_h)
+    np.testing.assert_array_equal(to_host(cb.sum_gradients(fixed_d)), fixed_h.sum(axis=0))
+    fixed_d.check_finite()
+    _, s4 = cb.prepare_gradients(cupy.asarray(gpair), abs_sum=cupy.asarray([1000.0, 2048.0]), wait=False)
+    np.testing.assert_array_equal(s4.get(), s2)
+    _, s5 = cb.prepare_gradients(cupy.zeros((10, 2), dtype=cupy.float32), wait=False)
+    np.testing.assert_array_equal(s5.get(), s3)
+    nan_fixed, _ = cb.prepare_gradients(cupy.asarray(bad), wait=False)
+    with pytest.raises(ValueError, match="NaN"):
+        nan_fixed.check_finite()
 
 
 @pytest.mark.gpu

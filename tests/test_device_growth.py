@@ -136,3 +136,23 @@ def test_cases_outside_its_scope_take_the_host_grower():
                    dict(max_depth=cuda_growth.MAX_DEPTH + 1)):
         p = TrainParams.from_dict({"max_depth": 6, **change})
         assert not cuda_growth.applies(p, 1, None, None, comm), change
+
+
+def test_nan_gradients_are_an_error():
+    """The device grower's scale is made on the device without a host wait; NaN gradients
+    are still reported, once the round's trees are read back and before they are used."""
+    import cupy
+
+    from daskgb.backend import cuda_growth
+    from daskgb.backend import cupy_backend as cb
+    from daskgb.collective import LocalCommunicator
+    from daskgb.params import TrainParams
+
+    X, score = _data(2, 1000)
+    m = _matrix(X, score, "reg:squarederror", "dense")
+    g = cupy.stack([cupy.asarray(score, dtype=cupy.float32), cupy.ones(1000, dtype=cupy.float32)], axis=1)
+    g[5, 0] = cupy.nan
+    fixed, scale = cb.prepare_gradients(g, wait=False)
+    params = TrainParams.from_dict({"max_depth": 3})
+    with pytest.raises(ValueError, match="NaN"):
+        cuda_growth.grow_forest(m.ellpack, fixed, scale, params, LocalCommunicator(), True)

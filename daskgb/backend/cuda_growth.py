@@ -83,7 +83,8 @@ def _root_tiles(ell, setup):
 def grow_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,)):
     """The round's trees, tree c from gpair[c * n:(c + 1) * n] (n = ell.n_rows): (trees, the
     leaf of every virtual row), as grower.grow_forest returns them: tree c's leaf of row r is
-    positions[c * n + r] // K."""
+    positions[c * n + r] // K. scale: on the host or the device (prepare_gradients(wait=False),
+    whose gradients are checked for NaN once the trees are read)."""
     tree_indices = list(tree_indices)
     k, n = len(tree_indices), ell.n_rows
     positions = cupy.empty(k * n, dtype=cupy.int32)
@@ -91,6 +92,7 @@ def grow_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indi
                        positions[c * n : (c + 1) * n], k, c)
              for c, t in enumerate(tree_indices)]
     host = (words[0][None] if k == 1 else cupy.stack(words)).get()  # the one wait
+    gpair.check_finite()  # a scale made on the device is checked here, before the trees are used
     return [_host_tree(h) for h in host], positions
 
 
@@ -124,7 +126,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     cb.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
     hist = comm.allreduce(hist)
     sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
-    kern("grow_root")((1,), (1,), (sums, np.float64(scale[0]), np.float64(scale[1]), *p, eta, np.int64(n), words,
+    kern("grow_root")((1,), (1,), (sums, cb._device_scale(scale), *p, eta, np.int64(n), words,
                                    np.int32(cap), state, segs))
     recs, left, right = cb.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
                                            k_live)

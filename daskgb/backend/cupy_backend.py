@@ -401,11 +401,18 @@ class FixedGradients:
     """Per-row gradient pairs in int64 fixed point, held as their float32 values and the
     scale: the kernels convert a row as they load it (8 bytes a row read and kept, not 16),
     exactly as _to_fixed converts. Row slices are views; get() and fixed() give the int64
-    values themselves (on the host, on the device)."""
+    values themselves (on the host, on the device).
 
-    def __init__(self, values, inv_scale: np.ndarray):
+    The scale is on the device (inv_scale_d, scale_d: (2,) float64), which the kernels read,
+    and on the host (inv_scale) unless prepare_gradients was asked not to wait for it; then
+    abs_sum (the device sums it was sized by) is kept for check_finite()."""
+
+    def __init__(self, values, inv_scale, inv_scale_d, scale_d, abs_sum=None):
         self.values = values  # (n, 2) float32, C-contiguous
-        self.inv_scale = inv_scale  # (2,) float64 powers of two
+        self.inv_scale = inv_scale  # (2,) float64 powers of two on the host, or None
+        self.inv_scale_d = inv_scale_d
+        self.scale_d = scale_d
+        self.abs_sum = abs_sum
 
     @property
     def shape(self):
@@ -421,24 +428,51 @@ class FixedGradients:
     def __getitem__(self, rows: slice) -> "FixedGradients":
         if not isinstance(rows, slice) or rows.step not in (None, 1):
             raise TypeError("FixedGradients takes contiguous row slices only")
-        return FixedGradients(self.values[rows], self.inv_scale)
+        return FixedGradients(self.values[rows], self.inv_scale, self.inv_scale_d, self.scale_d, self.abs_sum)
 
     def fixed(self):
         """The (n, 2) int64 values on the device."""
-        return _to_fixed(self.values, cupy.asarray(self.inv_scale))
+        return _to_fixed(self.values, self.inv_scale_d)
 
     def get(self) -> np.ndarray:
         return self.fixed().get()
+
+    def check_finite(self) -> None:
+        """Raise prepare_gradients' error if the sums the scale was sized by are not finite
+        (a host wait: call it once the device has caught up anyway)."""
+        if self.abs_sum is not None:
+            _check_finite(to_host(self.abs_sum))
+
+
+def _check_finite(total) -> None:
+    if not np.all(np.isfinite(total)):
+        raise ValueError("gradient pairs contain NaN or infinite values; check the labels and the objective")
 
 
 _fixed_sum = cupy.ReductionKernel(
     "float32 g, float64 inv_scale", "int64 total", "(long long)((double)g * inv_scale)", "a + b", "total = a",
     "0", "daskgb_fixed_sum")
 
+# _pow2_at_least(s) / 2**62 and its inverse, on the device (0, and a NaN, give 1 / 2**62:
+# check_finite reports a NaN or infinite sum).
+_device_scales = cupy.ElementwiseKernel(
+    "float64 s", "float64 scale, float64 inv",
+    """
+    double r = 1.0;
+    if (s > 0.0) {
+      int e;
+      const double m = frexp(s, &e);
+      r = ldexp(1.0, m == 0.5 ? e - 1 : e);
+    }
+    scale = r / 4611686018427387904.0;
+    inv = 1.0 / scale;
+    """, "daskgb_device_scales")
 
-def prepare_gradients(gpair, abs_sum=None):
+
+def prepare_gradients(gpair, abs_sum=None, wait: bool = True):
     """Per-row gradient pairs as int64 fixed point (a FixedGradients), and the (2,) float64
-    host scale back to double.
+    scale back to double: on the host, or with wait=False a device array made without
+    waiting for the device (the caller then calls check_finite() once it has waited anyway).
 
     abs_sum: the (2,) sums of |gradient| and |hessian| to size the scale by; pass
     the sums over all workers so that every worker quantises alike. By default the
@@ -447,11 +481,14 @@ def prepare_gradients(gpair, abs_sum=None):
     g = cupy.ascontiguousarray(gpair, dtype=cupy.float32)
     if g.ndim != 2 or g.shape[1] != 2:
         raise ValueError(f"gradient pairs must have shape (n_rows, 2), got {g.shape}")
+    if not wait:
+        total = gradient_abs_sums(g) if abs_sum is None else cupy.asarray(abs_sum, dtype=cupy.float64).reshape(2)
+        scale_d, inv_d = _device_scales(total)
+        return FixedGradients(g, None, inv_d, scale_d, abs_sum=total), scale_d
     total = np.asarray(to_host(gradient_abs_sums(g) if abs_sum is None else abs_sum), dtype=np.float64).reshape(2)
-    if not np.all(np.isfinite(total)):
-        raise ValueError("gradient pairs contain NaN or infinite values; check the labels and the objective")
+    _check_finite(total)
     scale = np.array([_pow2_at_least(float(s)) for s in total], dtype=np.float64) / 2.0**62
-    return FixedGradients(g, 1.0 / scale), scale
+    return FixedGradients(g, 1.0 / scale, to_device(1.0 / scale), to_device(scale)), scale
 
 
 def sum_gradients(gpair_native):
@@ -460,7 +497,8 @@ def sum_gradients(gpair_native):
     Each column is reduced as a contiguous vector (see gradient_abs_sums)."""
     if isinstance(gpair_native, FixedGradients):
         v = gpair_native.values
-        return cupy.stack([_fixed_sum(cupy.ascontiguousarray(v[:, c]), gpair_native.inv_scale[c]) for c in range(2)])
+        inv = gpair_native.inv_scale_d
+        return cupy.stack([_fixed_sum(cupy.ascontiguousarray(v[:, c]), inv[c]) for c in range(2)])
     g = cupy.asarray(gpair_native)
     return cupy.stack([cupy.ascontiguousarray(g[:, c]).sum(dtype=cupy.int64) for c in range(2)])
 
@@ -614,6 +652,14 @@ class RowPartition:
         return self._positions
 
 
+def grows_on_device(params, n_trees: int, interaction, monotone, comm) -> bool:
+    """Whether a round's trees grow with no host work between levels (backend/cuda_growth.py);
+    if so, prepare_gradients need not wait for the scale."""
+    from . import cuda_growth
+
+    return cuda_growth.applies(params, n_trees, interaction, monotone, comm)
+
+
 def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
     return RowPartition(n_rows, n_trees)
 
@@ -763,11 +809,10 @@ def launch_histograms(ell, gpair_native, ridx, segs, tiles, grid: int, tile_rows
     if not isinstance(gpair_native, FixedGradients):
         raise TypeError("build_histograms takes the FixedGradients of prepare_gradients")
     plan = _plan(ell)
-    inv = gpair_native.inv_scale
     dense = _tf(ell.is_dense)
     total_bins = int(ell.cuts.total_bins)
     common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-              ridx, gpair_native.values, np.float64(inv[0]), np.float64(inv[1]), tiles, segs,
+              ridx, gpair_native.values, gpair_native.inv_scale_d, tiles, segs,
               np.int64(tile_rows))
     rest = (np.int32(total_bins), np.int32(setup.threads_per_row), np.int32(HIST_WINDOW and setup.window_fits),
             np.uint64(ell.words.size), hist)
@@ -887,6 +932,22 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
 
 
 _NO_LIVE_COUNT: dict = {}
+_SCALES: OrderedDict = OrderedDict()
+
+
+def _device_scale(scale):
+    """The (2,) float64 scale on the device: itself if it is there, else a copy, cached by
+    value (a tree's levels share one scale: one upload a tree, not one a level)."""
+    if isinstance(scale, cupy.ndarray):
+        return scale
+    host = np.ascontiguousarray(scale, dtype=np.float64).reshape(2)
+    key = (cupy.cuda.runtime.getDevice(), host.tobytes())
+    hit = _SCALES.get(key)
+    if hit is None:
+        hit = _SCALES[key] = to_device(host)
+        while len(_SCALES) > 8:
+            _SCALES.popitem(last=False)
+    return hit
 
 
 def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_live=None):
@@ -916,11 +977,11 @@ def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_liv
     partial = cupy.empty(k_bound * n_chunks * _CANDIDATE_BYTES, dtype=cupy.uint8) if n_chunks > 1 else records
     left = cupy.empty((k_bound, 2), dtype=cupy.int64)
     right = cupy.empty((k_bound, 2), dtype=cupy.int64)
-    scale = np.asarray(to_host(scale), dtype=np.float64)
+    scale = _device_scale(scale)
     fn = _kernel("split.cu", _SPLIT, "evaluate_splits")
     fn((k_bound, n_chunks), (_SPLIT_THREADS,), (
         hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
-        mask, np.int32(mask_stride), np.float64(scale[0]), np.float64(scale[1]), np.float64(params.reg_lambda),
+        mask, np.int32(mask_stride), scale, np.float64(params.reg_lambda),
         np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
         partial, _split_counters(k_bound), records, left, right, np.int32(k_static), k_live,
     ))

@@ -174,11 +174,12 @@ def feature_bins(ell, rows, features):
 
 
 # --------------------------------------------------------------------------- gradients
-def prepare_gradients(gpair, abs_sum=None):
+def prepare_gradients(gpair, abs_sum=None, wait: bool = True):
     """Per-row gradient pairs in the histogram's type, and the scale back to double.
 
     float64 histograms need no scaling; abs_sum (used by the fixed-point CUDA
-    path to size its scale across workers) is accepted and has no effect here.
+    path to size its scale across workers) and wait (whether the CUDA path waits
+    for its scale) are accepted and have no effect here.
     """
     return np.asarray(gpair, dtype=np.float32), np.ones(2, dtype=np.float64)
 
