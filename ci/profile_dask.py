@@ -5,7 +5,9 @@
 Wraps the CUDA backend's functions (and with --sync-allreduce the communicator's
 allreduce) with device synchronisations inside every worker process, trains, and
 prints per-rank milliseconds per round for each phase. With the device grower
-(backend/cuda_growth.py) a whole tree is one phase, grow_tree.
+(backend/cuda_growth.py) a whole tree is one phase, grow_tree. --events instead times
+each allreduce and each round's trees on the device with CUDA events (no syncs added),
+which shows how long each NCCL call waited for the other ranks.
 """
 
 from __future__ import annotations
@@ -78,6 +80,57 @@ def profiled_train(job, root, rank, world, params, dtrain, rounds, sync_allreduc
     return out
 
 
+def event_train(job, root, rank, world, params, dtrain, rounds):
+    """Per-rank device time between CUDA events around each allreduce and each round's trees,
+    with no syncs added: an allreduce's span is its NCCL kernel, including the wait for the
+    other ranks to reach it; a round's trees span from the first launch to the last."""
+    import cupy
+
+    from daskgb import collective
+    from daskgb.backend import cuda_growth
+    from daskgb.dask.worker import train_on_worker
+
+    spans = []  # (label, start event, end event)
+
+    def wrap(owner, name, label_of):
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            out = fn(*a, **k)
+            end.record()
+            spans.append((label_of(a), start, end))
+            return out
+
+        setattr(owner, name, timed)
+        return fn
+
+    def allreduce_label(a):
+        x = a[1]
+        return "allreduce, gradient scale" if getattr(x, "size", 0) == 2 else "allreduce, histograms"
+
+    originals = [(collective.NcclCommunicator, "allreduce", wrap(collective.NcclCommunicator, "allreduce",
+                                                                 allreduce_label)),
+                 (cuda_growth, "grow_forest", wrap(cuda_growth, "grow_forest", lambda a: "trees (grow_forest)"))]
+    cupy.cuda.runtime.deviceSynchronize()
+    t = time.perf_counter()
+    try:
+        train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
+        cupy.cuda.runtime.deviceSynchronize()
+    finally:
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
+    total = time.perf_counter() - t
+    spent, calls = collections.Counter(), collections.Counter()
+    for label, start, end in spans:
+        spent[label] += cupy.cuda.get_elapsed_time(start, end)
+        calls[label] += 1
+    out = {f"{k} ({calls[k] / rounds:g}/round)": round(v / rounds, 3) for k, v in spent.most_common()}
+    out["total"] = round(1e3 * total / rounds, 2)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
@@ -85,6 +138,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--sync-allreduce", action="store_true", help="also time every allreduce (adds syncs)")
     ap.add_argument("--cprofile", action="store_true", help="instead: each rank's host profile, no syncs added")
+    ap.add_argument("--events", action="store_true",
+                    help="instead: device time (CUDA events, no syncs) of each allreduce and each round's trees")
     args = ap.parse_args()
     from benchmark_dask_higgs import make_data
     from dask_cuda import LocalCUDACluster
@@ -101,8 +156,13 @@ def main():
         dgb.train(client, params, dtrain, 3, verbose_eval=False)  # warm up
         job = uuid.uuid4().hex
         root = client.submit(start_collective, job, workers=[dtrain.workers[0]], pure=False).result()
-        futs = [client.submit(profiled_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
-                              args.rounds, args.sync_allreduce, args.cprofile, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
+        if args.events:
+            futs = [client.submit(event_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
+                                  args.rounds, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
+        else:
+            futs = [client.submit(profiled_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
+                                  args.rounds, args.sync_allreduce, args.cprofile, workers=[a], pure=False)
+                    for r, a in enumerate(dtrain.workers)]
         results = client.gather(futs)
         if args.cprofile:
             for r, out in enumerate(results):
