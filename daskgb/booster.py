@@ -20,6 +20,7 @@ from .matrix import QuantileMatrix
 from .monotone import monotone_vector
 from .objective import QuantileError, Softmax, get_objective
 from .params import TrainParams
+from .sampling import mvs_weights, row_sample
 from .ranking import DEFAULT_METRIC_K
 from .tree import Tree
 
@@ -387,9 +388,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     ell = dtrain.ellpack
     # This worker's first row in the concatenation of all workers' rows (rank order): row
     # sampling is keyed by it, so a row's draws do not depend on how rows are partitioned.
-    row_offset = 0
+    row_offset, n_rows_total = 0, dtrain.n_rows
     if comm.world_size > 1:
-        row_offset = int(sum(comm.allgather(dtrain.n_rows)[: comm.rank]))
+        counts = comm.allgather(dtrain.n_rows)
+        row_offset, n_rows_total = int(sum(counts[: comm.rank])), int(sum(counts))
     # Every worker must sum the root the same way, so the choice is made for all at once.
     root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
     for it in range(num_boost_round):
@@ -405,7 +407,10 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         gpairs = []
         for group in range(n_groups):
             gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
-            if p.subsample < 1.0:
+            if p.subsample < 1.0 and p.sampling_method == "gradient_based":
+                gpair = gpair * mvs_weights(xp, gpair, p.subsample, p.reg_lambda, n_rows_total, row_offset, p.seed,
+                                            it * n_groups + group, comm)[:, None]
+            elif p.subsample < 1.0:
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
                                            p.subsample)[:, None]
             gpairs.append(gpair)
@@ -468,21 +473,6 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     for cb in callbacks:
         booster = cb.after_training(booster) or booster
     return booster
-
-
-def row_sample(xp, n_rows: int, first_row: int, seed: int, tree: int, rate: float):
-    """float32 0/1 mask of the rows a tree trains on (XGBoost's uniform subsample: each row
-    kept with probability `rate`). A row's draw is a hash (splitmix64) of the seed, the tree
-    and the row's global index, so it is the same on any device and any partitioning;
-    unsampled rows get zero gradients, as in XGBoost's GPU sampler."""
-    mask64 = (1 << 64) - 1
-    key = (int(seed) * 0x9E3779B97F4A7C15 + (int(tree) + 1) * 0xD1B54A32D192ED03) & mask64
-    z = xp.arange(first_row, first_row + n_rows, dtype=xp.uint64) + xp.uint64(key)
-    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> xp.uint64(31))
-    u = (z >> xp.uint64(11)).astype(xp.float64) * (1.0 / (1 << 53))
-    return (u < rate).astype(xp.float32)
 
 
 def _agree(comm, votes) -> bool:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from .sampling import SAMPLING_METHODS
+
 # XGBoost's aliases, mapped to the canonical name used here.
 ALIASES = {
     "eta": "learning_rate",
@@ -52,6 +54,8 @@ class TrainParams:
     quantile_alpha: float | None = None
     num_class: int = 0
     subsample: float = 1.0
+    # "uniform" or "gradient_based" (minimal variance sampling; sampling.py).
+    sampling_method: str = "uniform"
     # Learning to rank (XGBoost's LambdaRankParam; defaults checked against xgboost 3.2's saved config).
     lambdarank_pair_method: str = "topk"
     lambdarank_num_pair_per_sample: int | None = None  # None: 32 for topk, 1 for mean
@@ -102,6 +106,7 @@ class TrainParams:
         _choice("objective", self.objective, OBJECTIVES)
         _choice("tree_method", self.tree_method, TREE_METHODS)
         _choice("grow_policy", self.grow_policy, GROW_POLICIES)
+        _choice("sampling_method", self.sampling_method, SAMPLING_METHODS)
         self.learning_rate = _number("learning_rate", self.learning_rate, low=0.0, low_open=True)
         self.max_depth = _integer("max_depth", self.max_depth, low=0)
         self.max_leaves = _integer("max_leaves", self.max_leaves, low=0)

@@ -1,0 +1,130 @@
+"""Which rows a tree trains on: XGBoost's subsample, uniform or gradient-based.
+
+uniform: each row is kept with probability `subsample`, its gradients unchanged
+    (XGBoost's uniform sampler; unsampled rows get zero gradients, as on XGBoost's GPU).
+gradient_based: Minimal Variance Sampling, as in the 2020 out-of-core GPU paper and
+    XGBoost's GradientBasedSampler. Row i has the regularised absolute gradient
+    r_i = sqrt(g_i^2 + lambda * h_i^2) (lambda = reg_lambda); a threshold mu is chosen so that
+    sum_i min(1, r_i / mu) = subsample * N over the N rows of all workers, and row i is kept
+    with probability p_i = min(1, r_i / mu) with its g and h divided by p_i, so that every
+    histogram sum keeps its expected value. The expected sample is subsample * N rows, the
+    rows with the largest gradients always among them.
+
+A row's draw is a hash (splitmix64) of the seed, the tree and the row's global index, so
+it is the same on any device and any partitioning. So is the threshold: it is found from
+exact integer sums over all workers (counts, and the r_i in int64 fixed point), which do
+not depend on how the rows are split or in which order partial sums arrive.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .backend import to_host
+
+SAMPLING_METHODS = ("uniform", "gradient_based")
+
+# Candidate thresholds tried per collective while narrowing the bracket around mu.
+_CANDIDATES = 64
+_MAX_STEPS = 64
+
+
+def row_uniforms(xp, n_rows: int, first_row: int, seed: int, tree: int):
+    """float64 uniforms in [0, 1), one per row: a splitmix64 hash of (seed, tree, global row index)."""
+    mask64 = (1 << 64) - 1
+    key = (int(seed) * 0x9E3779B97F4A7C15 + (int(tree) + 1) * 0xD1B54A32D192ED03) & mask64
+    z = xp.arange(first_row, first_row + n_rows, dtype=xp.uint64) + xp.uint64(key)
+    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> xp.uint64(31))
+    return (z >> xp.uint64(11)).astype(xp.float64) * (1.0 / (1 << 53))
+
+
+def row_sample(xp, n_rows: int, first_row: int, seed: int, tree: int, rate: float):
+    """float32 0/1 mask of the rows a tree trains on (XGBoost's uniform subsample: each row
+    kept with probability `rate`)."""
+    return (row_uniforms(xp, n_rows, first_row, seed, tree) < rate).astype(xp.float32)
+
+
+def regularised_abs_gradient(xp, gpair, reg_lambda: float):
+    """(n,) float64 sqrt(g^2 + lambda * h^2) of (n, 2) gradient pairs."""
+    g = gpair[:, 0].astype(xp.float64)
+    h = gpair[:, 1].astype(xp.float64)
+    return xp.sqrt(g * g + float(np.float32(reg_lambda)) * (h * h))
+
+
+def mvs_threshold(xp, r, target: float, comm) -> float:
+    """mu > 0 with sum over every worker's rows of min(1, r_i / mu) = target; 0.0 when every
+    row with r_i > 0 can be kept (target >= their number). Every worker passes its own r
+    (float64, r_i >= 0) and gets the same mu.
+
+    S(mu) = #{r_i >= mu} + sum(r_i < mu) / mu falls continuously from #{r_i > 0} (at the
+    smallest positive r) toward 0. Each step evaluates S at _CANDIDATES thresholds spaced
+    geometrically over the bracket (one collective of exact integer counts and fixed-point
+    sums) and keeps the pair around target; once no r_i lies strictly inside the bracket,
+    S is C + B / mu there and mu = B / (target - C) exactly.
+    """
+    r = xp.asarray(r, dtype=xp.float64)
+    pos = xp.sort(r[r > 0])
+    n_local = int(pos.size)
+    stats = np.array([n_local], dtype=np.int64)
+    n_pos = int(comm.allreduce(stats, "sum")[0])
+    if n_pos == 0 or target >= n_pos:
+        return 0.0
+    lo_local = float(to_host(pos[0])) if n_local else math.inf
+    hi_local = float(to_host(pos[-1])) if n_local else 0.0
+    lo = float(comm.allreduce(np.array([lo_local]), "min")[0])
+    hi = float(comm.allreduce(np.array([hi_local]), "max")[0])
+    # Fixed point for exact sums: every partial sum of r / scale stays below 2**62.
+    scale = math.ldexp(1.0, math.frexp(hi * n_pos)[1] - 62)
+    prefix = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(xp.trunc(pos / scale).astype(xp.int64))])
+    total = int(comm.allreduce(to_host(prefix[-1:]).astype(np.int64), "sum")[0])
+
+    def evaluate(cands: np.ndarray):
+        """For each candidate c: #{r < c}, #{r <= c}, fixed sum of r < c, fixed sum of r <= c (all workers)."""
+        c = xp.asarray(cands)
+        below = xp.searchsorted(pos, c, side="left")
+        upto = xp.searchsorted(pos, c, side="right")
+        local = xp.concatenate([below, upto, prefix[below], prefix[upto]]).astype(xp.int64)
+        out = comm.allreduce(to_host(local), "sum").reshape(4, -1)
+        return out[0], out[1], out[2], out[3]
+
+    # From the largest r on, every row is below mu (or at it): S(mu) = total / mu.
+    if total * scale / hi > target:
+        return total * scale / target
+    for _ in range(_MAX_STEPS):
+        if not hi > lo:
+            return hi
+        cands = np.geomspace(lo, hi, _CANDIDATES)
+        cands[0], cands[-1] = lo, hi
+        lt, le, s_lt, s_le = evaluate(cands)
+        S = (n_pos - lt) + s_lt * scale / cands
+        # S falls with the candidate: the last candidate with S >= target and the one after it.
+        j = min(max(int(np.searchsorted(-S, -target, side="right")) - 1, 0), cands.size - 2)
+        if S[j] == target:
+            return float(cands[j])
+        a, b = float(cands[j]), float(cands[j + 1])
+        inside = int(lt[j + 1] - le[j])  # rows with a < r < b
+        if inside == 0:
+            C, B = n_pos - int(lt[j + 1]), int(s_le[j])
+            mu = B * scale / (target - C) if target > C else b
+            return float(min(max(mu, a), b))
+        if b <= np.nextafter(a, np.inf):
+            return b
+        lo, hi = a, b
+    return hi
+
+
+def mvs_weights(xp, gpair, rate: float, reg_lambda: float, n_rows_total: int, first_row: int, seed: int,
+                tree: int, comm):
+    """(n,) float32 multipliers of a tree's gradient pairs under gradient-based sampling:
+    1 / p_i for a kept row, 0 for a dropped one (see the module docstring). n_rows_total:
+    the rows of all workers; first_row: this worker's first row among them."""
+    r = regularised_abs_gradient(xp, gpair, reg_lambda)
+    mu = mvs_threshold(xp, r, float(rate) * n_rows_total, comm)
+    p = (r > 0).astype(xp.float64) if mu == 0.0 else xp.minimum(1.0, r / mu)
+    u = row_uniforms(xp, r.size, first_row, seed, tree)
+    keep = u < p
+    return xp.where(keep, 1.0 / xp.where(keep, p, 1.0), 0.0).astype(xp.float32)

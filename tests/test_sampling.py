@@ -1,0 +1,176 @@
+"""Gradient-based (minimal variance) sampling: the threshold, the draws, and training with it."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import daskgb
+from daskgb.collective import LocalCommunicator, reduce_in_rank_order
+from daskgb.sampling import mvs_threshold, mvs_weights, regularised_abs_gradient
+
+LOCAL = LocalCommunicator()
+
+
+def expected_sample(r, mu):
+    return float(np.sum((r > 0) if mu == 0.0 else np.minimum(1.0, r / mu)))
+
+
+def r_values(kind, n=20_000, seed=0):
+    rng = np.random.default_rng(seed)
+    if kind == "lognormal":
+        return rng.lognormal(0, 2, n)
+    if kind == "ties":  # few distinct values, many rows on each
+        return rng.integers(0, 6, n).astype(np.float64) * 0.25
+    if kind == "heavy_tail":
+        return rng.pareto(1.1, n)
+    if kind == "equal":
+        return np.full(n, 3.0)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["lognormal", "ties", "heavy_tail", "equal"])
+@pytest.mark.parametrize("rate", [0.05, 0.3, 0.7])
+def test_threshold_gives_the_target_sample(kind, rate):
+    r = r_values(kind)
+    target = rate * r.size
+    mu = mvs_threshold(np, r, target, LOCAL)
+    assert mu > 0.0
+    assert expected_sample(r, mu) == pytest.approx(target, rel=1e-9)
+
+
+def test_threshold_keeps_everything_it_can():
+    r = np.array([0.0, 0.0, 1.0, 2.0, 0.0])
+    assert mvs_threshold(np, r, 3.0, LOCAL) == 0.0  # three rows asked for, two with any gradient
+    assert mvs_threshold(np, np.zeros(10), 4.0, LOCAL) == 0.0
+
+
+class _Ranks:
+    """In-process ranks (threads) whose allreduce reduces in rank order, like the Dask one."""
+
+    def __init__(self, n):
+        self.n, self.barrier, self.slots = n, threading.Barrier(n), [None] * n
+
+    def comm(self, rank):
+        shared = self
+
+        class Comm:
+            world_size = shared.n
+
+            def __init__(self):
+                self.rank = rank
+
+            def allreduce(self, x, op="sum"):
+                shared.slots[rank] = np.asarray(x)
+                shared.barrier.wait()
+                out = reduce_in_rank_order(list(shared.slots), op)
+                shared.barrier.wait()
+                return out
+
+        return Comm()
+
+
+def run_ranks(n, fn):
+    ranks, out, errors = _Ranks(n), [None] * n, []
+
+    def one(rank):
+        try:
+            out[rank] = fn(rank, ranks.comm(rank))
+        except Exception as exc:  # surfaced below, with the barrier released
+            errors.append(exc)
+            ranks.barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.mark.parametrize("kind", ["lognormal", "ties"])
+def test_threshold_does_not_depend_on_the_partitioning(kind):
+    r = r_values(kind, seed=4)
+    target = 0.2 * r.size
+    whole = mvs_threshold(np, r, target, LOCAL)
+    cuts = [0, 3000, 3000, 14_500, r.size]  # one rank holds no rows
+    parts = run_ranks(4, lambda k, comm: mvs_threshold(np, r[cuts[k]:cuts[k + 1]], target, comm))
+    assert parts == [whole] * 4
+
+
+def test_weights_keep_the_expected_rows_and_sums():
+    rng = np.random.default_rng(1)
+    n = 50_000
+    gpair = np.stack([rng.normal(size=n) * rng.lognormal(0, 1, n), rng.uniform(0.1, 1, n)], axis=1).astype(np.float32)
+    r = regularised_abs_gradient(np, gpair, 1.0)
+    kept, sums = [], []
+    for seed in range(40):
+        w = mvs_weights(np, gpair, 0.2, 1.0, n, 0, seed, 0, LOCAL)
+        assert w.dtype == np.float32 and w.shape == (n,)
+        kept.append(np.count_nonzero(w))
+        sums.append((gpair.astype(np.float64) * w[:, None]).sum(axis=0))
+    # The sample is 20% of the rows in expectation; the rows with the largest gradients always stay.
+    assert np.mean(kept) == pytest.approx(0.2 * n, rel=0.01)
+    mu = mvs_threshold(np, r, 0.2 * n, LOCAL)
+    w0 = mvs_weights(np, gpair, 0.2, 1.0, n, 0, 0, 0, LOCAL)
+    big = r >= mu
+    assert big.any() and np.all(w0[big] == 1.0)
+    # Unbiased: the weighted sums average to the full sums (within 4 standard errors).
+    full = gpair.astype(np.float64).sum(axis=0)
+    sums = np.array(sums)
+    stderr = sums.std(axis=0, ddof=1) / np.sqrt(len(sums))
+    assert np.all(np.abs(sums.mean(axis=0) - full) < 4 * stderr + 1e-9 * np.abs(full))
+    # A row's draw depends on the seed, the tree and its global index only.
+    np.testing.assert_array_equal(mvs_weights(np, gpair, 0.2, 1.0, n, 0, 7, 3, LOCAL), mvs_weights(
+        np, gpair, 0.2, 1.0, n, 0, 7, 3, LOCAL))
+    assert not np.array_equal(mvs_weights(np, gpair, 0.2, 1.0, n, 0, 7, 3, LOCAL),
+                              mvs_weights(np, gpair, 0.2, 1.0, n, 0, 7, 4, LOCAL))
+
+
+def test_weights_are_the_same_on_any_partitioning():
+    rng = np.random.default_rng(2)
+    n = 9000
+    gpair = np.stack([rng.normal(size=n), rng.uniform(0.1, 1, n)], axis=1).astype(np.float32)
+    whole = mvs_weights(np, gpair, 0.3, 1.0, n, 0, 5, 2, LOCAL)
+    cuts = [0, 2500, 9000]
+    parts = run_ranks(2, lambda k, comm: mvs_weights(np, gpair[cuts[k]:cuts[k + 1]], 0.3, 1.0, n, cuts[k], 5, 2,
+                                                     comm))
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+
+
+def _regression(n=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6)).astype(np.float32)
+    y = (X[:, 0] * 2 - X[:, 1] * X[:, 2] + np.sin(X[:, 3]) + rng.normal(size=n) * 0.3).astype(np.float32)
+    return X, y
+
+
+def test_training_with_gradient_based_sampling():
+    X, y = _regression()
+    m = daskgb.QuantileMatrix(X, y)
+    base = {"max_depth": 4, "eta": 0.3, "device": "cpu", "seed": 1}
+    res = {}
+    b = daskgb.train({**base, "subsample": 0.3, "sampling_method": "gradient_based"}, m, 30,
+                     evals=[(m, "train")], evals_result=res, verbose_eval=False)
+    again = daskgb.train({**base, "subsample": 0.3, "sampling_method": "gradient_based"}, m, 30, verbose_eval=False)
+    np.testing.assert_array_equal(b.predict(X), again.predict(X))  # seeded: reproducible
+    uniform = daskgb.train({**base, "subsample": 0.3}, m, 30, verbose_eval=False)
+    assert not np.array_equal(b.predict(X), uniform.predict(X))
+    rmse = res["train"]["rmse"]
+    assert rmse[-1] < 0.5 * rmse[0]
+    full = daskgb.train(base, m, 30, verbose_eval=False)
+    full_rmse = float(np.sqrt(np.mean((full.predict(X) - y) ** 2)))
+    assert rmse[-1] < 1.5 * full_rmse
+    # subsample 1.0 samples nothing, whatever the method.
+    same = daskgb.train({**base, "sampling_method": "gradient_based"}, m, 5, verbose_eval=False)
+    np.testing.assert_array_equal(same.predict(X), daskgb.train(base, m, 5, verbose_eval=False).predict(X))
+
+
+def test_sampling_method_is_checked():
+    X, y = _regression(200)
+    with pytest.raises(ValueError, match="sampling_method"):
+        daskgb.train({"sampling_method": "mvs", "device": "cpu"}, daskgb.QuantileMatrix(X, y), 1)
