@@ -408,7 +408,7 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         for group in range(n_groups):
             gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
             if p.subsample < 1.0 and p.sampling_method == "gradient_based":
-                gpair = gpair * mvs_weights(xp, gpair, p.subsample, p.reg_lambda, n_rows_total, row_offset, p.seed,
+                gpair = gpair * mvs_weights(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed,
                                             it * n_groups + group, comm)[:, None]
             elif p.subsample < 1.0:
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,

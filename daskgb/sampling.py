@@ -4,7 +4,8 @@ uniform: each row is kept with probability `subsample`, its gradients unchanged
     (XGBoost's uniform sampler; unsampled rows get zero gradients, as on XGBoost's GPU).
 gradient_based: Minimal Variance Sampling, as in the 2020 out-of-core GPU paper and
     XGBoost's GradientBasedSampler. Row i has the regularised absolute gradient
-    r_i = sqrt(g_i^2 + lambda * h_i^2) (lambda = reg_lambda); a threshold mu is chosen so that
+    r_i = sqrt(g_i^2 + lambda * h_i^2), with MVS's lambda 0.1 as XGBoost sets it (not
+    reg_lambda); a threshold mu is chosen so that
     sum_i min(1, r_i / mu) = subsample * N over the N rows of all workers, and row i is kept
     with probability p_i = min(1, r_i / mu) with its g and h divided by p_i, so that every
     histogram sum keeps its expected value. The expected sample is subsample * N rows, the
@@ -26,6 +27,8 @@ from .backend import to_host
 
 SAMPLING_METHODS = ("uniform", "gradient_based")
 
+# MVS's regulariser of the hessian in r_i (XGBoost's CombineGradientPair::kLambda).
+MVS_LAMBDA = 0.1
 # Candidate thresholds tried per collective while narrowing the bracket around mu.
 _CANDIDATES = 64
 _MAX_STEPS = 64
@@ -48,11 +51,11 @@ def row_sample(xp, n_rows: int, first_row: int, seed: int, tree: int, rate: floa
     return (row_uniforms(xp, n_rows, first_row, seed, tree) < rate).astype(xp.float32)
 
 
-def regularised_abs_gradient(xp, gpair, reg_lambda: float):
+def regularised_abs_gradient(xp, gpair, mvs_lambda: float = MVS_LAMBDA):
     """(n,) float64 sqrt(g^2 + lambda * h^2) of (n, 2) gradient pairs."""
     g = gpair[:, 0].astype(xp.float64)
     h = gpair[:, 1].astype(xp.float64)
-    return xp.sqrt(g * g + float(np.float32(reg_lambda)) * (h * h))
+    return xp.sqrt(g * g + float(np.float32(mvs_lambda)) * (h * h))
 
 
 def mvs_threshold(xp, r, target: float, comm) -> float:
@@ -117,12 +120,12 @@ def mvs_threshold(xp, r, target: float, comm) -> float:
     return hi
 
 
-def mvs_weights(xp, gpair, rate: float, reg_lambda: float, n_rows_total: int, first_row: int, seed: int,
-                tree: int, comm):
+def mvs_weights(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed: int, tree: int, comm,
+                mvs_lambda: float = MVS_LAMBDA):
     """(n,) float32 multipliers of a tree's gradient pairs under gradient-based sampling:
     1 / p_i for a kept row, 0 for a dropped one (see the module docstring). n_rows_total:
     the rows of all workers; first_row: this worker's first row among them."""
-    r = regularised_abs_gradient(xp, gpair, reg_lambda)
+    r = regularised_abs_gradient(xp, gpair, mvs_lambda)
     mu = mvs_threshold(xp, r, float(rate) * n_rows_total, comm)
     p = (r > 0).astype(xp.float64) if mu == 0.0 else xp.minimum(1.0, r / mu)
     u = row_uniforms(xp, r.size, first_row, seed, tree)

@@ -106,17 +106,17 @@ def test_weights_keep_the_expected_rows_and_sums():
     rng = np.random.default_rng(1)
     n = 50_000
     gpair = np.stack([rng.normal(size=n) * rng.lognormal(0, 1, n), rng.uniform(0.1, 1, n)], axis=1).astype(np.float32)
-    r = regularised_abs_gradient(np, gpair, 1.0)
+    r = regularised_abs_gradient(np, gpair)
     kept, sums = [], []
     for seed in range(40):
-        w = mvs_weights(np, gpair, 0.2, 1.0, n, 0, seed, 0, LOCAL)
+        w = mvs_weights(np, gpair, 0.2, n, 0, seed, 0, LOCAL)
         assert w.dtype == np.float32 and w.shape == (n,)
         kept.append(np.count_nonzero(w))
         sums.append((gpair.astype(np.float64) * w[:, None]).sum(axis=0))
     # The sample is 20% of the rows in expectation; the rows with the largest gradients always stay.
     assert np.mean(kept) == pytest.approx(0.2 * n, rel=0.01)
     mu = mvs_threshold(np, r, 0.2 * n, LOCAL)
-    w0 = mvs_weights(np, gpair, 0.2, 1.0, n, 0, 0, 0, LOCAL)
+    w0 = mvs_weights(np, gpair, 0.2, n, 0, 0, 0, LOCAL)
     big = r >= mu
     assert big.any() and np.all(w0[big] == 1.0)
     # Unbiased: the weighted sums average to the full sums (within 4 standard errors).
@@ -125,19 +125,19 @@ def test_weights_keep_the_expected_rows_and_sums():
     stderr = sums.std(axis=0, ddof=1) / np.sqrt(len(sums))
     assert np.all(np.abs(sums.mean(axis=0) - full) < 4 * stderr + 1e-9 * np.abs(full))
     # A row's draw depends on the seed, the tree and its global index only.
-    np.testing.assert_array_equal(mvs_weights(np, gpair, 0.2, 1.0, n, 0, 7, 3, LOCAL), mvs_weights(
-        np, gpair, 0.2, 1.0, n, 0, 7, 3, LOCAL))
-    assert not np.array_equal(mvs_weights(np, gpair, 0.2, 1.0, n, 0, 7, 3, LOCAL),
-                              mvs_weights(np, gpair, 0.2, 1.0, n, 0, 7, 4, LOCAL))
+    np.testing.assert_array_equal(mvs_weights(np, gpair, 0.2, n, 0, 7, 3, LOCAL), mvs_weights(
+        np, gpair, 0.2, n, 0, 7, 3, LOCAL))
+    assert not np.array_equal(mvs_weights(np, gpair, 0.2, n, 0, 7, 3, LOCAL),
+                              mvs_weights(np, gpair, 0.2, n, 0, 7, 4, LOCAL))
 
 
 def test_weights_are_the_same_on_any_partitioning():
     rng = np.random.default_rng(2)
     n = 9000
     gpair = np.stack([rng.normal(size=n), rng.uniform(0.1, 1, n)], axis=1).astype(np.float32)
-    whole = mvs_weights(np, gpair, 0.3, 1.0, n, 0, 5, 2, LOCAL)
+    whole = mvs_weights(np, gpair, 0.3, n, 0, 5, 2, LOCAL)
     cuts = [0, 2500, 9000]
-    parts = run_ranks(2, lambda k, comm: mvs_weights(np, gpair[cuts[k]:cuts[k + 1]], 0.3, 1.0, n, cuts[k], 5, 2,
+    parts = run_ranks(2, lambda k, comm: mvs_weights(np, gpair[cuts[k]:cuts[k + 1]], 0.3, n, cuts[k], 5, 2,
                                                      comm))
     np.testing.assert_array_equal(np.concatenate(parts), whole)
 
