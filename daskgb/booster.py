@@ -13,6 +13,7 @@ from .adaptive import refresh_leaves
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
+from .external import PagedEllpack
 from .feature_sets import interaction_sets
 from .grower import grow_forest
 from .inputs import as_features
@@ -241,6 +242,10 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
     """
     if ell.n_rows == 0:
         return
+    if isinstance(ell, PagedEllpack):
+        for i, (a, b) in enumerate(ell.row_ranges):
+            add_tree_binned(backend, ell.page(i, backend.xp), tree, margin[a:b])
+        return
     part = backend.new_partition(ell.n_rows)
     internal = np.flatnonzero(~tree.is_leaf)
     for depth in range(int(tree.depth.max()) + 1 if tree.n_nodes else 0):
@@ -420,7 +425,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             # The fixed-point scale must be the same on every worker: size it from global sums.
             abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
         # The device grower reads the scale on the device: no host wait for it here.
-        on_device = backend.name == "cuda" and backend.grows_on_device(p, n_groups, interaction, monotone, comm)
+        on_device = (backend.name == "cuda" and not dtrain.paged
+                     and backend.grows_on_device(p, n_groups, interaction, monotone, comm))
         gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=not on_device)
         # Device memory: the float gradients are done with unless leaves are refitted below.
         refit = obj is None and any(objective.leaf_quantile_alpha(g) is not None for g in range(n_groups))

@@ -14,6 +14,7 @@ import numpy as np
 
 from .backend import to_host
 from .driver import Candidate, Driver, records
+from .external import PagedEllpack
 from .feature_sets import NodeFeatures
 from .monotone import NodeBounds
 from .split import calc_weight
@@ -49,8 +50,59 @@ class _Growth:
         self.features = [NodeFeatures(params, ell.n_features, t, interaction) for t in tree_indices]
         self.monotone = monotone
         self.bounds = [NodeBounds(monotone) for _ in tree_indices] if monotone is not None else None
-        self.part = backend.new_partition(ell.n_rows, self.k)
+        # A paged matrix (external.py) has a partition per page, stepped page after page.
+        self.paged = isinstance(ell, PagedEllpack)
+        if self.paged:
+            self.parts = [backend.new_partition(b - a, self.k) for a, b in ell.row_ranges]
+            self._page_gpairs: dict = {}
+        else:
+            self.part = backend.new_partition(ell.n_rows, self.k)
         self.builders = [TreeBuilder() for _ in tree_indices]
+
+    # -- the backend's row steps, on the whole matrix or page by page ----------------------------
+
+    def _page_gpair(self, i: int):
+        """Page i's gradient pairs in the forest's virtual-row order (tree c's rows, then c + 1's)."""
+        g = self._page_gpairs.get(i)
+        if g is None:
+            a, b = self.ell.row_ranges[i]
+            n = self.ell.n_rows
+            if self.k == 1:
+                g = self.gpair[a:b]
+            else:
+                g = _concat_rows(self.backend, [self.gpair[c * n + a : c * n + b] for c in range(self.k)])
+            self._page_gpairs[i] = g
+        return g
+
+    def _histograms(self, nodes):
+        """The nodes' histograms (summed over the pages of a paged matrix)."""
+        backend = self.backend
+        if not self.paged:
+            return backend.build_histograms(self.ell, self.gpair, self.part, nodes)
+        total = None
+        for i, part in enumerate(self.parts):
+            h = backend.build_histograms(self.ell.page(i, backend.xp), self._page_gpair(i), part, nodes)
+            total = h if total is None else total + h
+        return total
+
+    def _apply_splits(self, *split):
+        if not self.paged:
+            self.backend.apply_splits(self.ell, self.part, *split)
+            return
+        for i, part in enumerate(self.parts):
+            self.backend.apply_splits(self.ell.page(i, self.backend.xp), part, *split)
+
+    def positions(self):
+        """Every virtual row's node (see grow_forest)."""
+        if not self.paged:
+            return self.part.positions
+        xp, n, k = self.backend.xp, self.ell.n_rows, self.k
+        out = xp.empty(k * n, dtype=xp.int32)
+        for (a, b), part in zip(self.ell.row_ranges, self.parts):
+            pos, m = part.positions, b - a
+            for c in range(k):
+                out[c * n + a : c * n + b] = pos[c * m : (c + 1) * m]
+        return out
 
     def _by_tree(self, nids):
         """(tree of each partition node, its id in that tree, and the positions of each tree's nodes)."""
@@ -60,7 +112,7 @@ class _Growth:
 
     def root(self, root_from_bins: bool) -> list[Candidate]:
         backend, k = self.backend, self.k
-        hist = self.comm.allreduce(backend.build_histograms(self.ell, self.gpair, self.part, list(range(k))))
+        hist = self.comm.allreduce(self._histograms(list(range(k))))
         root_sums = _root_sums(backend, self.ell, self.gpair, hist, self.comm, root_from_bins, k)
         sums_d = to_host(root_sums.astype(backend.xp.float64)) * self.scale
         for c in range(k):
@@ -115,8 +167,7 @@ class _Growth:
                     recs["right_hess"][r])
         lids = (llocal * k + trees).astype(np.int32)
         rids = (rlocal * k + trees).astype(np.int32)
-        self.backend.apply_splits(self.ell, self.part, nids.astype(np.int32), recs["feature"], recs["bin"],
-                                  recs["default_left"], lids, rids)
+        self._apply_splits(nids.astype(np.int32), recs["feature"], recs["bin"], recs["default_left"], lids, rids)
 
         def record():
             for c, r in enumerate(rows_of):
@@ -136,7 +187,7 @@ class _Growth:
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = recs["right_hess"] < recs["left_hess"]
         build = np.where(build_right, rids, lids).tolist()
-        built = self.comm.allreduce(self.backend.build_histograms(self.ell, self.gpair, self.part, build))
+        built = self.comm.allreduce(self._histograms(build))
         ev, rows = _sources(self.backend, [c.source for c in parents])
         return self.backend.children_histograms(ev.hist, rows, built, build_right, ev.left, ev.right)
 
@@ -155,7 +206,7 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
     Each tree has its own driver, so it grows exactly as it would alone; the trees only
     share the backend calls of each step.
     """
-    if backend.name == "cuda":
+    if backend.name == "cuda" and not isinstance(ell, PagedEllpack):
         from .backend import cuda_growth
 
         if cuda_growth.applies(params, len(tree_indices), interaction, monotone, comm):
@@ -189,7 +240,7 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
         else:
             record()
         batch = pop()
-    return [b.build() for b in growth.builders], growth.part.positions
+    return [b.build() for b in growth.builders], growth.positions()
 
 
 def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int = 0,
@@ -198,6 +249,15 @@ def grow_tree(backend, ell, gpair, scale, params, comm, root_from_bins: bool, tr
     trees, positions = grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins, (tree_index,),
                                    interaction, monotone)
     return trees[0], positions
+
+
+def _concat_rows(backend, parts):
+    """Row blocks of gradient pairs (arrays, or the CUDA backend's FixedGradients) as one."""
+    first = parts[0]
+    if hasattr(first, "inv_scale_d"):  # FixedGradients: the values joined, the scale shared
+        return type(first)(backend.xp.concatenate([p.values for p in parts]), first.inv_scale, first.inv_scale_d,
+                           first.scale_d, first.abs_sum)
+    return backend.xp.concatenate(parts)
 
 
 def _sources(backend, sources):

@@ -23,6 +23,11 @@ class QuantileMatrix:
     sketching and bins with the given cuts: the Dask layer passes the cuts it
     merged across workers.
 
+    ``device_memory_budget`` (bytes) keeps the quantised matrix within that much device
+    memory: when it is larger, it is held as pages of rows on the host, or in files under
+    ``spill_dir``, and training streams them to the device (external.py; the model is the
+    same). Today the whole matrix is quantised on the device first, then paged.
+
     Ranking data name its query groups with ``qid`` (a query id per row,
     non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
     row order), as XGBoost's DMatrix does; then ``weight`` holds one weight per
@@ -31,13 +36,19 @@ class QuantileMatrix:
 
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
-                 _allow_empty=False, _groups=None):
+                 _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None):
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
             missing = float(missing)
         except (TypeError, ValueError):
             raise ValueError(f"missing must be a number, got {missing!r}") from None
+        if device_memory_budget is not None and (isinstance(device_memory_budget, bool) or not isinstance(
+                device_memory_budget, (int, np.integer)) or device_memory_budget <= 0):
+            raise ValueError(f"device_memory_budget must be a positive number of bytes, got {device_memory_budget!r}")
+        if spill_dir is not None and device_memory_budget is None:
+            raise ValueError("spill_dir= holds pages of a matrix over its device_memory_budget; give "
+                             "device_memory_budget= too")
         features = as_features(X, feature_names, allow_empty=_allow_empty)
         if device is None:
             device = "cuda" if array_module(features.data if features.is_sparse else features.dense) is not np else "cpu"
@@ -94,6 +105,11 @@ class QuantileMatrix:
                                              missing)
         else:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
+        if device_memory_budget is not None and self.ellpack.nbytes > device_memory_budget:
+            from . import external
+
+            rows = external.rows_per_page(self.ellpack, device_memory_budget)
+            self.ellpack = external.page_ellpack(backend, self.ellpack, rows, spill_dir)
         self._on = {device: self}
 
     def get_label(self):
@@ -111,6 +127,13 @@ class QuantileMatrix:
     @property
     def cuts(self):
         return self.ellpack.cuts
+
+    @property
+    def paged(self) -> bool:
+        """Whether the quantised rows are held as pages beyond the device (external.py)."""
+        from .external import PagedEllpack
+
+        return isinstance(self.ellpack, PagedEllpack)
 
     def shares_cuts_with(self, other: "QuantileMatrix") -> bool:
         """True when both matrices were binned with the same cuts (one built with ref= the other)."""
@@ -133,8 +156,9 @@ class QuantileMatrix:
         return m
 
     def __repr__(self):
+        pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
-                f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB)")
+                f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
 
 
 def _query_groups(qid, group, groups, n_rows):

@@ -326,6 +326,9 @@ def _pack_symbols(symbols, bits: int):
     return words
 
 
+pack_symbols = _pack_symbols
+
+
 def unpack_symbols(words, bits: int, n: int, start: int = 0):
     """Symbols start..start+n of a packed stream, as uint32."""
     pos = (cupy.arange(n, dtype=cupy.uint64) + np.uint64(start)) * np.uint64(bits)

@@ -1,0 +1,138 @@
+"""ELLPACK pages beyond device memory: a matrix held as pages of rows in host memory or in
+files on local disk, each brought to the device when a training step reads it.
+
+The 2020 out-of-core GPU paper and XGBoost's external memory keep the quantised matrix as
+pages. A PagedEllpack holds the rows of one ELLPACK matrix in pages of consecutive rows,
+each an Ellpack of its own with the same cuts, layout and bits. Pages live in host memory,
+or, with a spill directory, in .npy files read back through memory maps. Training streams
+them: at every step grower.grow_forest partitions and builds histograms page by page and
+adds the pages' histograms (XGBoost's current way), so the trees are the in-core matrix's.
+
+A page takes at most a quarter of the device-memory budget (PAGE_FRACTION), leaving the
+rest to the rows' gradients, partition and the histograms of a step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import replace
+
+import numpy as np
+
+from .backend import to_host
+from .ellpack import Ellpack
+
+# A page takes at most budget // PAGE_FRACTION bytes of packed symbols.
+PAGE_FRACTION = 4
+
+
+class SpillDirectory:
+    """A private folder, made under the user's spill directory, for one matrix's page files;
+    removed with the matrix (or at once when writing a page fails: nothing half-written is
+    left behind)."""
+
+    def __init__(self, parent):
+        parent = os.fspath(parent)
+        if not os.path.isdir(parent):
+            raise ValueError(f"spill_dir {parent!r} is not a directory")
+        try:
+            self.path = tempfile.mkdtemp(prefix="daskgb-pages-", dir=parent)
+        except OSError as exc:
+            raise ValueError(f"spill_dir {parent!r} is not writable: {exc}") from None
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def write(self, index: int, words: np.ndarray) -> np.ndarray:
+        """Write one page's words; returns them read back through a memory map."""
+        final = os.path.join(self.path, f"page-{index:06d}.npy")
+        partial = final + ".part"
+        try:
+            with open(partial, "wb") as f:
+                np.save(f, np.ascontiguousarray(words))
+            os.replace(partial, final)
+            return np.load(final, mmap_mode="r")
+        except OSError as exc:
+            self.remove()
+            raise OSError(f"could not write an ELLPACK page to the spill directory {self.path}: {exc} "
+                          "(is the disk full?); its files were removed") from exc
+
+    def remove(self) -> None:
+        self._finalizer()
+
+
+class PagedEllpack:
+    """An ELLPACK matrix as pages of consecutive rows on the host (see the module docstring).
+
+    It has the attributes training reads of an Ellpack (n_rows, n_features, cuts, is_dense,
+    has_missing, nbytes) and page(i, xp): page i on xp's device, with its rows
+    row_ranges[i] of the matrix."""
+
+    def __init__(self, pages: list, spill: SpillDirectory | None = None):
+        if not pages:
+            raise ValueError("a paged matrix needs at least one page")
+        self._pages = pages
+        self.spill = spill  # kept alive as long as the pages that live in its files
+        first = pages[0]
+        self.cuts = first.cuts
+        self.is_dense, self.has_missing = first.is_dense, any(p.has_missing for p in pages)
+        starts = np.zeros(len(pages) + 1, dtype=np.int64)
+        np.cumsum([p.n_rows for p in pages], out=starts[1:])
+        self.row_ranges = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+        self.n_rows = int(starts[-1])
+
+    @property
+    def n_features(self) -> int:
+        return self.cuts.n_features
+
+    @property
+    def n_pages(self) -> int:
+        return len(self._pages)
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(p.words.nbytes for p in self._pages))
+
+    def page(self, index: int, xp) -> Ellpack:
+        """Page `index` on xp's device: a copy to the GPU, or for numpy the words in memory (a
+        fresh Ellpack each time, so that no per-matrix cache keeps every page)."""
+        p = self._pages[index]
+        if xp is np:
+            return replace(p, words=np.array(p.words))
+        return replace(p, words=xp.asarray(p.words), cuts=p.cuts.to(xp))
+
+    def to(self, xp) -> "PagedEllpack":
+        """Pages stay on the host whatever device trains: page() moves each as it is read."""
+        return self
+
+
+def rows_per_page(ell: Ellpack, budget_bytes: int) -> int:
+    """Rows of a page under a device-memory budget (PAGE_FRACTION of it for the page)."""
+    row_bits = max(1, ell.row_stride * ell.bits)
+    page_bytes = int(budget_bytes) // PAGE_FRACTION
+    rows = (8 * page_bytes) // row_bits
+    if rows < 1:
+        raise ValueError(f"device_memory_budget={int(budget_bytes)} bytes is too small for even one page: a page "
+                         f"may take {page_bytes} bytes (1/{PAGE_FRACTION} of the budget) and one row takes "
+                         f"{-(-row_bits // 8)} bytes")
+    return int(rows)
+
+
+def page_ellpack(backend, ell: Ellpack, page_rows: int, spill_dir=None) -> PagedEllpack:
+    """The matrix cut into pages of page_rows rows, on the host (or in files under spill_dir)."""
+    if page_rows < 1:
+        raise ValueError(f"page_rows must be >= 1, got {page_rows}")
+    spill = SpillDirectory(spill_dir) if spill_dir is not None else None
+    host_cuts = ell.cuts.to(np)
+    pages = []
+    n = ell.n_rows
+    for i, a in enumerate(range(0, max(n, 1), page_rows)):
+        b = min(n, a + page_rows)
+        symbols = backend.unpack_symbols(ell.words, ell.bits, (b - a) * ell.row_stride, a * ell.row_stride)
+        words = np.asarray(to_host(backend.pack_symbols(symbols, ell.bits)))
+        if spill is not None:
+            words = spill.write(i, words)
+        # A page's has_missing is the matrix's: every page decodes its symbols alike.
+        pages.append(replace(ell, words=words, n_rows=b - a, cuts=host_cuts))
+    return PagedEllpack(pages, spill)

@@ -1,0 +1,147 @@
+"""Out-of-core matrices (external.py): pages in host memory or spill files train the in-core model."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from exact_data import make_data
+
+import daskgb
+from daskgb.external import PagedEllpack, SpillDirectory, rows_per_page
+
+BUDGET = 2048  # bytes: a 600 x 6 matrix (5-7 bits a symbol) takes ~3 KB, so pages of ~350 rows or fewer
+
+
+def assert_same_model(a, b):
+    assert a.num_boosted_rounds() == b.num_boosted_rounds()
+    for i, (ta, tb) in enumerate(zip(a.trees, b.trees)):
+        for name in ("left", "right", "feature", "bin", "threshold", "default_left"):
+            np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name), err_msg=f"tree {i} {name}")
+        np.testing.assert_allclose(ta.value, tb.value, rtol=1e-6, atol=1e-7, err_msg=f"tree {i} values")
+
+
+CASES = [
+    ("reg:squarederror", False, {}),
+    ("binary:logistic", True, {"max_depth": 4, "min_child_weight": 0.5}),
+    ("reg:squarederror", True, {"grow_policy": "lossguide", "max_leaves": 12, "max_depth": 0}),
+    ("multi:softprob", True, {"num_class": 3, "max_depth": 3}),
+    ("reg:squarederror", False, {"subsample": 0.5, "sampling_method": "gradient_based", "colsample_bylevel": 0.7}),
+]
+
+
+@pytest.mark.parametrize("spill", [False, True], ids=["host-pages", "spill-files"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_paged_training_equals_in_core(case, spill, tmp_path):
+    objective, with_nan, extra = CASES[case]
+    X, y = make_data(case, "reg:squarederror" if objective != "binary:logistic" else objective, with_nan)
+    if objective == "multi:softprob":
+        y = np.digitize(y, [-1.0, 1.5]).astype(np.float32)
+    params = {"objective": objective, "device": "cpu", "eta": 0.3, "seed": 2, **extra}
+    kw = {"spill_dir": tmp_path} if spill else {}
+    paged = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET, **kw)
+    assert paged.paged and paged.ellpack.n_pages >= 2
+    assert isinstance(paged.ellpack, PagedEllpack)
+    if spill:
+        files = os.listdir(paged.ellpack.spill.path)
+        assert len(files) == paged.ellpack.n_pages and all(f.endswith(".npy") for f in files)
+    in_core = daskgb.QuantileMatrix(X, y, device="cpu")
+    assert not in_core.paged
+    res_p, res_c = {}, {}
+    a = daskgb.train(params, paged, 8, evals=[(paged, "train")], evals_result=res_p, verbose_eval=False)
+    b = daskgb.train(params, in_core, 8, evals=[(in_core, "train")], evals_result=res_c, verbose_eval=False)
+    assert_same_model(a, b)
+    for k in res_c["train"]:
+        np.testing.assert_allclose(res_p["train"][k], res_c["train"][k], rtol=1e-6)
+    # An eval set that is paged too (binned with the training cuts).
+    ev = daskgb.QuantileMatrix(X[:300], y[:300], ref=in_core, device="cpu", device_memory_budget=BUDGET // 2)
+    assert ev.paged
+    res = {}
+    daskgb.train(params, in_core, 3, evals=[(ev, "ev")], evals_result=res, verbose_eval=False)
+    ev_core = daskgb.QuantileMatrix(X[:300], y[:300], ref=in_core, device="cpu")
+    res2 = {}
+    daskgb.train(params, in_core, 3, evals=[(ev_core, "ev")], evals_result=res2, verbose_eval=False)
+    for k in res2["ev"]:
+        np.testing.assert_allclose(res["ev"][k], res2["ev"][k], rtol=1e-6)
+
+
+def test_sparse_input_pages():
+    sp = pytest.importorskip("scipy.sparse")
+    X, y = make_data(9, "reg:squarederror", False)
+    X[np.random.default_rng(0).random(X.shape) < 0.5] = 0.0
+    csr = sp.csr_matrix(X)
+    paged = daskgb.QuantileMatrix(csr, y, device="cpu", device_memory_budget=BUDGET)
+    assert paged.paged and not paged.ellpack.is_dense
+    a = daskgb.train({"device": "cpu", "max_depth": 5}, paged, 6, verbose_eval=False)
+    b = daskgb.train({"device": "cpu", "max_depth": 5}, daskgb.QuantileMatrix(csr, y, device="cpu"), 6,
+                     verbose_eval=False)
+    assert_same_model(a, b)
+
+
+def test_a_matrix_within_budget_stays_in_core():
+    X, y = make_data(1, "reg:squarederror", False)
+    assert not daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=10**9).paged
+
+
+def test_budget_too_small_for_one_page():
+    X, y = make_data(1, "reg:squarederror", False)
+    with pytest.raises(ValueError, match="too small for even one page"):
+        daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=8)
+    ell = daskgb.QuantileMatrix(X, y, device="cpu").ellpack
+    # A page gets a quarter of the budget: 600 bytes here, 4800 bits of symbols.
+    assert rows_per_page(ell, 4 * 600) == 4800 // (ell.row_stride * ell.bits)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, True, "1GB"])
+def test_budget_must_be_a_positive_byte_count(bad):
+    X, y = make_data(1, "reg:squarederror", False)
+    with pytest.raises(ValueError, match="device_memory_budget"):
+        daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=bad)
+
+
+def test_spill_dir_errors(tmp_path):
+    X, y = make_data(1, "reg:squarederror", False)
+    with pytest.raises(ValueError, match="not a directory"):
+        daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET, spill_dir=tmp_path / "missing")
+    with pytest.raises(ValueError, match="device_memory_budget"):
+        daskgb.QuantileMatrix(X, y, device="cpu", spill_dir=tmp_path)
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        try:
+            with pytest.raises(ValueError, match="not writable"):
+                daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET, spill_dir=locked)
+        finally:
+            locked.chmod(0o700)
+
+
+def test_a_failed_page_write_leaves_nothing(tmp_path, monkeypatch):
+    X, y = make_data(1, "reg:squarederror", False)
+    calls = []
+    real_save = np.save
+
+    def save_then_fail(f, a, *args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_save(f, a, *args, **kw)
+
+    monkeypatch.setattr(np, "save", save_then_fail)
+    with pytest.raises(OSError, match="is the disk full"):
+        daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET, spill_dir=tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_spill_files_go_with_the_matrix(tmp_path):
+    X, y = make_data(1, "reg:squarederror", False)
+    m = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET, spill_dir=tmp_path)
+    path = m.ellpack.spill.path
+    assert os.path.isdir(path)
+    m.ellpack.spill.remove()
+    assert not os.path.exists(path)
+    s = SpillDirectory(tmp_path)
+    assert os.path.isdir(s.path)
+    del s
+    assert os.listdir(tmp_path) == []
