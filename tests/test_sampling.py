@@ -174,3 +174,16 @@ def test_sampling_method_is_checked():
     X, y = _regression(200)
     with pytest.raises(ValueError, match="sampling_method"):
         daskgb.train({"sampling_method": "mvs", "device": "cpu"}, daskgb.QuantileMatrix(X, y), 1)
+
+
+@pytest.mark.gpu
+def test_the_gpu_draws_the_same_sample():
+    import cupy
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    gpair = np.stack([rng.normal(size=n) * rng.lognormal(0, 1, n), rng.uniform(0.1, 1, n)], axis=1).astype(np.float32)
+    r = regularised_abs_gradient(np, gpair)
+    assert mvs_threshold(cupy, cupy.asarray(r), 0.25 * n, LOCAL) == mvs_threshold(np, r, 0.25 * n, LOCAL)
+    np.testing.assert_array_equal(cupy.asnumpy(mvs_weights(cupy, cupy.asarray(gpair), 0.25, n, 0, 4, 1, LOCAL)),
+                                  mvs_weights(np, gpair, 0.25, n, 0, 4, 1, LOCAL))
