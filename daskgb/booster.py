@@ -13,6 +13,7 @@ from .adaptive import refresh_leaves
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
+from . import external as _external
 from .external import PagedEllpack
 from .feature_sets import interaction_sets
 from .grower import grow_forest
@@ -419,38 +420,20 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
                                            p.subsample)[:, None]
             gpairs.append(gpair)
-        gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
-        abs_sum = None
-        if comm.world_size > 1:
-            # The fixed-point scale must be the same on every worker: size it from global sums.
-            abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
-        # The device grower reads the scale on the device: no host wait for it here.
-        on_device = (backend.name == "cuda" and not dtrain.paged
-                     and backend.grows_on_device(p, n_groups, interaction, monotone, comm))
-        gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=not on_device)
-        # Device memory: the float gradients are done with unless leaves are refitted below.
         refit = obj is None and any(objective.leaf_quantile_alpha(g) is not None for g in range(n_groups))
-        del gpair_all, gpair
-        if not refit:
-            gpairs = None
-        first = len(booster.trees)
-        new_trees, positions = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins,
-                                           tree_indices=range(first, first + n_groups), interaction=interaction,
-                                           monotone=monotone)
-        n = ell.n_rows
-        for group, tree in enumerate(new_trees):
-            leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
-            alpha = objective.leaf_quantile_alpha(group) if obj is None else None
-            if alpha is not None:
-                # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
-                refresh_leaves(xp, tree, leaves, _column(margin, group), dtrain.label, gpairs[group][:, 1],
-                               dtrain.weight, alpha, p.learning_rate, comm)
-            # Training margins come from the rows' final leaves: no re-prediction.
-            _column(margin, group)[...] += backend.to_device(tree.value)[leaves]
-            booster.trees.append(tree)
-            booster.tree_info.append(group)
-        # This round's per-row arrays are not needed by the next round's gradients.
-        del gnative, positions, leaves, gpairs
+        if dtrain.paged and p.subsample < 1.0 and not refit and _external.COMPACT_SAMPLED:
+            # Out of core with sampling: each tree trains on its sampled rows gathered into one
+            # in-core matrix (external.compact_rows); every row then moves by its bins.
+            del gpair_all, gpair
+            new_trees = _grow_compacted(backend, dtrain, gpairs, margin, p, comm, root_from_bins, len(booster.trees),
+                                        interaction, monotone)
+            for group, tree in enumerate(new_trees):
+                booster.trees.append(tree)
+                booster.tree_info.append(group)
+        else:
+            del gpair_all, gpair  # the gradients live on in gpairs, which the call empties (device memory)
+            new_trees = _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, booster, objective,
+                                    obj, refit, interaction, monotone)
         line = [f"[{it}]"]
         for m, name, em in eval_state:
             if em is None:
@@ -479,6 +462,74 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     for cb in callbacks:
         booster = cb.after_training(booster) or booster
     return booster
+
+
+def _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, booster, objective, obj, refit,
+                interaction, monotone):
+    """A round's trees from each group's (sampled) gradient pairs, grown together on dtrain's
+    matrix (grower.grow_forest); appended to the booster, the training margins moved by the
+    rows' leaves. Returns the trees. It empties the list gpairs, so that the float gradients
+    are freed before the trees grow unless the leaves are refitted from them."""
+    xp, ell, n_groups = backend.xp, dtrain.ellpack, len(gpairs)
+    gpairs, given = list(gpairs), gpairs
+    given.clear()
+    gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
+    abs_sum = None
+    if comm.world_size > 1:
+        # The fixed-point scale must be the same on every worker: size it from global sums.
+        abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
+    # The device grower reads the scale on the device: no host wait for it here.
+    on_device = (backend.name == "cuda" and not dtrain.paged
+                 and backend.grows_on_device(p, n_groups, interaction, monotone, comm))
+    gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=not on_device)
+    # Device memory: the float gradients are done with unless leaves are refitted below.
+    del gpair
+    if not refit:
+        gpairs = None
+    first = len(booster.trees)
+    new_trees, positions = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins,
+                                       tree_indices=range(first, first + n_groups), interaction=interaction,
+                                       monotone=monotone)
+    del gnative
+    n = ell.n_rows
+    for group, tree in enumerate(new_trees):
+        leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
+        alpha = objective.leaf_quantile_alpha(group) if obj is None else None
+        if alpha is not None:
+            # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
+            refresh_leaves(xp, tree, leaves, _column(margin, group), dtrain.label, gpairs[group][:, 1],
+                           dtrain.weight, alpha, p.learning_rate, comm)
+        # Training margins come from the rows' final leaves: no re-prediction.
+        _column(margin, group)[...] += backend.to_device(tree.value)[leaves]
+        booster.trees.append(tree)
+        booster.tree_info.append(group)
+    return new_trees
+
+
+def _grow_compacted(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first, interaction, monotone):
+    """A round's trees on a paged matrix with row sampling: tree `group` grows on the rows its
+    sampling kept, gathered into one in-core matrix (external.compact_rows; dropped rows have
+    zero gradients, so the tree is the one streaming the pages would grow), then every row's
+    margin moves by the tree routed through its bins, page by page. Returns the trees. It
+    empties the list gpairs (each group's gradients are freed once its tree has grown)."""
+    xp = backend.xp
+    trees = []
+    pending, given = list(gpairs), gpairs
+    given.clear()
+    for group in range(len(pending)):
+        gpair, pending[group] = pending[group], None
+        kept = xp.flatnonzero((gpair[:, 0] != 0) | (gpair[:, 1] != 0))
+        ell = _external.compact_rows(backend, dtrain.ellpack, kept)
+        g = gpair[kept]
+        abs_sum = comm.allreduce(backend.gradient_abs_sums(g)) if comm.world_size > 1 else None
+        on_device = backend.name == "cuda" and backend.grows_on_device(p, 1, interaction, monotone, comm)
+        gnative, scale = backend.prepare_gradients(g, abs_sum=abs_sum, wait=not on_device)
+        (tree,), _ = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins, tree_indices=(first + group,),
+                                 interaction=interaction, monotone=monotone)
+        del ell, g, gnative, gpair, kept
+        add_tree_binned(backend, dtrain.ellpack, tree, _column(margin, group))
+        trees.append(tree)
+    return trees
 
 
 def _agree(comm, votes) -> bool:

@@ -27,6 +27,12 @@ from .ellpack import Ellpack
 
 # A page takes at most budget // PAGE_FRACTION bytes of packed symbols.
 PAGE_FRACTION = 4
+# With row sampling (subsample < 1), a tree trains on the sampled rows compacted into one
+# in-core matrix (the 2020 paper's Algorithm 7; see compact_rows) instead of streaming every
+# page at every step. Compaction reads the pages twice a tree (to gather the sampled rows,
+# then to route all rows to their leaves); streaming reads them twice a step. The trees are
+# the same either way (dropped rows have zero gradients).
+COMPACT_SAMPLED = True
 
 
 class SpillDirectory:
@@ -87,6 +93,14 @@ class PagedEllpack:
         return self.cuts.n_features
 
     @property
+    def bits(self) -> int:
+        return self._pages[0].bits
+
+    @property
+    def row_stride(self) -> int:
+        return self._pages[0].row_stride
+
+    @property
     def n_pages(self) -> int:
         return len(self._pages)
 
@@ -136,3 +150,23 @@ def page_ellpack(backend, ell: Ellpack, page_rows: int, spill_dir=None) -> Paged
         # A page's has_missing is the matrix's: every page decodes its symbols alike.
         pages.append(replace(ell, words=words, n_rows=b - a, cuts=host_cuts))
     return PagedEllpack(pages, spill)
+
+
+def compact_rows(backend, paged: PagedEllpack, rows) -> Ellpack:
+    """Rows of a paged matrix (ascending global indices, a backend array) as one in-core
+    Ellpack on the backend's device, in the same order: the sampled rows a tree trains on."""
+    xp = backend.xp
+    rows = xp.asarray(rows, dtype=xp.int64)
+    stride, bits = paged.row_stride, paged.bits
+    bounds = to_host(xp.searchsorted(rows, xp.asarray([a for a, _ in paged.row_ranges] + [paged.n_rows])))
+    parts = []
+    for i, (a, _) in enumerate(paged.row_ranges):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        if hi > lo:
+            page = paged.page(i, xp)
+            symbols = backend.unpack_symbols(page.words, bits, page.n_rows * stride).reshape(page.n_rows, stride)
+            parts.append(symbols[rows[lo:hi] - a])
+    symbols = xp.concatenate(parts) if parts else xp.zeros((0, stride), dtype=xp.uint32)
+    words = backend.pack_symbols(symbols.ravel(), bits)
+    first = paged._pages[0]
+    return replace(first, words=words, n_rows=int(rows.size), cuts=first.cuts.to(xp))

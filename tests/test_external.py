@@ -167,3 +167,29 @@ def test_paged_training_equals_in_core_on_the_gpu(case, tmp_path):
     for ta, tb in zip(a.trees, b.trees):
         for name in ("left", "right", "feature", "bin", "threshold", "default_left", "value"):
             np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name))
+
+
+@pytest.mark.parametrize("compact", [True, False], ids=["compacted", "streamed"])
+@pytest.mark.parametrize("sampling", [
+    {"subsample": 0.4, "sampling_method": "gradient_based"},
+    {"subsample": 0.6},
+    {"subsample": 0.5, "sampling_method": "gradient_based", "objective": "multi:softprob", "num_class": 3},
+], ids=["mvs", "uniform", "mvs-multiclass"])
+def test_sampled_rows_compacted_or_streamed_train_the_in_core_model(compact, sampling, monkeypatch):
+    """With sampling, a tree trains on its sampled rows gathered into one in-core matrix
+    (COMPACT_SAMPLED) or on every page in turn: both are the in-core model."""
+    from daskgb import external
+
+    monkeypatch.setattr(external, "COMPACT_SAMPLED", compact)
+    X, y = make_data(21, "reg:squarederror", True)
+    if sampling.get("objective") == "multi:softprob":
+        y = np.digitize(y, [-1.0, 1.5]).astype(np.float32)
+    params = {"device": "cpu", "eta": 0.3, "seed": 4, "max_depth": 4, **sampling}
+    paged = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET)
+    in_core = daskgb.QuantileMatrix(X, y, device="cpu")
+    res_p, res_c = {}, {}
+    a = daskgb.train(params, paged, 8, evals=[(paged, "train")], evals_result=res_p, verbose_eval=False)
+    b = daskgb.train(params, in_core, 8, evals=[(in_core, "train")], evals_result=res_c, verbose_eval=False)
+    assert_same_model(a, b)
+    for k in res_c["train"]:
+        np.testing.assert_allclose(res_p["train"][k], res_c["train"][k], rtol=1e-6)
