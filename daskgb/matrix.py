@@ -43,12 +43,7 @@ class QuantileMatrix:
             missing = float(missing)
         except (TypeError, ValueError):
             raise ValueError(f"missing must be a number, got {missing!r}") from None
-        if device_memory_budget is not None and (isinstance(device_memory_budget, bool) or not isinstance(
-                device_memory_budget, (int, np.integer)) or device_memory_budget <= 0):
-            raise ValueError(f"device_memory_budget must be a positive number of bytes, got {device_memory_budget!r}")
-        if spill_dir is not None and device_memory_budget is None:
-            raise ValueError("spill_dir= holds pages of a matrix over its device_memory_budget; give "
-                             "device_memory_budget= too")
+        check_paging(device_memory_budget, spill_dir)
         features = as_features(X, feature_names, allow_empty=_allow_empty)
         if device is None:
             device = "cuda" if array_module(features.data if features.is_sparse else features.dense) is not np else "cpu"
@@ -159,6 +154,16 @@ class QuantileMatrix:
         pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
+
+
+def check_paging(device_memory_budget, spill_dir) -> None:
+    """The out-of-core arguments of QuantileMatrix (and DaskQuantileMatrix), checked before any work."""
+    if device_memory_budget is not None and (isinstance(device_memory_budget, bool) or not isinstance(
+            device_memory_budget, (int, np.integer)) or device_memory_budget <= 0):
+        raise ValueError(f"device_memory_budget must be a positive number of bytes, got {device_memory_budget!r}")
+    if spill_dir is not None and device_memory_budget is None:
+        raise ValueError("spill_dir= holds pages of a matrix over its device_memory_budget; give "
+                         "device_memory_budget= too")
 
 
 def _query_groups(qid, group, groups, n_rows):

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import sketch
 from ..backend import array_module
+from ..matrix import check_paging
 from .watch import gather_watching
 
 # --------------------------------------------------------------------------- on the workers
@@ -136,9 +137,11 @@ def _local_summary(device, missing, budget, *parts):
     return sketch.summarize(xp.asarray(X, dtype=xp.float32), w, missing, budget).to(np)
 
 
-def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, *parts):
+def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
+                  *parts):
     """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). groups: None, or
-    (per-partition global group ordinals, number of groups in all partitions)."""
+    (per-partition global group ordinals, number of groups in all partitions). paging: the
+    (device_memory_budget, spill_dir) each worker keeps its own matrix within (external.py)."""
     from .. import ranking
     from ..matrix import QuantileMatrix
 
@@ -154,8 +157,10 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
         local_groups = _local_groups(parts, *groups)
         # Every vector is partitioned like X, so weights come one per row: equal within a group.
         w = ranking.group_weights(w, local_groups, "weight", per_row_ok=True)
+    budget, spill_dir = paging
     return QuantileMatrix(X, y, w, m, missing=missing, max_bin=max_bin, feature_names=feature_names,
-                          device=device, cuts=cuts, _cuts_token=token, _allow_empty=True, _groups=local_groups)
+                          device=device, cuts=cuts, _cuts_token=token, _allow_empty=True, _groups=local_groups,
+                          device_memory_budget=budget, spill_dir=spill_dir)
 
 
 # --------------------------------------------------------------------------- on the client
@@ -222,10 +227,15 @@ class DaskQuantileMatrix:
     costly step this layer avoids; repartition on query boundaries first, e.g. a
     dataframe indexed by qid). Weights are per query group: every row of a group
     carries its group's weight.
+
+    ``device_memory_budget`` and ``spill_dir`` are QuantileMatrix's, for each worker's own
+    rows: a worker whose quantised rows take more than the budget keeps them as pages on
+    its host (or in files under spill_dir, a path on each worker's machine) and streams them.
     """
 
     def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
-                 feature_names=None, device=None, *, qid=None, group=None):
+                 feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
+                 spill_dir=None):
         from distributed import wait
 
         from ..backend import DEVICES
@@ -234,6 +244,7 @@ class DaskQuantileMatrix:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         if ref is not None and not isinstance(ref, DaskQuantileMatrix):
             raise ValueError("ref must be a DaskQuantileMatrix")
+        check_paging(device_memory_budget, spill_dir)
         if device is not None and device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES} or None, got {device!r}")
         workers = client.scheduler_info()["workers"]
@@ -321,7 +332,8 @@ class DaskQuantileMatrix:
 
         self._local = {
             a: client.submit(_local_matrix, device, self.cuts, self.cuts_token, self.missing, self.max_bin,
-                             n_features, self.feature_names, y is not None, groups_of(a), *holder.get(a, []),
+                             n_features, self.feature_names, y is not None, groups_of(a),
+                             (device_memory_budget, None if spill_dir is None else str(spill_dir)), *holder.get(a, []),
                              workers=[a], allow_other_workers=False, pure=False)
             for a in self.workers
         }
