@@ -93,25 +93,31 @@ def from_dense(backend, X, cuts: Cuts, missing: float) -> Ellpack:
     """
     n_rows, n_features = X.shape
     has_missing = bool(backend.count_missing(X, missing) > 0)
+    longest = int(backend.present_counts(X, missing).max()) if has_missing and n_rows else n_features
+    return pack_dense_as(backend, X, cuts, missing, dense_input_layout(cuts, n_features, has_missing, longest))
+
+
+def dense_input_layout(cuts: Cuts, n_features: int, has_missing: bool, longest_row: int) -> dict:
+    """The layout from_dense packs dense input in (Ellpack's fields but words, n_rows and cuts),
+    given whether any value is missing and the most present values in a row."""
     null_symbol, bits = dense_layout(cuts, has_missing)
-    if has_missing and n_rows:
-        row_stride = max(1, int(backend.present_counts(X, missing).max()))
+    if has_missing:
+        row_stride = max(1, int(longest_row))
         sparse_null, sparse_bits = sparse_layout(cuts)
         if row_stride * sparse_bits < SPARSE_BITS_RATIO * n_features * bits:
-            words = backend.pack_dense_sparse(X, cuts, missing, row_stride, sparse_null, sparse_bits)
-            return Ellpack(words=words, bits=sparse_bits, n_rows=n_rows, row_stride=row_stride, is_dense=False,
-                           has_missing=True, null_symbol=sparse_null, cuts=cuts)
-    words = backend.pack_dense(X, cuts, missing, null_symbol, bits)
-    return Ellpack(
-        words=words,
-        bits=bits,
-        n_rows=n_rows,
-        row_stride=n_features,
-        is_dense=True,
-        has_missing=has_missing,
-        null_symbol=null_symbol,
-        cuts=cuts,
-    )
+            return dict(bits=sparse_bits, row_stride=row_stride, is_dense=False, has_missing=True,
+                        null_symbol=sparse_null)
+    return dict(bits=bits, row_stride=n_features, is_dense=True, has_missing=has_missing, null_symbol=null_symbol)
+
+
+def pack_dense_as(backend, X, cuts: Cuts, missing: float, layout: dict) -> Ellpack:
+    """Quantise and pack dense rows in a given layout (dense_input_layout's)."""
+    if layout["is_dense"]:
+        words = backend.pack_dense(X, cuts, missing, layout["null_symbol"], layout["bits"])
+    else:
+        words = backend.pack_dense_sparse(X, cuts, missing, layout["row_stride"], layout["null_symbol"],
+                                          layout["bits"])
+    return Ellpack(words=words, n_rows=int(X.shape[0]), cuts=cuts, **layout)
 
 
 def from_csr(backend, indptr, indices, data, n_rows: int, cuts: Cuts, missing: float) -> Ellpack:

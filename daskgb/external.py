@@ -170,3 +170,64 @@ def compact_rows(backend, paged: PagedEllpack, rows) -> Ellpack:
     words = backend.pack_symbols(symbols.ravel(), bits)
     first = paged._pages[0]
     return replace(first, words=words, n_rows=int(rows.size), cuts=first.cuts.to(xp))
+
+
+def dense_pages(backend, X, weight, missing: float, max_bin: int, budget_bytes: int, spill_dir=None,
+                cuts=None):
+    """(cuts, PagedEllpack or Ellpack) of dense rows, quantised a chunk at a time so that
+    neither the input nor the matrix is ever whole on the device: X (and weight) stay where
+    they are (host or device) and each chunk is copied over in turn.
+
+    Two passes. The first sketches the chunks and merges their summaries (as the Dask layer
+    merges workers'; unless cuts are given) and finds the layout every page shares (any
+    value missing, the longest row); the second packs chunk after chunk. A matrix within
+    the budget comes back in core (an Ellpack on the device): chunks of a multiple of 32
+    rows end on a word boundary, so their packed words join into one stream.
+    """
+    from . import ellpack as _ellpack
+    from . import sketch
+
+    xp = backend.xp
+    n, n_features = X.shape
+    # A chunk's float32 values take at most a page's share of the budget.
+    chunk_rows = max(32, (int(budget_bytes) // PAGE_FRACTION) // max(1, 4 * n_features) // 32 * 32)
+
+    def chunk(a, b):
+        return xp.asarray(X[a:b], dtype=xp.float32), None if weight is None else xp.asarray(weight[a:b])
+
+    has_missing, longest, summary = False, 0, None
+    sketch_budget = sketch.sketch_budget(n, max_bin)
+    for a in range(0, max(n, 1), chunk_rows):
+        Xc, wc = chunk(a, min(n, a + chunk_rows))
+        if Xc.shape[0] and backend.count_missing(Xc, missing):
+            has_missing = True
+            longest = max(longest, int(backend.present_counts(Xc, missing).max()))
+        if cuts is None:
+            s = sketch.summarize(Xc, wc, missing, sketch_budget)
+            summary = s if summary is None else sketch.merge(summary, s)
+    if cuts is None:
+        cuts = sketch.make_cuts(sketch.prune(summary, sketch_budget), max_bin)
+    cuts = cuts.to(xp)
+    layout = _ellpack.dense_input_layout(cuts, n_features, has_missing, longest if has_missing else n_features)
+    row_bits = max(1, layout["row_stride"] * layout["bits"])
+    in_core = n * row_bits <= 8 * int(budget_bytes)
+    if not in_core:
+        # A page is one chunk: within both the float and the packed share of the budget.
+        chunk_rows = max(1, min(chunk_rows, rows_per_page(_ellpack.Ellpack(
+            None, layout["bits"], 0, layout["row_stride"], True, False, 0, cuts), budget_bytes)))
+    spill = SpillDirectory(spill_dir) if spill_dir is not None and not in_core else None
+    host_cuts = cuts.to(np)
+    parts = []
+    for i, a in enumerate(range(0, max(n, 1), chunk_rows)):
+        page = _ellpack.pack_dense_as(backend, chunk(a, min(n, a + chunk_rows))[0], cuts, missing, layout)
+        if in_core:
+            parts.append(page.words[:-1])  # the chunk's bits end on a word: drop its padding word
+            continue
+        words = np.asarray(to_host(page.words))
+        if spill is not None:
+            words = spill.write(i, words)
+        parts.append(replace(page, words=words, cuts=host_cuts))
+    if in_core:
+        words = xp.concatenate(parts + [xp.zeros(1, dtype=xp.uint32)])
+        return cuts, _ellpack.Ellpack(words=words, n_rows=n, cuts=cuts, **layout)
+    return cuts, PagedEllpack(parts, spill)

@@ -26,7 +26,8 @@ class QuantileMatrix:
     ``device_memory_budget`` (bytes) keeps the quantised matrix within that much device
     memory: when it is larger, it is held as pages of rows on the host, or in files under
     ``spill_dir``, and training streams them to the device (external.py; the model is the
-    same). Today the whole matrix is quantised on the device first, then paged.
+    same). Dense input is then quantised a chunk at a time where it lies (its sketch merged
+    from the chunks' sketches); CSR input is quantised whole on the device, then paged.
 
     Ranking data name its query groups with ``qid`` (a query id per row,
     non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
@@ -72,7 +73,10 @@ class QuantileMatrix:
         self.max_bin = int(max_bin)
         self.device = device
 
-        features = features.to(xp)
+        # With a budget, dense rows are quantised a chunk at a time where they are (external.dense_pages).
+        chunked = device_memory_budget is not None and not features.is_sparse
+        if not chunked:
+            features = features.to(xp)
         if ref is not None and cuts is not None:
             raise ValueError("give ref= or cuts=, not both")
         if ref is not None:
@@ -91,16 +95,21 @@ class QuantileMatrix:
             cuts = cuts.to(xp)
             token = _cuts_token or uuid.uuid4().hex
         else:
-            cuts = _make_cuts(features, self.weight, missing, self.max_bin)
+            cuts = None if chunked else _make_cuts(features, self.weight, missing, self.max_bin)
             token = uuid.uuid4().hex
         # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
         self.cuts_token = token
-        if features.is_sparse:
+        if chunked:
+            from . import external
+
+            _, self.ellpack = external.dense_pages(backend, features.dense, self.weight, missing, self.max_bin,
+                                                   device_memory_budget, spill_dir, cuts)
+        elif features.is_sparse:
             self.ellpack = _ellpack.from_csr(backend, features.indptr, features.indices, features.data, n, cuts,
                                              missing)
         else:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
-        if device_memory_budget is not None and self.ellpack.nbytes > device_memory_budget:
+        if not chunked and device_memory_budget is not None and self.ellpack.nbytes > device_memory_budget:
             from . import external
 
             rows = external.rows_per_page(self.ellpack, device_memory_budget)

@@ -193,3 +193,51 @@ def test_sampled_rows_compacted_or_streamed_train_the_in_core_model(compact, sam
     assert_same_model(a, b)
     for k in res_c["train"]:
         np.testing.assert_allclose(res_p["train"][k], res_c["train"][k], rtol=1e-6)
+
+
+def test_chunked_quantisation_joins_into_the_same_matrix():
+    """Within the budget, chunks of 32 rows are packed one by one and joined: the very words
+    a whole-matrix quantisation makes (cuts exact here, so the merged sketch's are the same)."""
+    X, y = make_data(3, "reg:squarederror", True)
+    whole = daskgb.QuantileMatrix(X, y, device="cpu")
+    budget = 4000  # raw rows 14.4 KB, chunks of 32 rows; the packed matrix (~3 KB) fits
+    chunked = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=budget)
+    assert not chunked.paged and whole.ellpack.nbytes <= budget < X.nbytes
+    for name in ("bits", "row_stride", "is_dense", "has_missing", "null_symbol", "n_rows"):
+        assert getattr(chunked.ellpack, name) == getattr(whole.ellpack, name), name
+    np.testing.assert_array_equal(chunked.ellpack.words, whole.ellpack.words)
+    np.testing.assert_array_equal(chunked.cuts.values, whole.cuts.values)
+
+
+def test_pages_share_one_layout_when_only_late_rows_miss_values():
+    X, y = make_data(4, "reg:squarederror", False)
+    X[550:, 2] = np.nan  # only the last page has missing values
+    paged = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET)
+    assert paged.paged and paged.ellpack.has_missing
+    assert len({(p.bits, p.row_stride, p.null_symbol, p.is_dense) for p in paged.ellpack._pages}) == 1
+    a = daskgb.train({"device": "cpu", "max_depth": 4}, paged, 5, verbose_eval=False)
+    b = daskgb.train({"device": "cpu", "max_depth": 4}, daskgb.QuantileMatrix(X, y, device="cpu"), 5,
+                     verbose_eval=False)
+    assert_same_model(a, b)
+
+
+def test_continuous_data_sketched_by_chunks():
+    """Many distinct values: the chunks' merged sketch gives cuts close to the whole sketch's,
+    and the paged model trains as well as the in-core one."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(6000, 5)).astype(np.float32)
+    y = (X[:, 0] - 2 * X[:, 1] * X[:, 2] + rng.normal(size=6000) * 0.3).astype(np.float32)
+    paged = daskgb.QuantileMatrix(X, y, device="cpu", max_bin=64, device_memory_budget=8192)
+    whole = daskgb.QuantileMatrix(X, y, device="cpu", max_bin=64)
+    assert paged.paged
+    np.testing.assert_array_equal(paged.cuts.ptrs, whole.cuts.ptrs)
+    # Cut values agree to within a few ranks of 6000 (the sketch's error bound).
+    for f in range(5):
+        lo, hi = int(whole.cuts.ptrs[f]), int(whole.cuts.ptrs[f + 1])
+        ranks_p = np.searchsorted(np.sort(X[:, f]), paged.cuts.values[lo:hi - 1])
+        ranks_w = np.searchsorted(np.sort(X[:, f]), whole.cuts.values[lo:hi - 1])
+        assert np.max(np.abs(ranks_p - ranks_w)) <= 6000 / 64
+    res_p, res_w = {}, {}
+    daskgb.train({"device": "cpu"}, paged, 20, evals=[(paged, "t")], evals_result=res_p, verbose_eval=False)
+    daskgb.train({"device": "cpu"}, whole, 20, evals=[(whole, "t")], evals_result=res_w, verbose_eval=False)
+    assert res_p["t"]["rmse"][-1] == pytest.approx(res_w["t"]["rmse"][-1], rel=0.05)
