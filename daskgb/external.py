@@ -231,3 +231,19 @@ def dense_pages(backend, X, weight, missing: float, max_bin: int, budget_bytes: 
         words = xp.concatenate(parts + [xp.zeros(1, dtype=xp.uint32)])
         return cuts, _ellpack.Ellpack(words=words, n_rows=n, cuts=cuts, **layout)
     return cuts, PagedEllpack(parts, spill)
+
+
+# Without a budget, a CUDA matrix pages itself when its quantised rows would take more than
+# this share of the device's free memory (the rest: gradients, partition, histograms, input).
+AUTO_FREE_FRACTION = 0.5
+
+
+def auto_budget(n_rows: int, n_features: int, max_bin: int, free_bytes: int) -> int | None:
+    """The device-memory budget a matrix takes by itself: None when its quantised rows (at
+    most bits_for(max_bin + 1) bits a value, dense) fit AUTO_FREE_FRACTION of free_bytes,
+    else that share of free memory."""
+    from .ellpack import bits_for
+
+    share = int(free_bytes * AUTO_FREE_FRACTION)
+    need = -(-n_rows * n_features * bits_for(int(max_bin) + 1) // 8)
+    return None if need <= share else max(share, 1)

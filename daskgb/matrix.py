@@ -73,6 +73,8 @@ class QuantileMatrix:
         self.max_bin = int(max_bin)
         self.device = device
 
+        if device_memory_budget is None and device == "cuda" and not features.is_sparse:
+            device_memory_budget = _budget_if_too_large(features, self.max_bin)
         # With a budget, dense rows are quantised a chunk at a time where they are (external.dense_pages).
         chunked = device_memory_budget is not None and not features.is_sparse
         if not chunked:
@@ -163,6 +165,25 @@ class QuantileMatrix:
         pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
+
+
+def _budget_if_too_large(features, max_bin: int):
+    """On the GPU with no budget given: a budget when the quantised rows would not fit the
+    device's free memory (external.auto_budget), said in a warning; else None."""
+    import warnings
+
+    import cupy
+
+    from . import external
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    budget = external.auto_budget(features.n_rows, features.n_features, max_bin, free)
+    if budget is not None:
+        warnings.warn(f"daskgb: {features.n_rows} x {features.n_features} quantised rows would not fit in "
+                      f"{external.AUTO_FREE_FRACTION:.0%} of the GPU's {free / 2**30:.1f} GiB free memory; keeping "
+                      f"them as pages in host memory, streamed to the GPU (device_memory_budget={budget}; "
+                      "pass device_memory_budget= and spill_dir= to choose)", stacklevel=3)
+    return budget
 
 
 def check_paging(device_memory_budget, spill_dir) -> None:

@@ -241,3 +241,23 @@ def test_continuous_data_sketched_by_chunks():
     daskgb.train({"device": "cpu"}, paged, 20, evals=[(paged, "t")], evals_result=res_p, verbose_eval=False)
     daskgb.train({"device": "cpu"}, whole, 20, evals=[(whole, "t")], evals_result=res_w, verbose_eval=False)
     assert res_p["t"]["rmse"][-1] == pytest.approx(res_w["t"]["rmse"][-1], rel=0.05)
+
+
+def test_auto_budget():
+    from daskgb.external import AUTO_FREE_FRACTION, auto_budget
+
+    # 1M x 28 at 256 bins: 9 bits a value, about 31.5 MB.
+    assert auto_budget(1_000_000, 28, 256, free_bytes=10**9) is None
+    assert auto_budget(1_000_000, 28, 256, free_bytes=40 * 10**6) == int(40 * 10**6 * AUTO_FREE_FRACTION)
+    assert auto_budget(0, 28, 256, free_bytes=0) is None
+
+
+@pytest.mark.gpu
+def test_a_gpu_matrix_too_large_for_free_memory_pages_itself(monkeypatch):
+    import cupy
+
+    X, y = make_data(2, "reg:squarederror", False, n=5000)
+    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (8192, 2**30))
+    with pytest.warns(UserWarning, match="keeping them as pages in host memory"):
+        m = daskgb.QuantileMatrix(X, y, device="cuda")
+    assert m.paged
