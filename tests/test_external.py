@@ -22,6 +22,16 @@ def assert_same_model(a, b):
         np.testing.assert_allclose(ta.value, tb.value, rtol=1e-6, atol=1e-7, err_msg=f"tree {i} values")
 
 
+def assert_trains_the_same(params, paged, in_core, rounds=8):
+    """Both matrices train the same model, with the same training metric every round."""
+    res_p, res_c = {}, {}
+    a = daskgb.train(params, paged, rounds, evals=[(paged, "train")], evals_result=res_p, verbose_eval=False)
+    b = daskgb.train(params, in_core, rounds, evals=[(in_core, "train")], evals_result=res_c, verbose_eval=False)
+    assert_same_model(a, b)
+    for k in res_c["train"]:
+        np.testing.assert_allclose(res_p["train"][k], res_c["train"][k], rtol=1e-6)
+
+
 CASES = [
     ("reg:squarederror", False, {}),
     ("binary:logistic", True, {"max_depth": 4, "min_child_weight": 0.5}),
@@ -48,12 +58,7 @@ def test_paged_training_equals_in_core(case, spill, tmp_path):
         assert len(files) == paged.ellpack.n_pages and all(f.endswith(".npy") for f in files)
     in_core = daskgb.QuantileMatrix(X, y, device="cpu")
     assert not in_core.paged
-    res_p, res_c = {}, {}
-    a = daskgb.train(params, paged, 8, evals=[(paged, "train")], evals_result=res_p, verbose_eval=False)
-    b = daskgb.train(params, in_core, 8, evals=[(in_core, "train")], evals_result=res_c, verbose_eval=False)
-    assert_same_model(a, b)
-    for k in res_c["train"]:
-        np.testing.assert_allclose(res_p["train"][k], res_c["train"][k], rtol=1e-6)
+    assert_trains_the_same(params, paged, in_core)
     # An eval set that is paged too (binned with the training cuts).
     ev = daskgb.QuantileMatrix(X[:300], y[:300], ref=in_core, device="cpu", device_memory_budget=BUDGET // 2)
     assert ev.paged
@@ -187,12 +192,7 @@ def test_sampled_rows_compacted_or_streamed_train_the_in_core_model(compact, sam
     params = {"device": "cpu", "eta": 0.3, "seed": 4, "max_depth": 4, **sampling}
     paged = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET)
     in_core = daskgb.QuantileMatrix(X, y, device="cpu")
-    res_p, res_c = {}, {}
-    a = daskgb.train(params, paged, 8, evals=[(paged, "train")], evals_result=res_p, verbose_eval=False)
-    b = daskgb.train(params, in_core, 8, evals=[(in_core, "train")], evals_result=res_c, verbose_eval=False)
-    assert_same_model(a, b)
-    for k in res_c["train"]:
-        np.testing.assert_allclose(res_p["train"][k], res_c["train"][k], rtol=1e-6)
+    assert_trains_the_same(params, paged, in_core)
 
 
 def test_chunked_quantisation_joins_into_the_same_matrix():
