@@ -55,6 +55,9 @@ class _Growth:
         if self.paged:
             self.parts = [backend.new_partition(b - a, self.k) for a, b in ell.row_ranges]
             self._page_gpairs: dict = {}
+            # A step's splits, applied to each page when the step's histograms read it: one
+            # copy of a page to the device a step, not two.
+            self._pending_splits = None
         else:
             self.part = backend.new_partition(ell.n_rows, self.k)
         self.builders = [TreeBuilder() for _ in tree_indices]
@@ -79,9 +82,13 @@ class _Growth:
         backend = self.backend
         if not self.paged:
             return backend.build_histograms(self.ell, self.gpair, self.part, nodes)
+        split, self._pending_splits = self._pending_splits, None
         total = None
         for i, part in enumerate(self.parts):
-            h = backend.build_histograms(self.ell.page(i, backend.xp), self._page_gpair(i), part, nodes)
+            page = self.ell.page(i, backend.xp)
+            if split is not None:
+                backend.apply_splits(page, part, *split)
+            h = backend.build_histograms(page, self._page_gpair(i), part, nodes)
             total = h if total is None else total + h
         return total
 
@@ -89,13 +96,20 @@ class _Growth:
         if not self.paged:
             self.backend.apply_splits(self.ell, self.part, *split)
             return
-        for i, part in enumerate(self.parts):
-            self.backend.apply_splits(self.ell.page(i, self.backend.xp), part, *split)
+        self._apply_pending()  # an earlier step's, whose children's histograms were not built
+        self._pending_splits = split
+
+    def _apply_pending(self) -> None:
+        split, self._pending_splits = self._pending_splits, None
+        if split is not None:
+            for i, part in enumerate(self.parts):
+                self.backend.apply_splits(self.ell.page(i, self.backend.xp), part, *split)
 
     def positions(self):
         """Every virtual row's node (see grow_forest)."""
         if not self.paged:
             return self.part.positions
+        self._apply_pending()
         xp, n, k = self.backend.xp, self.ell.n_rows, self.k
         out = xp.empty(k * n, dtype=xp.int32)
         for (a, b), part in zip(self.ell.row_ranges, self.parts):

@@ -261,3 +261,16 @@ def test_a_gpu_matrix_too_large_for_free_memory_pages_itself(monkeypatch):
     with pytest.warns(UserWarning, match="keeping them as pages in host memory"):
         m = daskgb.QuantileMatrix(X, y, device="cuda")
     assert m.paged
+
+
+def test_a_streamed_step_copies_each_page_once(monkeypatch):
+    """A step applies its splits to a page and builds its histograms from it in one visit."""
+    X, y = make_data(5, "reg:squarederror", False)
+    paged = daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=BUDGET)
+    loads = []
+    real = PagedEllpack.page
+    monkeypatch.setattr(PagedEllpack, "page", lambda self, i, xp: loads.append(i) or real(self, i, xp))
+    b = daskgb.train({"device": "cpu", "max_depth": 3}, paged, 1, verbose_eval=False)
+    assert b.trees[0].depth.max() == 3  # every level split
+    # The root's histograms, two levels' children, and the last level's splits.
+    assert len(loads) == 4 * paged.ellpack.n_pages
