@@ -30,8 +30,8 @@ PAGE_FRACTION = 4
 # With row sampling (subsample < 1), a tree trains on the sampled rows compacted into one
 # in-core matrix (the 2020 paper's Algorithm 7; see compact_rows) instead of streaming every
 # page at every step. Compaction reads the pages twice a tree (to gather the sampled rows,
-# then to route all rows to their leaves); streaming reads them twice a step. The trees are
-# the same either way (dropped rows have zero gradients).
+# then to route all rows to their leaves); streaming reads them once a step (a depth-8 tree:
+# nine times). The trees are the same either way (dropped rows have zero gradients).
 COMPACT_SAMPLED = True
 
 
