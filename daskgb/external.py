@@ -133,25 +133,6 @@ def rows_per_page(ell: Ellpack, budget_bytes: int) -> int:
     return int(rows)
 
 
-def page_ellpack(backend, ell: Ellpack, page_rows: int, spill_dir=None) -> PagedEllpack:
-    """The matrix cut into pages of page_rows rows, on the host (or in files under spill_dir)."""
-    if page_rows < 1:
-        raise ValueError(f"page_rows must be >= 1, got {page_rows}")
-    spill = SpillDirectory(spill_dir) if spill_dir is not None else None
-    host_cuts = ell.cuts.to(np)
-    pages = []
-    n = ell.n_rows
-    for i, a in enumerate(range(0, max(n, 1), page_rows)):
-        b = min(n, a + page_rows)
-        symbols = backend.unpack_symbols(ell.words, ell.bits, (b - a) * ell.row_stride, a * ell.row_stride)
-        words = np.asarray(to_host(backend.pack_symbols(symbols, ell.bits)))
-        if spill is not None:
-            words = spill.write(i, words)
-        # A page's has_missing is the matrix's: every page decodes its symbols alike.
-        pages.append(replace(ell, words=words, n_rows=b - a, cuts=host_cuts))
-    return PagedEllpack(pages, spill)
-
-
 def compact_rows(backend, paged: PagedEllpack, rows) -> Ellpack:
     """Rows of a paged matrix (ascending global indices, a backend array) as one in-core
     Ellpack on the backend's device, in the same order: the sampled rows a tree trains on."""
@@ -172,11 +153,31 @@ def compact_rows(backend, paged: PagedEllpack, rows) -> Ellpack:
     return replace(first, words=words, n_rows=int(rows.size), cuts=first.cuts.to(xp))
 
 
+class CsrRows:
+    """CSR features (inputs.Features) read as dense float32 row blocks, absent entries NaN
+    (missing), so that dense_pages can quantise sparse input a chunk at a time too."""
+
+    def __init__(self, features):
+        self.features = features
+        self.shape = (features.n_rows, features.n_features)
+
+    def __getitem__(self, rows: slice):
+        from .inputs import Features
+
+        f = self.features
+        a, b = rows.start or 0, min(f.n_rows, rows.stop)
+        ptr = f.indptr[a : b + 1]
+        lo, hi = int(ptr[0]), int(ptr[-1])
+        return Features(None, ptr - lo, f.indices[lo:hi], f.data[lo:hi], b - a, f.n_features).densify(np.nan)
+
+
 def dense_pages(backend, X, weight, missing: float, max_bin: int, budget_bytes: int, spill_dir=None,
                 cuts=None):
-    """(cuts, PagedEllpack or Ellpack) of dense rows, quantised a chunk at a time so that
-    neither the input nor the matrix is ever whole on the device: X (and weight) stay where
-    they are (host or device) and each chunk is copied over in turn.
+    """(cuts, PagedEllpack or Ellpack) of dense rows (or CsrRows), quantised a chunk at a time
+    so that neither the input nor the matrix is ever whole on the device: X (and weight) stay
+    where they are (host or device) and each chunk is copied over in turn. (A chunk of CSR
+    rows is made dense first: its layout is then the one from_dense picks for those values,
+    sparse when that is smaller.)
 
     Two passes. The first sketches the chunks and merges their summaries (as the Dask layer
     merges workers'; unless cuts are given) and finds the layout every page shares (any

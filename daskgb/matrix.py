@@ -26,8 +26,8 @@ class QuantileMatrix:
     ``device_memory_budget`` (bytes) keeps the quantised matrix within that much device
     memory: when it is larger, it is held as pages of rows on the host, or in files under
     ``spill_dir``, and training streams them to the device (external.py; the model is the
-    same). Dense input is then quantised a chunk at a time where it lies (its sketch merged
-    from the chunks' sketches); CSR input is quantised whole on the device, then paged.
+    same). The input is then quantised a chunk at a time where it lies (its sketch merged
+    from the chunks' sketches; a chunk of CSR rows is made dense on the way).
 
     Ranking data name its query groups with ``qid`` (a query id per row,
     non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
@@ -76,7 +76,7 @@ class QuantileMatrix:
         if device_memory_budget is None and device == "cuda" and not features.is_sparse:
             device_memory_budget = _budget_if_too_large(features, self.max_bin)
         # With a budget, dense rows are quantised a chunk at a time where they are (external.dense_pages).
-        chunked = device_memory_budget is not None and not features.is_sparse
+        chunked = device_memory_budget is not None
         if not chunked:
             features = features.to(xp)
         if ref is not None and cuts is not None:
@@ -104,18 +104,14 @@ class QuantileMatrix:
         if chunked:
             from . import external
 
-            _, self.ellpack = external.dense_pages(backend, features.dense, self.weight, missing, self.max_bin,
+            rows = external.CsrRows(features) if features.is_sparse else features.dense
+            _, self.ellpack = external.dense_pages(backend, rows, self.weight, missing, self.max_bin,
                                                    device_memory_budget, spill_dir, cuts)
         elif features.is_sparse:
             self.ellpack = _ellpack.from_csr(backend, features.indptr, features.indices, features.data, n, cuts,
                                              missing)
         else:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
-        if not chunked and device_memory_budget is not None and self.ellpack.nbytes > device_memory_budget:
-            from . import external
-
-            rows = external.rows_per_page(self.ellpack, device_memory_budget)
-            self.ellpack = external.page_ellpack(backend, self.ellpack, rows, spill_dir)
         self._on = {device: self}
 
     def get_label(self):

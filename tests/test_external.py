@@ -77,11 +77,15 @@ def test_sparse_input_pages():
     X[np.random.default_rng(0).random(X.shape) < 0.5] = 0.0
     csr = sp.csr_matrix(X)
     paged = daskgb.QuantileMatrix(csr, y, device="cpu", device_memory_budget=BUDGET)
-    assert paged.paged and not paged.ellpack.is_dense
+    assert paged.paged
     a = daskgb.train({"device": "cpu", "max_depth": 5}, paged, 6, verbose_eval=False)
     b = daskgb.train({"device": "cpu", "max_depth": 5}, daskgb.QuantileMatrix(csr, y, device="cpu"), 6,
                      verbose_eval=False)
     assert_same_model(a, b)
+    # Chunks of CSR rows joined in core (the packed matrix fits, the dense rows would not).
+    joined = daskgb.QuantileMatrix(csr, y, device="cpu", device_memory_budget=4000)
+    assert not joined.paged
+    assert_same_model(daskgb.train({"device": "cpu", "max_depth": 5}, joined, 6, verbose_eval=False), b)
 
 
 def test_a_matrix_within_budget_stays_in_core():
