@@ -157,6 +157,8 @@ class CsrRows:
     """CSR features (inputs.Features) read as dense float32 row blocks, absent entries NaN
     (missing), so that dense_pages can quantise sparse input a chunk at a time too."""
 
+    ndim = 2
+
     def __init__(self, features):
         self.features = features
         self.shape = (features.n_rows, features.n_features)
@@ -173,64 +175,86 @@ class CsrRows:
 
 def dense_pages(backend, X, weight, missing: float, max_bin: int, budget_bytes: int, spill_dir=None,
                 cuts=None):
-    """(cuts, PagedEllpack or Ellpack) of dense rows (or CsrRows), quantised a chunk at a time
-    so that neither the input nor the matrix is ever whole on the device: X (and weight) stay
-    where they are (host or device) and each chunk is copied over in turn. (A chunk of CSR
-    rows is made dense first: its layout is then the one from_dense picks for those values,
-    sparse when that is smaller.)
+    """(cuts, PagedEllpack or Ellpack) of dense rows X (or CsrRows) and their weights, quantised
+    a chunk at a time where they lie (quantise_blocks, with X as one block)."""
+    return quantise_blocks(backend, lambda: iter([(X, weight)]), X.shape[1], missing, max_bin, budget_bytes,
+                           spill_dir, cuts)
 
-    Two passes. The first sketches the chunks and merges their summaries (as the Dask layer
-    merges workers'; unless cuts are given) and finds the layout every page shares (any
-    value missing, the longest row); the second packs chunk after chunk. A matrix within
-    the budget comes back in core (an Ellpack on the device): chunks of a multiple of 32
-    rows end on a word boundary, so their packed words join into one stream.
+
+def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: int, budget_bytes, spill_dir=None,
+                    cuts=None):
+    """(cuts, PagedEllpack or Ellpack) of rows given as blocks, so that neither the input nor the
+    matrix is ever whole on the device.
+
+    blocks: a callable returning a fresh iterator of (X block, weight block or None): dense
+    arrays (or CsrRows) on the host or the device, of any number of rows; it is called twice.
+    Each block is copied to the device a piece at a time (a piece's float32 values take at
+    most a page's share of the budget). The first pass sketches the pieces, merging their
+    summaries as the Dask layer merges workers' (pruned as they grow; unless cuts are given),
+    and finds the layout every page shares (any value missing, the longest row); the second
+    packs the pieces into pages. (A piece of CSR rows is made dense first: its layout is the
+    one from_dense picks for those values, sparse when that is smaller.) A matrix within the
+    budget (budget_bytes None: any) comes back in core, its pieces' streams joined.
     """
     from . import ellpack as _ellpack
     from . import sketch
 
     xp = backend.xp
-    n, n_features = X.shape
-    # A chunk's float32 values take at most a page's share of the budget.
-    chunk_rows = max(32, (int(budget_bytes) // PAGE_FRACTION) // max(1, 4 * n_features) // 32 * 32)
+    budget = None if budget_bytes is None else int(budget_bytes)
+    piece_rows = 1 << 20 if budget is None else max(32, (budget // PAGE_FRACTION) // max(1, 4 * n_features))
 
-    def chunk(a, b):
-        return xp.asarray(X[a:b], dtype=xp.float32), None if weight is None else xp.asarray(weight[a:b])
+    def pieces(rows):
+        for Xb, wb in blocks():
+            nb = int(Xb.shape[0])
+            if Xb.ndim != 2 or Xb.shape[1] != n_features:
+                raise ValueError(f"a block of rows has shape {tuple(Xb.shape)}; every block needs {n_features} "
+                                 "features")
+            for a in range(0, nb, rows):
+                yield (xp.asarray(Xb[a : a + rows], dtype=xp.float32),
+                       None if wb is None else xp.asarray(wb[a : a + rows]))
 
-    has_missing, longest, summary = False, 0, None
-    sketch_budget = sketch.sketch_budget(n, max_bin)
-    for a in range(0, max(n, 1), chunk_rows):
-        Xc, wc = chunk(a, min(n, a + chunk_rows))
-        if Xc.shape[0] and backend.count_missing(Xc, missing):
+    n, has_missing, longest, summary = 0, False, 0, None
+    for Xc, wc in pieces(piece_rows):
+        rows = int(Xc.shape[0])
+        n += rows
+        if rows and backend.count_missing(Xc, missing):
             has_missing = True
             longest = max(longest, int(backend.present_counts(Xc, missing).max()))
-        if cuts is None:
-            s = sketch.summarize(Xc, wc, missing, sketch_budget)
+        if cuts is None and rows:
+            s = sketch.summarize(Xc, wc, missing, sketch.sketch_budget(rows, max_bin))
             summary = s if summary is None else sketch.merge(summary, s)
+            keep = sketch.sketch_budget(n, max_bin)
+            if summary.value.size > 2 * keep * max(1, n_features):
+                summary = sketch.prune(summary, keep)
     if cuts is None:
-        cuts = sketch.make_cuts(sketch.prune(summary, sketch_budget), max_bin)
+        if summary is None:
+            raise ValueError("the blocks hold no rows")
+        cuts = sketch.make_cuts(sketch.prune(summary, sketch.sketch_budget(n, max_bin)), max_bin)
     cuts = cuts.to(xp)
     layout = _ellpack.dense_input_layout(cuts, n_features, has_missing, longest if has_missing else n_features)
     row_bits = max(1, layout["row_stride"] * layout["bits"])
-    in_core = n * row_bits <= 8 * int(budget_bytes)
+    in_core = budget is None or n * row_bits <= 8 * budget
     if not in_core:
-        # A page is one chunk: within both the float and the packed share of the budget.
-        chunk_rows = max(1, min(chunk_rows, rows_per_page(_ellpack.Ellpack(
-            None, layout["bits"], 0, layout["row_stride"], True, False, 0, cuts), budget_bytes)))
+        # A page is at most a piece: within both the float and the packed share of the budget.
+        piece_rows = max(1, min(piece_rows, rows_per_page(_ellpack.Ellpack(
+            None, layout["bits"], 0, layout["row_stride"], True, False, 0, cuts), budget)))
     spill = SpillDirectory(spill_dir) if spill_dir is not None and not in_core else None
     host_cuts = cuts.to(np)
     parts = []
-    for i, a in enumerate(range(0, max(n, 1), chunk_rows)):
-        page = _ellpack.pack_dense_as(backend, chunk(a, min(n, a + chunk_rows))[0], cuts, missing, layout)
+    for Xc, _ in pieces(piece_rows):
+        page = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
         if in_core:
-            parts.append(page.words[:-1])  # the chunk's bits end on a word: drop its padding word
+            parts.append((page.words, page.n_rows * row_bits))
             continue
         words = np.asarray(to_host(page.words))
         if spill is not None:
-            words = spill.write(i, words)
+            words = spill.write(len(parts), words)
         parts.append(replace(page, words=words, cuts=host_cuts))
     if in_core:
-        words = xp.concatenate(parts + [xp.zeros(1, dtype=xp.uint32)])
-        return cuts, _ellpack.Ellpack(words=words, n_rows=n, cuts=cuts, **layout)
+        return cuts, _ellpack.Ellpack(words=_ellpack.join_streams(xp, parts), n_rows=n, cuts=cuts, **layout)
+    if not parts:  # no rows at all: one empty page
+        parts.append(replace(_ellpack.pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts,
+                                                    missing, layout), cuts=host_cuts))
     return cuts, PagedEllpack(parts, spill)
 
 
