@@ -114,6 +114,76 @@ class QuantileMatrix:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
         self._on = {device: self}
 
+    @classmethod
+    def from_batches(cls, batches, *, missing=np.nan, max_bin=256, feature_names=None, device=None,
+                     device_memory_budget=None, spill_dir=None) -> "QuantileMatrix":
+        """A matrix from batches of rows that need not fit in memory together (XGBoost's DataIter).
+
+        batches: a callable returning a fresh iterator of (X, y) or (X, y, weight) batches
+        (numpy or cupy arrays, dataframes or CSR matrices; any number of rows each). It is
+        called twice: once to sketch the cuts and find the layout, once to quantise. Only the
+        labels and weights are kept whole; the quantised rows are paged beyond
+        device_memory_budget (in host memory, or in files under spill_dir), and with no
+        budget a GPU matrix that would not fit half the free device memory pages itself.
+        """
+        from . import external
+
+        check_paging(device_memory_budget, spill_dir)
+        if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
+            raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
+        missing = float(missing)
+        shape = {}
+
+        def rows():
+            for k, batch in enumerate(batches()):
+                if not isinstance(batch, tuple) or len(batch) not in (2, 3):
+                    raise ValueError(f"batch {k} is not an (X, y) or (X, y, weight) tuple")
+                f = as_features(batch[0], feature_names, allow_empty=True)
+                if shape.setdefault("features", f.n_features) != f.n_features:
+                    raise ValueError(f"batch {k} has {f.n_features} features, the first had {shape['features']}")
+                shape.setdefault("names", f.feature_names)
+                yield f, batch
+
+        labels, weights, n = [], [], 0
+        for f, batch in rows():  # a first look: the labels and weights, the rows and features
+            labels.append(_host(batch[1]))
+            weights.append(None if len(batch) < 3 or batch[2] is None else _host(batch[2]))
+            n += f.n_rows
+        if not labels:
+            raise ValueError("batches() gave no batches")
+        if any(w is None for w in weights) and not all(w is None for w in weights):
+            raise ValueError("give a weight with every batch or with none")
+        n_features = shape["features"]
+        if device is None:
+            first = next(iter(rows()))[0]
+            device = "cuda" if first.xp is not np else "cpu"
+        device = resolve_device(device)
+        backend = get_backend(device)
+        xp = backend.xp
+        m = object.__new__(cls)
+        m.groups, m.base_margin = None, None
+        m.label = as_vector(np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in labels]), n,
+                            "y (labels)", xp)
+        m.weight = None if weights[0] is None else as_vector(
+            np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in weights]), n, "weight", xp,
+            nonnegative=True)
+        m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
+        m.missing, m.max_bin, m.device = missing, int(max_bin), device
+        m.cuts_token = uuid.uuid4().hex
+        if device_memory_budget is None and device == "cuda":
+            device_memory_budget = _budget_if_too_large(_Shape(n, n_features), m.max_bin)
+
+        def blocks():
+            for f, batch in rows():
+                X = external.CsrRows(f) if f.is_sparse else f.dense
+                w = None if len(batch) < 3 or batch[2] is None else np.asarray(_host(batch[2]), dtype=np.float32)
+                yield X, w
+
+        _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
+                                                device_memory_budget, spill_dir)
+        m._on = {device: m}
+        return m
+
     def get_label(self):
         """The labels (XGBoost's DMatrix.get_label), as stored: numpy, or cupy on the GPU."""
         return self.label
@@ -161,6 +231,13 @@ class QuantileMatrix:
         pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
+
+
+class _Shape:
+    """Rows and features, as _budget_if_too_large reads them from Features."""
+
+    def __init__(self, n_rows: int, n_features: int):
+        self.n_rows, self.n_features = n_rows, n_features
 
 
 def _budget_if_too_large(features, max_bin: int):

@@ -278,3 +278,60 @@ def test_a_streamed_step_copies_each_page_once(monkeypatch):
     assert b.trees[0].depth.max() == 3  # every level split
     # The root's histograms, two levels' children, and the last level's splits.
     assert len(loads) == 4 * paged.ellpack.n_pages
+
+
+def _batches(X, y, sizes, w=None):
+    cuts = np.cumsum([0, *sizes])
+
+    def batches():
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            yield (X[a:b], y[a:b]) if w is None else (X[a:b], y[a:b], w[a:b])
+
+    return batches
+
+
+@pytest.mark.parametrize("budget", [None, BUDGET], ids=["in-core", "paged"])
+def test_a_matrix_from_batches_trains_the_in_core_model(budget, tmp_path):
+    X, y = make_data(13, "reg:squarederror", True)
+    w = np.random.default_rng(1).uniform(0.5, 2, y.size).astype(np.float32)
+    sizes = [37, 0, 200, 163, 200]  # uneven, one empty
+    kw = {} if budget is None else {"device_memory_budget": budget, "spill_dir": tmp_path}
+    m = daskgb.QuantileMatrix.from_batches(_batches(X, y, sizes, w), device="cpu", **kw)
+    whole = daskgb.QuantileMatrix(X, y, weight=w, device="cpu")
+    assert m.n_rows == 600 and m.paged == (budget is not None)
+    np.testing.assert_array_equal(m.cuts.values, whole.cuts.values)
+    np.testing.assert_array_equal(m.get_label(), y)
+    np.testing.assert_array_equal(m.get_weight(), w)
+    if budget is None:
+        np.testing.assert_array_equal(m.ellpack.words, whole.ellpack.words)
+    params = {"device": "cpu", "max_depth": 4, "subsample": 0.6, "sampling_method": "gradient_based", "seed": 1}
+    assert_trains_the_same(params, m, whole, rounds=5)
+
+
+def test_batches_of_csr_rows():
+    sp = pytest.importorskip("scipy.sparse")
+    X, y = make_data(14, "reg:squarederror", False)
+    X[np.random.default_rng(2).random(X.shape) < 0.5] = 0.0
+    csr = sp.csr_matrix(X)
+
+    def batches():
+        for a in range(0, 600, 250):
+            yield csr[a : a + 250], y[a : a + 250]
+
+    m = daskgb.QuantileMatrix.from_batches(batches, device="cpu", device_memory_budget=BUDGET)
+    assert m.paged
+    assert_trains_the_same({"device": "cpu", "max_depth": 4}, m, daskgb.QuantileMatrix(csr, y, device="cpu"),
+                           rounds=5)
+
+
+def test_bad_batches():
+    X, y = make_data(1, "reg:squarederror", False)
+    with pytest.raises(ValueError, match="no batches"):
+        daskgb.QuantileMatrix.from_batches(lambda: iter([]), device="cpu")
+    with pytest.raises(ValueError, match="features"):
+        daskgb.QuantileMatrix.from_batches(lambda: iter([(X[:10], y[:10]), (X[10:20, :4], y[10:20])]), device="cpu")
+    with pytest.raises(ValueError, match="tuple"):
+        daskgb.QuantileMatrix.from_batches(lambda: iter([X[:10]]), device="cpu")
+    with pytest.raises(ValueError, match="every batch or with none"):
+        daskgb.QuantileMatrix.from_batches(lambda: iter([(X[:10], y[:10], np.ones(10)), (X[10:20], y[10:20])]),
+                                           device="cpu")
