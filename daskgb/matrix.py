@@ -116,7 +116,7 @@ class QuantileMatrix:
 
     @classmethod
     def from_batches(cls, batches, *, missing=np.nan, max_bin=256, feature_names=None, device=None,
-                     device_memory_budget=None, spill_dir=None) -> "QuantileMatrix":
+                     device_memory_budget=None, spill_dir=None, ref=None, cuts=None) -> "QuantileMatrix":
         """A matrix from batches of rows that need not fit in memory together (XGBoost's DataIter).
 
         batches: a callable returning a fresh iterator of (X, y) or (X, y, weight) batches
@@ -125,6 +125,7 @@ class QuantileMatrix:
         labels and weights are kept whole; the quantised rows are paged beyond
         device_memory_budget (in host memory, or in files under spill_dir), and with no
         budget a GPU matrix that would not fit half the free device memory pages itself.
+        ref: a matrix whose cuts to bin with (as an eval set's); cuts: a sketch.Cuts to bin with.
         """
         from . import external
 
@@ -170,6 +171,14 @@ class QuantileMatrix:
         m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
         m.missing, m.max_bin, m.device = missing, int(max_bin), device
         m.cuts_token = uuid.uuid4().hex
+        if ref is not None and cuts is not None:
+            raise ValueError("give ref= or cuts=, not both")
+        if cuts is not None and cuts.n_features != n_features:
+            raise ValueError(f"cuts are for {cuts.n_features} features, the batches have {n_features}")
+        if ref is not None:
+            if not isinstance(ref, QuantileMatrix) or ref.n_features != n_features:
+                raise ValueError(f"ref must be a QuantileMatrix of {n_features} features")
+            m.cuts_token, cuts, m.max_bin = ref.cuts_token, ref.cuts, ref.max_bin
         if device_memory_budget is None and device == "cuda":
             device_memory_budget = _budget_if_too_large(_Shape(n, n_features), m.max_bin)
 
@@ -180,7 +189,7 @@ class QuantileMatrix:
                 yield X, w
 
         _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
-                                                device_memory_budget, spill_dir)
+                                                device_memory_budget, spill_dir, cuts)
         m._on = {device: m}
         return m
 

@@ -335,3 +335,17 @@ def test_bad_batches():
     with pytest.raises(ValueError, match="every batch or with none"):
         daskgb.QuantileMatrix.from_batches(lambda: iter([(X[:10], y[:10], np.ones(10)), (X[10:20], y[10:20])]),
                                            device="cpu")
+
+
+def test_batches_binned_with_given_cuts():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(900, 4)).astype(np.float32)  # continuous: sketches of pieces differ from the whole's
+    y = X[:, 0].copy()
+    whole = daskgb.QuantileMatrix(X, y, device="cpu", max_bin=32)
+    for kw in ({"cuts": whole.cuts}, {"ref": whole}):
+        m = daskgb.QuantileMatrix.from_batches(_batches(X, y, [300, 300, 300]), device="cpu", **kw)
+        np.testing.assert_array_equal(m.ellpack.words, whole.ellpack.words)
+    assert daskgb.QuantileMatrix.from_batches(_batches(X, y, [300, 300, 300]), device="cpu",
+                                              ref=whole).shares_cuts_with(whole)
+    with pytest.raises(ValueError, match="not both"):
+        daskgb.QuantileMatrix.from_batches(_batches(X, y, [900]), device="cpu", ref=whole, cuts=whole.cuts)
