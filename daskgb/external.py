@@ -4,9 +4,16 @@ files on local disk, each brought to the device when a training step reads it.
 The 2020 out-of-core GPU paper and XGBoost's external memory keep the quantised matrix as
 pages. A PagedEllpack holds the rows of one ELLPACK matrix in pages of consecutive rows,
 each an Ellpack of its own with the same cuts, layout and bits. Pages live in host memory,
-or, with a spill directory, in .npy files read back through memory maps. Training streams
-them: at every step grower.grow_forest partitions and builds histograms page by page and
-adds the pages' histograms (XGBoost's current way), so the trees are the in-core matrix's.
+or, with a spill directory, in .npy files read back through memory maps.
+
+- Building: quantise_blocks takes the rows a piece at a time from wherever they are (an
+  array, CSR rows, or the batches of QuantileMatrix.from_batches), so neither the input nor
+  the matrix is ever whole on the device.
+- Training without sampling streams the pages: at every step grower.grow_forest partitions
+  and builds histograms page by page and adds the pages' histograms (XGBoost's current way).
+- Training with sampling compacts each tree's sampled rows into one in-core matrix
+  (compact_rows, the 2020 paper's Algorithm 7; booster._grow_compacted).
+Either way the trees are those of the in-core matrix with the same cuts.
 
 A page takes at most a quarter of the device-memory budget (PAGE_FRACTION), leaving the
 rest to the rows' gradients, partition and the histograms of a step.
