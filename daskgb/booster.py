@@ -516,12 +516,16 @@ def _grow_compacted(backend, dtrain, gpairs, margin, p, comm, root_from_bins, fi
     trees = []
     pending, given = list(gpairs), gpairs
     given.clear()
+    # One fixed-point scale for the round's trees, sized as _grow_round sizes it (all groups'
+    # rows, all workers'), so that the trees are the ones the other ways grow, bit for bit.
+    abs_sum = backend.gradient_abs_sums(pending[0] if len(pending) == 1 else xp.concatenate(pending))
+    if comm.world_size > 1:
+        abs_sum = comm.allreduce(abs_sum)
     for group in range(len(pending)):
         gpair, pending[group] = pending[group], None
         kept = xp.flatnonzero((gpair[:, 0] != 0) | (gpair[:, 1] != 0))
         ell = _external.compact_rows(backend, dtrain.ellpack, kept)
         g = gpair[kept]
-        abs_sum = comm.allreduce(backend.gradient_abs_sums(g)) if comm.world_size > 1 else None
         on_device = backend.name == "cuda" and backend.grows_on_device(p, 1, interaction, monotone, comm)
         gnative, scale = backend.prepare_gradients(g, abs_sum=abs_sum, wait=not on_device)
         (tree,), _ = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins, tree_indices=(first + group,),
