@@ -157,7 +157,7 @@ def test_spill_files_go_with_the_matrix(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [0, 1, 3])
+@pytest.mark.parametrize("case", [0, 1, 3, 4])
 def test_paged_training_equals_in_core_on_the_gpu(case, tmp_path):
     """On the GPU the pages stay on the host and each step copies them to the device; the
     int64 histograms summed over pages are exact, so the trees are the in-core ones."""
