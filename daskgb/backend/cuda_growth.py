@@ -11,10 +11,10 @@ done; the host then reads them in one copy.
 
 It covers the common case (applies()): the depthwise policy with max_depth at most
 MAX_DEPTH and no max_leaves, no monotone or interaction constraints, no per-node column
-sampling, and a communicator whose allreduce stays on the device (one process, or
-NCCL). A round's trees (one per class) grow one after another, and the host reads them
-all at once. Everything else takes grower.grow_forest, the
-reference; tests/test_device_growth.py checks that both grow the same trees.
+sampling, an in-core matrix, and a communicator whose allreduce stays on the device (one
+process, or NCCL). A round's trees (one per class) grow one after another, and the host
+reads them all at once. Everything else takes grower.grow_forest, the reference;
+tests/test_device_growth.py checks that both grow the same trees.
 """
 
 from __future__ import annotations
