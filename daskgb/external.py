@@ -128,9 +128,10 @@ class PagedEllpack:
         return self
 
 
-def rows_per_page(ell: Ellpack, budget_bytes: int) -> int:
-    """Rows of a page under a device-memory budget (PAGE_FRACTION of it for the page)."""
-    row_bits = max(1, ell.row_stride * ell.bits)
+def rows_per_page(row_stride: int, bits: int, budget_bytes: int) -> int:
+    """Rows of a page of row_stride symbols of `bits` bits a row under a device-memory budget
+    (PAGE_FRACTION of it for the page)."""
+    row_bits = max(1, int(row_stride) * int(bits))
     page_bytes = int(budget_bytes) // PAGE_FRACTION
     rows = (8 * page_bytes) // row_bits
     if rows < 1:
@@ -243,8 +244,7 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
     in_core = budget is None or n * row_bits <= 8 * budget
     if not in_core:
         # A page is at most a piece: within both the float and the packed share of the budget.
-        piece_rows = max(1, min(piece_rows, rows_per_page(_ellpack.Ellpack(
-            None, layout["bits"], 0, layout["row_stride"], True, False, 0, cuts), budget)))
+        piece_rows = max(1, min(piece_rows, rows_per_page(layout["row_stride"], layout["bits"], budget)))
     spill = SpillDirectory(spill_dir) if spill_dir is not None and not in_core else None
     host_cuts = cuts.to(np)
     parts = []

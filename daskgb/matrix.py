@@ -74,7 +74,7 @@ class QuantileMatrix:
         self.device = device
 
         if device_memory_budget is None and device == "cuda" and not features.is_sparse:
-            device_memory_budget = _budget_if_too_large(features, self.max_bin)
+            device_memory_budget = _budget_if_too_large(features.n_rows, features.n_features, self.max_bin)
         # With a budget, dense rows are quantised a chunk at a time where they are (external.dense_pages).
         chunked = device_memory_budget is not None
         if not chunked:
@@ -180,7 +180,7 @@ class QuantileMatrix:
                 raise ValueError(f"ref must be a QuantileMatrix of {n_features} features")
             m.cuts_token, cuts, m.max_bin = ref.cuts_token, ref.cuts, ref.max_bin
         if device_memory_budget is None and device == "cuda":
-            device_memory_budget = _budget_if_too_large(_Shape(n, n_features), m.max_bin)
+            device_memory_budget = _budget_if_too_large(n, n_features, m.max_bin)
 
         def blocks():
             for f, batch in rows():
@@ -242,14 +242,7 @@ class QuantileMatrix:
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
 
 
-class _Shape:
-    """Rows and features, as _budget_if_too_large reads them from Features."""
-
-    def __init__(self, n_rows: int, n_features: int):
-        self.n_rows, self.n_features = n_rows, n_features
-
-
-def _budget_if_too_large(features, max_bin: int):
+def _budget_if_too_large(n_rows: int, n_features: int, max_bin: int):
     """On the GPU with no budget given: a budget when the quantised rows would not fit the
     device's free memory (external.auto_budget), said in a warning; else None."""
     import warnings
@@ -259,9 +252,9 @@ def _budget_if_too_large(features, max_bin: int):
     from . import external
 
     free, _ = cupy.cuda.runtime.memGetInfo()
-    budget = external.auto_budget(features.n_rows, features.n_features, max_bin, free)
+    budget = external.auto_budget(n_rows, n_features, max_bin, free)
     if budget is not None:
-        warnings.warn(f"daskgb: {features.n_rows} x {features.n_features} quantised rows would not fit in "
+        warnings.warn(f"daskgb: {n_rows} x {n_features} quantised rows would not fit in "
                       f"{external.AUTO_FREE_FRACTION:.0%} of the GPU's {free / 2**30:.1f} GiB free memory; keeping "
                       f"them as pages in host memory, streamed to the GPU (device_memory_budget={budget}; "
                       "pass device_memory_budget= and spill_dir= to choose)", stacklevel=3)

@@ -99,7 +99,7 @@ def test_budget_too_small_for_one_page():
         daskgb.QuantileMatrix(X, y, device="cpu", device_memory_budget=8)
     ell = daskgb.QuantileMatrix(X, y, device="cpu").ellpack
     # A page gets a quarter of the budget: 600 bytes here, 4800 bits of symbols.
-    assert rows_per_page(ell, 4 * 600) == 4800 // (ell.row_stride * ell.bits)
+    assert rows_per_page(ell.row_stride, ell.bits, 4 * 600) == 4800 // (ell.row_stride * ell.bits)
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, True, "1GB"])

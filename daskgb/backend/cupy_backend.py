@@ -923,7 +923,6 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
         ptrs, values, min_values = arrays.host
         return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask,
                                       monotone, bounds)
-    # The kernel reads node i's mask at mask[i * mask_stride]: stride 0 shares one row.
     if feature_mask is None:
         mask = None
     else:
@@ -962,6 +961,7 @@ def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_liv
     ptrs, values, min_values = arrays.device
     hist = cupy.ascontiguousarray(hist)
     parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
+    # The kernel reads node i's mask at mask[i * mask_stride]: stride 0 shares one row.
     if mask is None:
         mask, mask_stride = _all_features(n_features), 0
     else:
