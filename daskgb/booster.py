@@ -236,25 +236,19 @@ def initial_margin(xp, objective, base_score, n: int):
 
 
 def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
-    """margin += the tree's leaf value for each row, routing rows by their bins.
+    """margin += the tree's leaf value for each row, routing rows by their bins (page by
+    page for a paged matrix).
 
-    Valid only for matrices binned with the training cuts; it reuses the row
-    partition step of training, one level at a time.
+    Valid only for matrices binned with the training cuts: rows go where training's
+    partition sent them.
     """
     if ell.n_rows == 0:
         return
     if isinstance(ell, PagedEllpack):
         for i, (a, b) in enumerate(ell.row_ranges):
-            add_tree_binned(backend, ell.page(i, backend.xp), tree, margin[a:b])
+            backend.add_leaf_values(ell.page(i, backend.xp), tree, margin[a:b])
         return
-    part = backend.new_partition(ell.n_rows)
-    internal = np.flatnonzero(~tree.is_leaf)
-    for depth in range(int(tree.depth.max()) + 1 if tree.n_nodes else 0):
-        nids = internal[tree.depth[internal] == depth]
-        if nids.size:
-            backend.apply_splits(ell, part, nids.astype(np.int32), tree.feature[nids], tree.bin[nids],
-                                 tree.default_left[nids].astype(np.int32), tree.left[nids], tree.right[nids])
-    margin += backend.to_device(tree.value)[part.positions]
+    backend.add_leaf_values(ell, tree, margin)
 
 
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,

@@ -94,6 +94,8 @@ class PagedEllpack:
         np.cumsum([p.n_rows for p in pages], out=starts[1:])
         self.row_ranges = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
         self.n_rows = int(starts[-1])
+        self._device_cuts: dict = {}  # device id -> the cuts there
+        self._copies: dict = {}  # device id -> cupy_backend.PageCopies
 
     @property
     def n_features(self) -> int:
@@ -115,13 +117,33 @@ class PagedEllpack:
     def nbytes(self) -> int:
         return int(sum(p.words.nbytes for p in self._pages))
 
+    def device_cuts(self, xp):
+        """The cuts on xp's device, copied there once."""
+        if xp is np:
+            return self.cuts
+        device = xp.cuda.runtime.getDevice()
+        cuts = self._device_cuts.get(device)
+        if cuts is None:
+            cuts = self._device_cuts[device] = self.cuts.to(xp)
+        return cuts
+
     def page(self, index: int, xp) -> Ellpack:
-        """Page `index` on xp's device: a copy to the GPU, or for numpy the words in memory (a
-        fresh Ellpack each time, so that no per-matrix cache keeps every page)."""
+        """Page `index` on xp's device, or for numpy the words in memory (a fresh Ellpack each
+        time, so that no per-matrix cache keeps every page). On a GPU the copy of the next page
+        starts as this one is handed out, on a stream of its own, so that it overlaps the work
+        on this one (training reads the pages in order); nothing is read ahead past the last."""
         p = self._pages[index]
         if xp is np:
             return replace(p, words=np.array(p.words))
-        return replace(p, words=xp.asarray(p.words), cuts=p.cuts.to(xp))
+        from .backend import cupy_backend
+
+        device = xp.cuda.runtime.getDevice()
+        copies = self._copies.get(device)
+        if copies is None:
+            copies = self._copies[device] = cupy_backend.PageCopies()
+        ahead = index + 1 if index + 1 < len(self._pages) else None
+        words = copies.get(index, p.words, ahead, None if ahead is None else self._pages[ahead].words)
+        return replace(p, words=words, cuts=self.device_cuts(xp))
 
     def to(self, xp) -> "PagedEllpack":
         """Pages stay on the host whatever device trains: page() moves each as it is read."""
@@ -143,22 +165,23 @@ def rows_per_page(row_stride: int, bits: int, budget_bytes: int) -> int:
 
 def compact_rows(backend, paged: PagedEllpack, rows) -> Ellpack:
     """Rows of a paged matrix (ascending global indices, a backend array) as one in-core
-    Ellpack on the backend's device, in the same order: the sampled rows a tree trains on."""
+    Ellpack on the backend's device, in the same order: the sampled rows a tree trains on.
+    Each page's rows are gathered from its packed words straight into their place in the
+    new matrix's words (backend.gather_rows), so a page is read once and never unpacked."""
+    from .ellpack import n_words
+
     xp = backend.xp
     rows = xp.asarray(rows, dtype=xp.int64)
-    stride, bits = paged.row_stride, paged.bits
-    bounds = to_host(xp.searchsorted(rows, xp.asarray([a for a, _ in paged.row_ranges] + [paged.n_rows])))
-    parts = []
-    for i, (a, _) in enumerate(paged.row_ranges):
+    stride = paged.row_stride
+    starts = [a for a, _ in paged.row_ranges] + [paged.n_rows]
+    bounds = to_host(xp.searchsorted(rows, xp.asarray(starts)))
+    words = xp.zeros(n_words(int(rows.size) * stride, paged.bits), dtype=xp.uint32)
+    for i, a in enumerate(starts[:-1]):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         if hi > lo:
-            page = paged.page(i, xp)
-            symbols = backend.unpack_symbols(page.words, bits, page.n_rows * stride).reshape(page.n_rows, stride)
-            parts.append(symbols[rows[lo:hi] - a])
-    symbols = xp.concatenate(parts) if parts else xp.zeros((0, stride), dtype=xp.uint32)
-    words = backend.pack_symbols(symbols.ravel(), bits)
+            backend.gather_rows(paged.page(i, xp), rows[lo:hi] - a, words, lo * stride)
     first = paged._pages[0]
-    return replace(first, words=words, n_rows=int(rows.size), cuts=first.cuts.to(xp))
+    return replace(first, words=words, n_rows=int(rows.size), cuts=paged.device_cuts(xp))
 
 
 class CsrRows:
@@ -242,21 +265,41 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
     layout = _ellpack.dense_input_layout(cuts, n_features, has_missing, longest if has_missing else n_features)
     row_bits = max(1, layout["row_stride"] * layout["bits"])
     in_core = budget is None or n * row_bits <= 8 * budget
-    if not in_core:
-        # A page is at most a piece: within both the float and the packed share of the budget.
-        piece_rows = max(1, min(piece_rows, rows_per_page(layout["row_stride"], layout["bits"], budget)))
     spill = SpillDirectory(spill_dir) if spill_dir is not None and not in_core else None
     host_cuts = cuts.to(np)
     parts = []
-    for Xc, _ in pieces(piece_rows):
-        page = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
-        if in_core:
+    if in_core:
+        for Xc, _ in pieces(piece_rows):
+            page = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
             parts.append((page.words, page.n_rows * row_bits))
-            continue
-        words = np.asarray(to_host(page.words))
-        if spill is not None:
-            words = spill.write(len(parts), words)
-        parts.append(replace(page, words=words, cuts=host_cuts))
+    else:
+        # A page holds up to page_rows packed rows, gathered from pieces (a piece's float values
+        # take 32 / bits times its packed rows' room, so a page spans several pieces).
+        page_rows = rows_per_page(layout["row_stride"], layout["bits"], budget)
+        piece_rows = max(1, min(piece_rows, page_rows))
+        stride = layout["row_stride"]
+        words, filled = None, 0
+
+        def close_page():
+            host = backend.host_copy(words) if spill is None else np.asarray(to_host(words))
+            if spill is not None:
+                host = spill.write(len(parts), host)
+            parts.append(_ellpack.Ellpack(words=host, n_rows=filled, cuts=host_cuts, **layout))
+
+        for Xc, _ in pieces(piece_rows):
+            rows = int(Xc.shape[0])
+            if words is not None and filled + rows > page_rows:
+                close_page()
+                words = None
+            if words is None:
+                words, filled = xp.zeros(_ellpack.n_words(page_rows * stride, layout["bits"]), dtype=xp.uint32), 0
+            piece = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
+            # The piece's rows appended at the page's end (an identity gather at a bit offset).
+            backend.gather_rows(piece, xp.arange(rows, dtype=xp.int64), words, filled * stride)
+            filled += rows
+        if words is not None:
+            words = words[: _ellpack.n_words(filled * stride, layout["bits"])]
+            close_page()
     if in_core:
         return cuts, _ellpack.Ellpack(words=_ellpack.join_streams(xp, parts), n_rows=n, cuts=cuts, **layout)
     if not parts:  # no rows at all: one empty page

@@ -87,6 +87,38 @@ __global__ void pack_symbols(const uint32_t* __restrict__ symbols, unsigned long
   }
 }
 
+// The rows `rows` of a packed stream src (row_stride symbols a row), in the order given,
+// ORed into a zeroed packed stream `out` from symbol entry_offset on, without unpacking
+// src: the rows a tree samples from one page, at their place in the compacted matrix
+// (external.compact_rows). A thread builds one output word from the gathered symbols that
+// overlap it; the first and last words may hold other launches' symbols too, so words are
+// ORed in (launches on one stream run one after another).
+// Launch: one thread per output word from entry_offset's word on, any 1-D shape.
+__global__ void gather_rows(const uint32_t* __restrict__ src, int bits, int row_stride,
+                            const long long* __restrict__ rows, unsigned long long n_rows,
+                            unsigned long long entry_offset, uint32_t* __restrict__ out) {
+  const unsigned long long stride = (unsigned long long)row_stride;
+  const unsigned long long end = entry_offset + n_rows * stride;
+  if (end == entry_offset) return;
+  const unsigned long long w0 = entry_offset * bits / 32ull, w1 = (end * bits - 1ull) / 32ull;
+  for (unsigned long long w = w0 + blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; w <= w1;
+       w += (unsigned long long)gridDim.x * blockDim.x) {
+    const unsigned long long word_begin = w * 32ull;
+    unsigned long long first = word_begin / (unsigned long long)bits;
+    unsigned long long last = (word_begin + 31ull) / (unsigned long long)bits;
+    if (first < entry_offset) first = entry_offset;
+    if (last >= end) last = end - 1ull;
+    uint32_t word = 0u;
+    for (unsigned long long i = first; i <= last; ++i) {
+      const unsigned long long k = i - entry_offset, r = k / stride;
+      const unsigned long long sym = ellpack_symbol(src, bits, (unsigned long long)rows[r] * stride + (k - r * stride));
+      const long long shift = (long long)(i * (unsigned long long)bits) - (long long)word_begin;
+      word |= (uint32_t)(shift >= 0 ? (sym << shift) : (sym >> (-shift)));
+    }
+    out[w] |= word;
+  }
+}
+
 // Global bin of each (feature, value) entry of a CSR matrix; values are not missing.
 // Launch: one thread per entry, any 1-D shape.
 __global__ void bin_entries(const int32_t* __restrict__ features, const float* __restrict__ vals,

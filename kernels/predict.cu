@@ -1,4 +1,5 @@
-// Margins of raw feature rows from flattened trees (cupy_backend.predict_margin).
+// Margins of raw feature rows from flattened trees (cupy_backend.predict_margin), and of
+// quantised rows from one tree routed by bins (cupy_backend.add_leaf_values).
 //
 // One thread per row walks every tree in order and adds the leaf values to a float
 // accumulator, in the order numpy_backend.predict_margin adds them, so both give
@@ -30,3 +31,36 @@ __global__ void predict_margin(const float* __restrict__ X, long long n_rows, in
     out[row] = acc;
   }
 }
+
+// margin[row * margin_stride] += value[leaf of the row] for the rows of an ELLPACK matrix
+// binned with the training cuts: one thread per row walks the tree by bins, as training's
+// partition sends rows (bin <= split bin goes left, a missing value takes default_left).
+// nodes: (n_nodes, 4) int32 rows (left, right, feature, bin), left < 0 for a leaf;
+// default_left: (n_nodes,) int8. Launch: 1-D, any shape (grid-stride over rows).
+template <bool kDense>
+__global__ void add_leaf_values(const uint32_t* __restrict__ words, int bits, int row_stride,
+                                uint32_t null_symbol, const int32_t* __restrict__ ptrs, long long n_rows,
+                                const int4* __restrict__ nodes, const int8_t* __restrict__ default_left,
+                                const float* __restrict__ value, float* __restrict__ margin,
+                                long long margin_stride) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x; row < n_rows; row += stride) {
+    const unsigned long long begin = (unsigned long long)row * (unsigned long long)row_stride;
+    int nid = 0;
+    int4 node = nodes[0];
+    while (node.x >= 0) {
+      const int b = ellpack_feature_bin<kDense>(words, bits, begin, row_stride, null_symbol, ptrs, node.z);
+      const bool left = b < 0 ? default_left[nid] != 0 : b <= node.w;
+      nid = left ? node.x : node.y;
+      node = nodes[nid];
+    }
+    margin[row * margin_stride] += value[nid];
+  }
+}
+
+#ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
+template __global__ void add_leaf_values<true>(const uint32_t*, int, int, uint32_t, const int32_t*, long long,
+                                               const int4*, const int8_t*, const float*, float*, long long);
+template __global__ void add_leaf_values<false>(const uint32_t*, int, int, uint32_t, const int32_t*, long long,
+                                                const int4*, const int8_t*, const float*, float*, long long);
+#endif

@@ -617,3 +617,113 @@ def test_predict_margin(cb, missing):
     assert result is out
     got = to_host(out)
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- binned routing, row gathering
+def random_binned_tree(rng, cuts: Cuts, max_depth: int):
+    """A Tree of random splits on the cuts' bins (bins from -1: only missing goes left, to
+    the feature's last bin: all present go left)."""
+    from daskgb.tree import FIELDS, Tree
+
+    ptrs = np.asarray(cuts.ptrs)
+    nodes, todo = {}, [(0, 0)]
+    n_nodes = 1
+    while todo:
+        nid, depth = todo.pop()
+        if depth < max_depth and (depth == 0 or rng.random() < 0.75):
+            f = int(rng.integers(len(ptrs) - 1))
+            nodes[nid] = (n_nodes, n_nodes + 1, f, int(rng.integers(-1, ptrs[f + 1] - ptrs[f])), int(rng.integers(2)),
+                          0.0, depth)
+            todo += [(n_nodes, depth + 1), (n_nodes + 1, depth + 1)]
+            n_nodes += 2
+        else:
+            nodes[nid] = (-1, -1, -1, -1, 0, float(rng.normal()), depth)
+    cols = list(zip(*(nodes[i] for i in range(n_nodes))))
+    given = dict(zip(("left", "right", "feature", "bin", "default_left", "value", "depth"), cols))
+    return Tree(**{name: np.asarray(given.get(name, np.zeros(n_nodes)), dtype=dtype) for name, dtype in FIELDS.items()})
+
+
+def route_by_partition(ell, tree):
+    """Every row's leaf, routed a level at a time by numpy_backend.apply_splits (training's
+    partition): the reference for add_leaf_values."""
+    part = nb.new_partition(ell.n_rows)
+    internal = np.flatnonzero(~tree.is_leaf)
+    for depth in range(int(tree.depth.max()) + 1):
+        nids = internal[tree.depth[internal] == depth]
+        if nids.size:
+            nb.apply_splits(ell, part, nids.astype(np.int32), tree.feature[nids], tree.bin[nids],
+                            tree.default_left[nids].astype(np.int32), tree.left[nids], tree.right[nids])
+    return part.positions
+
+
+@pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
+def test_add_leaf_values_routes_rows_as_training_partitions_them(layout):
+    rng = np.random.default_rng(41)
+    cuts = make_cuts(rng, 7, 40)
+    if layout == "sparse":
+        indptr, indices, data = make_csr(rng, cuts, 900, 0.6)
+        ell = sparse_ellpack(nb, indptr, indices, data, 900, cuts, np.nan)
+    else:
+        X = make_X(rng, cuts, 900, missing_frac=0.1 if layout == "dense_missing" else 0.0)
+        ell = ellpack.from_dense(nb, X, cuts, np.nan)
+    for _ in range(3):
+        tree = random_binned_tree(rng, cuts, 6)
+        base = rng.normal(size=ell.n_rows).astype(np.float32)
+        margin = base.copy()
+        nb.add_leaf_values(ell, tree, margin)
+        np.testing.assert_array_equal(margin, base + tree.value[route_by_partition(ell, tree)])
+
+
+@pytest.mark.parametrize("bits", [1, 3, 5, 8, 9, 13, 32])
+def test_gather_rows_packs_the_rows_at_their_offsets(bits):
+    """Pieces of rows gathered one after another into one stream, at offsets that start
+    mid-word, give the stream packing all the rows' symbols at once would."""
+    rng = np.random.default_rng(bits)
+    stride, n = 3, 500
+    symbols = rng.integers(0, 2**bits, (n, stride), dtype=np.uint64).astype(np.uint32)
+    src = ellpack.Ellpack(nb.pack_symbols(symbols.ravel(), bits), bits, n, stride, True, False, 2**bits - 1, None)
+    pieces = [np.sort(rng.choice(n, size, replace=False)) for size in (0, 37, 1, 200)]
+    out = np.zeros(ellpack.n_words(sum(p.size for p in pieces) * stride, bits), dtype=np.uint32)
+    offset = 0
+    for rows in pieces:
+        nb.gather_rows(src, rows, out, offset * stride)
+        offset += rows.size
+    expected = nb.pack_symbols(symbols[np.concatenate(pieces)].ravel(), bits)
+    assert_words_equal(expected, out, bits, offset * stride, stride)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
+def test_add_leaf_values(cb, layout):
+    import cupy
+
+    rng = np.random.default_rng(43)
+    ell_n, ell_c = both_ellpacks(cb, rng, layout, 3000)
+    for _ in range(3):
+        tree = random_binned_tree(rng, ell_n.cuts, 7)
+        # A margin column of a two-output matrix: the kernel adds with a stride.
+        base = rng.normal(size=(ell_n.n_rows, 2)).astype(np.float32)
+        expected = base.copy()
+        nb.add_leaf_values(ell_n, tree, expected[:, 1])
+        got = cupy.asarray(base)
+        cb.add_leaf_values(ell_c, tree, got[:, 1])
+        np.testing.assert_array_equal(to_host(got), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
+def test_gather_rows(cb, layout):
+    import cupy
+
+    rng = np.random.default_rng(47)
+    ell_n, ell_c = both_ellpacks(cb, rng, layout, 4000)
+    pieces = [np.sort(rng.choice(ell_n.n_rows, size, replace=False)) for size in (1, 999, 0, 2500, 7)]
+    total = sum(p.size for p in pieces) * ell_n.row_stride
+    out_n = np.zeros(ellpack.n_words(total, ell_n.bits), dtype=np.uint32)
+    out_c = cupy.zeros(out_n.size, dtype=cupy.uint32)
+    offset = 0
+    for rows in pieces:
+        nb.gather_rows(ell_n, rows, out_n, offset * ell_n.row_stride)
+        cb.gather_rows(ell_c, cupy.asarray(rows), out_c, offset * ell_n.row_stride)
+        offset += rows.size
+    assert_words_equal(out_n, out_c, ell_n.bits, total, ell_n.row_stride)

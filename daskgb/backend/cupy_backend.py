@@ -83,12 +83,12 @@ SPARSE_ONE_PASS = True
 _SLOTS_PER_THREAD = 8
 _THREADS = 256
 
-_ELLPACK = ("pack_dense", "pack_symbols", "bin_entries", "pack_dense_sparse")
+_ELLPACK = ("pack_dense", "pack_symbols", "bin_entries", "pack_dense_sparse", "gather_rows")
 _PARTITION = ("partition_count<true>", "partition_count<false>", "partition_scatter", "label_rows")
 _PARTITION_TILE_ROWS = 4096  # kTileRows in kernels/partition.cu
 _PARTITION_THREADS = 512
 _HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
-_PREDICT = ("predict_margin",)
+_PREDICT = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
 _SPLIT = ("evaluate_splits",)
 _CHILDREN = ("children_histograms",)
 _SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
@@ -335,6 +335,21 @@ def unpack_symbols(words, bits: int, n: int, start: int = 0):
     word = (pos >> np.uint64(5)).astype(cupy.int64)
     pair = words[word].astype(cupy.uint64) | (words[word + 1].astype(cupy.uint64) << np.uint64(32))
     return ((pair >> (pos & np.uint64(31))) & np.uint64((1 << bits) - 1)).astype(cupy.uint32)
+
+
+def gather_rows(ell, rows, out, entry_offset: int) -> None:
+    """OR the rows `rows` of ell (a device int64 array of indices into its rows, in the order
+    given) into the zeroed packed stream `out` (ell's bits) from symbol entry_offset on, without
+    unpacking ell: one page's share of a compacted matrix (external.compact_rows)."""
+    rows = cupy.asarray(rows, dtype=cupy.int64)
+    n = int(rows.size)
+    if n == 0:
+        return
+    end = entry_offset + n * ell.row_stride
+    n_out = (end * ell.bits - 1) // 32 - entry_offset * ell.bits // 32 + 1
+    fn = _kernel("ellpack.cu", _ELLPACK, "gather_rows")
+    _launch_1d(fn, n_out, (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), rows, np.uint64(n),
+                           np.uint64(entry_offset), out))
 
 
 def csr_symbols(indptr, indices, data, n_rows: int, row_stride: int, cuts, missing: float, null_symbol: int):
@@ -1017,3 +1032,75 @@ def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
     if acc is not out:
         out[...] = acc
     return out
+
+
+def add_leaf_values(ell, tree, margin) -> None:
+    """margin += the tree's leaf value for each row of ell (binned with the training cuts),
+    each row routed by its bins in one launch (kernels/predict.cu add_leaf_values; the
+    reference is numpy_backend.add_leaf_values). margin: float32, one value a row, any stride."""
+    n = int(ell.n_rows)
+    if n == 0 or tree.n_nodes == 0:
+        return
+    if margin.dtype != cupy.float32 or margin.shape != (n,):
+        raise TypeError(f"add_leaf_values adds into a float32 array of {n} rows, got {margin.dtype} {margin.shape}")
+    m = tree.n_nodes
+    # One host-to-device copy: the (left, right, feature, bin) int4 records, then the leaf
+    # values, then default_left.
+    host = np.empty(20 * m + m, dtype=np.uint8)
+    host[: 16 * m].view(np.int32).reshape(m, 4)[...] = np.stack(
+        [tree.left, tree.right, tree.feature, tree.bin], axis=1)
+    host[16 * m : 20 * m].view(np.float32)[...] = tree.value
+    host[20 * m :] = tree.default_left.astype(np.int8).view(np.uint8)
+    table = cupy.asarray(host)
+    plan = _plan(ell)
+    fn = _kernel("predict.cu", _PREDICT, f"add_leaf_values<{_tf(ell.is_dense)}>")
+    _launch_1d(fn, n, (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol),
+                       plan.ptrs, np.int64(n), table[: 16 * m], table[20 * m :], table[16 * m : 20 * m],
+                       margin, np.int64(margin.strides[0] // 4)))
+
+
+# --------------------------------------------------------------------------- host pages
+def host_copy(a) -> np.ndarray:
+    """A host copy of device array a in page-locked memory, so that copying it back to the
+    device runs asynchronously at full bus bandwidth (external.PagedEllpack's pages); in
+    pageable memory when the system will not lock that much. The memory is the array's own
+    (no pool keeps it once the array is gone)."""
+    a = cupy.ascontiguousarray(a)
+    try:
+        mem = cupy.cuda.PinnedMemoryPointer(cupy.cuda.PinnedMemory(max(1, a.nbytes)), 0)
+    except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
+        return a.get()
+    out = np.ndarray(a.shape, dtype=a.dtype, buffer=mem)
+    a.get(out=out)
+    return out
+
+
+class PageCopies:
+    """Host pages to this device, each next page's copy started ahead on a stream of its own.
+
+    get(key, host, next_key, next_host) returns host's words on the device (the copy made
+    ahead if it was of `key`, else a copy now) and starts the copy of next_host. The
+    destination is allocated in the current stream's order and the copy stream waits for
+    that point, so memory the pool hands back is never overwritten under queued kernels;
+    the current stream waits for the copy before it uses the words."""
+
+    def __init__(self):
+        self._stream = cupy.cuda.Stream(non_blocking=True)
+        self._ahead = None  # (key, device words, copy done event)
+
+    def get(self, key, host, next_key=None, next_host=None):
+        ahead, self._ahead = self._ahead, None
+        current = cupy.cuda.get_current_stream()
+        if ahead is not None:
+            # Also for a copy not wanted: its memory goes back to the pool only once it is done.
+            current.wait_event(ahead[2])
+        if ahead is not None and ahead[0] == key:
+            words = ahead[1]
+        else:
+            words = cupy.asarray(host)
+        if next_host is not None:
+            nxt = cupy.empty(next_host.shape, dtype=next_host.dtype)
+            self._stream.wait_event(current.record())
+            nxt.set(np.ascontiguousarray(next_host), stream=self._stream)
+            self._ahead = (next_key, nxt, self._stream.record())
+        return words

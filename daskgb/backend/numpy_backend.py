@@ -173,6 +173,44 @@ def feature_bins(ell, rows, features):
     return np.where(found, local, -1)
 
 
+def gather_rows(ell, rows, out, entry_offset: int) -> None:
+    """OR the rows `rows` of ell (indices into its rows, in the order given) into the zeroed
+    packed stream `out` (ell's bits) from symbol entry_offset on: one page's share of a
+    compacted matrix (external.compact_rows)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    sym = symbols(ell)[rows].astype(np.uint64).ravel()
+    pos = (np.arange(sym.size, dtype=np.uint64) + np.uint64(entry_offset)) * np.uint64(ell.bits)
+    word = (pos >> np.uint64(5)).astype(np.int64)
+    off = pos & np.uint64(31)
+    np.bitwise_or.at(out, word, ((sym << off) & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+    high = (sym << off) >> np.uint64(32)  # the bits of a field that runs into the next word
+    spill = high != 0
+    np.bitwise_or.at(out, word[spill] + 1, high[spill].astype(np.uint32))
+
+
+def host_copy(a) -> np.ndarray:
+    """A host copy of a (an external page's words: numpy_backend pages are host arrays)."""
+    return np.asarray(a)
+
+
+def add_leaf_values(ell, tree, margin) -> None:
+    """margin += the tree's leaf value for each row of ell (binned with the training cuts),
+    each row routed by its bins as training's partition routes it: a bin <= the split's
+    goes left, a missing value takes default_left."""
+    node = np.zeros(ell.n_rows, dtype=np.int64)
+    rows = np.arange(ell.n_rows)
+    while rows.size:
+        nid = node[rows]
+        inner = tree.left[nid] >= 0
+        rows, nid = rows[inner], nid[inner]
+        if rows.size == 0:
+            break
+        b = feature_bins(ell, rows, tree.feature[nid].astype(np.int64))
+        left = np.where(b < 0, tree.default_left[nid] != 0, b <= tree.bin[nid])
+        node[rows] = np.where(left, tree.left[nid], tree.right[nid])
+    margin += tree.value[node]
+
+
 # --------------------------------------------------------------------------- gradients
 def prepare_gradients(gpair, abs_sum=None, wait: bool = True):
     """Per-row gradient pairs in the histogram's type, and the scale back to double.

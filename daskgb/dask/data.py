@@ -102,13 +102,18 @@ def _stack(parts, i, xp):
     return xp.concatenate([xp.asarray(p) for p in pieces]) if len(pieces) > 1 else xp.asarray(pieces[0])
 
 
-def _local_arrays(parts, device):
+def _local_arrays(parts, device, features_on_host: bool = False):
+    """The worker's partitions stacked on the device; with features_on_host, X stays in host
+    memory (a paged matrix quantises it a piece at a time: the whole of X never goes to the GPU)."""
     import daskgb.backend as be
 
     xp = be.get_backend(device).xp
     if not parts:
         return None, None, None, None
-    X = _stack(parts, 0, xp)
+    if features_on_host:
+        X = _stack([(be.to_host(p[0]),) for p in parts], 0, np)
+    else:
+        X = _stack(parts, 0, xp)
     return X, _stack(parts, 1, xp), _stack(parts, 2, xp), _stack(parts, 3, xp)
 
 
@@ -145,7 +150,8 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
     from .. import ranking
     from ..matrix import QuantileMatrix
 
-    X, y, w, m = _local_arrays(parts, device)
+    budget, spill_dir = paging
+    X, y, w, m = _local_arrays(parts, device, features_on_host=budget is not None)
     if X is None:  # a worker that holds none of these rows still takes part in evaluation
         import daskgb.backend as be
 
@@ -157,7 +163,6 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
         local_groups = _local_groups(parts, *groups)
         # Every vector is partitioned like X, so weights come one per row: equal within a group.
         w = ranking.group_weights(w, local_groups, "weight", per_row_ok=True)
-    budget, spill_dir = paging
     return QuantileMatrix(X, y, w, m, missing=missing, max_bin=max_bin, feature_names=feature_names,
                           device=device, cuts=cuts, _cuts_token=token, _allow_empty=True, _groups=local_groups,
                           device_memory_budget=budget, spill_dir=spill_dir)
