@@ -78,7 +78,7 @@ def main():
     timed(external, "compact_rows")
     timed(booster, "add_tree_binned")
     timed(booster, "grow_forest")
-    timed(booster, "mvs_weights")
+    timed(booster, "mvs_sample")
     timed(sampling, "mvs_threshold")
     timed(cb, "prepare_gradients")
     timed(grower._Growth, "_histograms", "streamed histograms")

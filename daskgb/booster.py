@@ -22,7 +22,7 @@ from .matrix import QuantileMatrix
 from .monotone import monotone_vector
 from .objective import QuantileError, Softmax, get_objective
 from .params import TrainParams
-from .sampling import mvs_weights, row_sample
+from .sampling import mvs_sample, row_sample
 from .ranking import DEFAULT_METRIC_K
 from .tree import Tree
 
@@ -408,8 +408,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         for group in range(n_groups):
             gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
             if p.subsample < 1.0 and p.sampling_method == "gradient_based":
-                gpair = gpair * mvs_weights(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed,
-                                            it * n_groups + group, comm)[:, None]
+                gpair = mvs_sample(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed, it * n_groups + group,
+                                   comm)
             elif p.subsample < 1.0:
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
                                            p.subsample)[:, None]

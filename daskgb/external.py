@@ -268,40 +268,48 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
     spill = SpillDirectory(spill_dir) if spill_dir is not None and not in_core else None
     host_cuts = cuts.to(np)
     parts = []
-    if in_core:
-        for Xc, _ in pieces(piece_rows):
-            page = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
-            parts.append((page.words, page.n_rows * row_bits))
-    else:
-        # A page holds up to page_rows packed rows, gathered from pieces (a piece's float values
-        # take 32 / bits times its packed rows' room, so a page spans several pieces).
-        page_rows = rows_per_page(layout["row_stride"], layout["bits"], budget)
-        piece_rows = max(1, min(piece_rows, page_rows))
-        stride = layout["row_stride"]
-        words, filled = None, 0
+    # A page holds up to page_rows packed rows (in core: one page of all rows, on the device),
+    # each piece packed and appended at the page's end (an identity gather at a bit offset),
+    # so that a page spans several pieces (a piece's float values take 32 / bits times its
+    # packed rows' room) and nothing is held twice.
+    page_rows = n if in_core else rows_per_page(layout["row_stride"], layout["bits"], budget)
+    piece_rows = max(1, min(piece_rows, page_rows))
+    stride = layout["row_stride"]
+    words, filled = None, 0
 
-        def close_page():
-            host = backend.host_copy(words) if spill is None else np.asarray(to_host(words))
-            if spill is not None:
-                host = spill.write(len(parts), host)
-            parts.append(_ellpack.Ellpack(words=host, n_rows=filled, cuts=host_cuts, **layout))
+    def close_page():
+        if in_core:
+            parts.append(_ellpack.Ellpack(words=words, n_rows=filled, cuts=cuts, **layout))
+            return
+        host = backend.host_copy(words) if spill is None else np.asarray(to_host(words))
+        if spill is not None:
+            host = spill.write(len(parts), host)
+        parts.append(_ellpack.Ellpack(words=host, n_rows=filled, cuts=host_cuts, **layout))
 
-        for Xc, _ in pieces(piece_rows):
-            rows = int(Xc.shape[0])
-            if words is not None and filled + rows > page_rows:
-                close_page()
-                words = None
-            if words is None:
-                words, filled = xp.zeros(_ellpack.n_words(page_rows * stride, layout["bits"]), dtype=xp.uint32), 0
-            piece = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
-            # The piece's rows appended at the page's end (an identity gather at a bit offset).
-            backend.gather_rows(piece, xp.arange(rows, dtype=xp.int64), words, filled * stride)
-            filled += rows
-        if words is not None:
-            words = words[: _ellpack.n_words(filled * stride, layout["bits"])]
+    for Xc, _ in pieces(piece_rows):
+        rows = int(Xc.shape[0])
+        if words is not None and filled + rows > page_rows:
             close_page()
+            words = None
+        if words is None:
+            words, filled = xp.zeros(_ellpack.n_words(page_rows * stride, layout["bits"]), dtype=xp.uint32), 0
+        piece = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
+        backend.gather_rows(piece, xp.arange(rows, dtype=xp.int64), words, filled * stride)
+        del piece
+        filled += rows
+    if words is not None:
+        words = words[: _ellpack.n_words(filled * stride, layout["bits"])]
+        close_page()
+    if sum(p.n_rows for p in parts) != n:
+        if spill is not None:
+            spill.remove()
+        raise ValueError(f"the blocks gave {n} rows on their first pass and {sum(p.n_rows for p in parts)} on the "
+                         "second: they must give the same rows every time they are called")
     if in_core:
-        return cuts, _ellpack.Ellpack(words=_ellpack.join_streams(xp, parts), n_rows=n, cuts=cuts, **layout)
+        if not parts:
+            return cuts, _ellpack.pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts, missing,
+                                                layout)
+        return cuts, parts[0]
     if not parts:  # no rows at all: one empty page
         parts.append(replace(_ellpack.pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts,
                                                     missing, layout), cuts=host_cuts))

@@ -190,6 +190,9 @@ class QuantileMatrix:
 
         _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
                                                 device_memory_budget, spill_dir, cuts)
+        if m.ellpack.n_rows != n:
+            raise ValueError(f"batches() gave {n} rows with their labels, then {m.ellpack.n_rows}: it must give the "
+                             "same rows every time it is called")
         m._on = {device: m}
         return m
 

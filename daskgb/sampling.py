@@ -36,8 +36,7 @@ _MAX_STEPS = 64
 
 def row_uniforms(xp, n_rows: int, first_row: int, seed: int, tree: int):
     """float64 uniforms in [0, 1), one per row: a splitmix64 hash of (seed, tree, global row index)."""
-    mask64 = (1 << 64) - 1
-    key = (int(seed) * 0x9E3779B97F4A7C15 + (int(tree) + 1) * 0xD1B54A32D192ED03) & mask64
+    key = _mvs_key(seed, tree)
     z = xp.arange(first_row, first_row + n_rows, dtype=xp.uint64) + xp.uint64(key)
     z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
@@ -58,6 +57,52 @@ def regularised_abs_gradient(xp, gpair, mvs_lambda: float = MVS_LAMBDA):
     return xp.sqrt(g * g + float(np.float32(mvs_lambda)) * (h * h))
 
 
+class _SortedRows:
+    """The reference's view of this worker's r: the positive r_i sorted, with prefix sums of
+    their fixed-point values, so a candidate's counts and sums are two binary searches."""
+
+    def __init__(self, xp, r):
+        self.xp = xp
+        r = xp.asarray(r, dtype=xp.float64)
+        self.pos = xp.sort(r[r > 0])
+        self._prefix, self._scale = None, None
+
+    def extremes(self) -> tuple[int, float, float]:
+        n = int(self.pos.size)
+        if n == 0:
+            return 0, math.inf, 0.0
+        return n, float(to_host(self.pos[0])), float(to_host(self.pos[-1]))
+
+    def stats(self, cands: np.ndarray, scale: float) -> np.ndarray:
+        """(4, m) int64: #{r < c}, #{r <= c}, fixed sums of r < c and of r <= c."""
+        xp = self.xp
+        if self._scale != scale:
+            self._prefix = xp.concatenate([xp.zeros(1, dtype=xp.int64),
+                                           xp.cumsum(xp.trunc(self.pos / scale).astype(xp.int64))])
+            self._scale = scale
+        c = xp.asarray(cands)
+        below = xp.searchsorted(self.pos, c, side="left")
+        upto = xp.searchsorted(self.pos, c, side="right")
+        return to_host(xp.concatenate([below, upto, self._prefix[below], self._prefix[upto]]).astype(xp.int64)
+                       ).reshape(4, -1)
+
+
+class _KernelRows:
+    """The CUDA backend's view of this worker's r: computed from the gradient pairs inside
+    each kernel (cupy_backend.mvs_*), with no per-row array and no sort."""
+
+    def __init__(self, gpair, mvs_lambda: float):
+        from .backend import cupy_backend
+
+        self._cb, self._gpair, self._lambda = cupy_backend, gpair, mvs_lambda
+
+    def extremes(self) -> tuple[int, float, float]:
+        return self._cb.mvs_extremes(self._gpair, self._lambda)
+
+    def stats(self, cands: np.ndarray, scale: float) -> np.ndarray:
+        return self._cb.mvs_candidate_stats(self._gpair, self._lambda, np.asarray(cands, dtype=np.float64), scale)
+
+
 def mvs_threshold(xp, r, target: float, comm) -> float:
     """mu > 0 with sum over every worker's rows of min(1, r_i / mu) = target; 0.0 when every
     row with r_i > 0 can be kept (target >= their number). Every worker passes its own r
@@ -69,32 +114,28 @@ def mvs_threshold(xp, r, target: float, comm) -> float:
     sums) and keeps the pair around target; once no r_i lies strictly inside the bracket,
     S is C + B / mu there and mu = B / (target - C) exactly.
     """
-    r = xp.asarray(r, dtype=xp.float64)
-    pos = xp.sort(r[r > 0])
-    n_local = int(pos.size)
-    stats = np.array([n_local], dtype=np.int64)
-    n_pos = int(comm.allreduce(stats, "sum")[0])
+    return _threshold(_SortedRows(xp, r), target, comm)
+
+
+def _threshold(rows, target: float, comm) -> float:
+    """mvs_threshold over a worker's rows seen through _SortedRows or _KernelRows (the same
+    exact integers either way, so the same mu)."""
+    n_local, lo_local, hi_local = rows.extremes()
+    n_pos = int(comm.allreduce(np.array([n_local], dtype=np.int64), "sum")[0])
     if n_pos == 0 or target >= n_pos:
         return 0.0
-    lo_local = float(to_host(pos[0])) if n_local else math.inf
-    hi_local = float(to_host(pos[-1])) if n_local else 0.0
     lo = float(comm.allreduce(np.array([lo_local]), "min")[0])
     hi = float(comm.allreduce(np.array([hi_local]), "max")[0])
     # Fixed point for exact sums: every partial sum of r / scale stays below 2**62.
     scale = math.ldexp(1.0, math.frexp(hi * n_pos)[1] - 62)
-    prefix = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(xp.trunc(pos / scale).astype(xp.int64))])
-    total = int(comm.allreduce(to_host(prefix[-1:]).astype(np.int64), "sum")[0])
 
     def evaluate(cands: np.ndarray):
         """For each candidate c: #{r < c}, #{r <= c}, fixed sum of r < c, fixed sum of r <= c (all workers)."""
-        c = xp.asarray(cands)
-        below = xp.searchsorted(pos, c, side="left")
-        upto = xp.searchsorted(pos, c, side="right")
-        local = xp.concatenate([below, upto, prefix[below], prefix[upto]]).astype(xp.int64)
-        out = comm.allreduce(to_host(local), "sum").reshape(4, -1)
+        out = comm.allreduce(rows.stats(cands, scale).ravel(), "sum").reshape(4, -1)
         return out[0], out[1], out[2], out[3]
 
     # From the largest r on, every row is below mu (or at it): S(mu) = total / mu.
+    total = int(evaluate(np.array([hi]))[3][0])
     if total * scale / hi > target:
         return total * scale / target
     for _ in range(_MAX_STEPS):
@@ -120,14 +161,35 @@ def mvs_threshold(xp, r, target: float, comm) -> float:
     return hi
 
 
+def _mvs_key(seed: int, tree: int) -> int:
+    """row_uniforms' per-tree key."""
+    return (int(seed) * 0x9E3779B97F4A7C15 + (int(tree) + 1) * 0xD1B54A32D192ED03) & ((1 << 64) - 1)
+
+
 def mvs_weights(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed: int, tree: int, comm,
                 mvs_lambda: float = MVS_LAMBDA):
     """(n,) float32 multipliers of a tree's gradient pairs under gradient-based sampling:
     1 / p_i for a kept row, 0 for a dropped one (see the module docstring). n_rows_total:
-    the rows of all workers; first_row: this worker's first row among them."""
+    the rows of all workers; first_row: this worker's first row among them. The reference
+    mvs_sample's CUDA path equals."""
     r = regularised_abs_gradient(xp, gpair, mvs_lambda)
     mu = mvs_threshold(xp, r, float(rate) * n_rows_total, comm)
     p = (r > 0).astype(xp.float64) if mu == 0.0 else xp.minimum(1.0, r / mu)
     u = row_uniforms(xp, r.size, first_row, seed, tree)
     keep = u < p
     return xp.where(keep, 1.0 / xp.where(keep, p, 1.0), 0.0).astype(xp.float32)
+
+
+def mvs_sample(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed: int, tree: int, comm,
+               mvs_lambda: float = MVS_LAMBDA):
+    """A tree's (n, 2) float32 gradient pairs under gradient-based sampling: each kept row's
+    pair divided by its p_i, each dropped row's zero (the pairs times mvs_weights). On a GPU
+    the threshold's counts and the sample come from kernels that compute r_i as they read
+    the pairs (cupy_backend.mvs_*): no per-row temporaries beyond the result, the same bits."""
+    if xp is np:
+        return gpair * mvs_weights(xp, gpair, rate, n_rows_total, first_row, seed, tree, comm, mvs_lambda)[:, None]
+    from .backend import cupy_backend
+
+    lam = float(np.float32(mvs_lambda))  # as regularised_abs_gradient rounds it
+    mu = _threshold(_KernelRows(gpair, lam), float(rate) * n_rows_total, comm)
+    return cupy_backend.mvs_sample(gpair, lam, mu, _mvs_key(seed, tree), first_row)

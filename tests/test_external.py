@@ -337,6 +337,31 @@ def test_bad_batches():
                                            device="cpu")
 
 
+@pytest.mark.parametrize("budget", [None, BUDGET])
+def test_batches_that_change_between_passes(budget):
+    """batches() is called once for the labels and twice to quantise: rows that differ from
+    one call to the next are an error, not a matrix whose rows and labels disagree."""
+    X, y = make_data(1, "reg:squarederror", False)
+    calls = []
+
+    def batches():
+        calls.append(1)
+        n = 100 if len(calls) == 1 else 120
+        yield X[:n], y[:n]
+
+    with pytest.raises(ValueError, match="same rows every time"):
+        daskgb.QuantileMatrix.from_batches(batches, device="cpu", device_memory_budget=budget)
+    calls.clear()
+
+    def shrinking():  # the quantising passes disagree with each other
+        calls.append(1)
+        n = 120 if len(calls) < 3 else 100
+        yield X[:n], y[:n]
+
+    with pytest.raises(ValueError, match="same rows every time"):
+        daskgb.QuantileMatrix.from_batches(shrinking, device="cpu", device_memory_budget=budget)
+
+
 def test_batches_binned_with_given_cuts():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(900, 4)).astype(np.float32)  # continuous: sketches of pieces differ from the whole's

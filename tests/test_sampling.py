@@ -9,7 +9,7 @@ import pytest
 
 import daskgb
 from daskgb.collective import LocalCommunicator, reduce_in_rank_order
-from daskgb.sampling import mvs_threshold, mvs_weights, regularised_abs_gradient
+from daskgb.sampling import _KernelRows, _SortedRows, mvs_sample, mvs_threshold, mvs_weights, regularised_abs_gradient
 
 LOCAL = LocalCommunicator()
 
@@ -187,3 +187,47 @@ def test_the_gpu_draws_the_same_sample():
     assert mvs_threshold(cupy, cupy.asarray(r), 0.25 * n, LOCAL) == mvs_threshold(np, r, 0.25 * n, LOCAL)
     np.testing.assert_array_equal(cupy.asnumpy(mvs_weights(cupy, cupy.asarray(gpair), 0.25, n, 0, 4, 1, LOCAL)),
                                   mvs_weights(np, gpair, 0.25, n, 0, 4, 1, LOCAL))
+
+
+def gpair_values(kind, n=20_000, seed=0):
+    """Gradient pairs whose r spread widely, tie, or are zero for many rows."""
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=n) * rng.lognormal(0, 1, n)
+    h = rng.uniform(0.1, 1, n)
+    if kind == "ties":
+        g, h = rng.integers(-3, 4, n) * 0.5, np.full(n, 0.25)
+    if kind == "zeros":  # rows already dropped, or with nothing left to learn
+        dead = rng.random(n) < 0.4
+        g[dead], h[dead] = 0.0, 0.0
+    return np.stack([g, h], axis=1).astype(np.float32)
+
+
+def test_mvs_sample_is_the_pairs_times_the_weights():
+    gpair = gpair_values("zeros", seed=5)
+    np.testing.assert_array_equal(mvs_sample(np, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL),
+                                  gpair * mvs_weights(np, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL)[:, None])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["spread", "ties", "zeros"])
+def test_the_sampling_kernels_equal_the_reference(kind):
+    """cupy_backend's kernels see the same r, count and sum them to the same integers at
+    random candidates, find the same mu and draw the same sample as the sorted reference."""
+    import cupy
+
+    gpair = gpair_values(kind, seed=11)
+    n = len(gpair)
+    lam = float(np.float32(0.1))
+    ref, ker = _SortedRows(np, regularised_abs_gradient(np, gpair)), _KernelRows(cupy.asarray(gpair), lam)
+    assert ker.extremes() == ref.extremes()
+    count, lo, hi = ref.extremes()
+    scale = np.ldexp(1.0, np.frexp(hi * count)[1] - 62)
+    rng = np.random.default_rng(12)
+    cands = np.sort(np.concatenate([rng.uniform(lo, hi, 40), [lo, hi], regularised_abs_gradient(np, gpair)[:20]]))
+    np.testing.assert_array_equal(ker.stats(cands, scale), ref.stats(cands, scale))
+    for rate in (0.05, 0.3, 0.9):
+        expected = mvs_sample(np, gpair, rate, n, 0, 3, 7, LOCAL)
+        # A column of multiclass pairs: not contiguous.
+        wide = cupy.asarray(np.stack([gpair, gpair[::-1]], axis=1))
+        got = mvs_sample(cupy, wide[:, 0], rate, n, 0, 3, 7, LOCAL)
+        np.testing.assert_array_equal(cupy.asnumpy(got), expected)

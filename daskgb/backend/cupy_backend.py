@@ -90,6 +90,7 @@ _PARTITION_THREADS = 512
 _HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
 _PREDICT = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
 _SPLIT = ("evaluate_splits",)
+_SAMPLING = ("mvs_extremes", "mvs_candidate_stats", "mvs_sample")
 _CHILDREN = ("children_histograms",)
 _SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
 _CANDIDATE_BYTES = 48  # sizeof(Candidate) in kernels/split.cu
@@ -1104,3 +1105,45 @@ class PageCopies:
             nxt.set(np.ascontiguousarray(next_host), stream=self._stream)
             self._ahead = (next_key, nxt, self._stream.record())
         return words
+
+
+# --------------------------------------------------------------------------- gradient-based sampling
+def _pairs(gpair):
+    return cupy.ascontiguousarray(gpair, dtype=cupy.float32)
+
+
+def mvs_extremes(gpair, mvs_lambda: float) -> tuple[int, float, float]:
+    """(rows with r > 0, smallest positive r, largest r) of the rows' regularised gradients
+    r = sqrt(g^2 + lambda h^2) (kernels/sampling.cu; one launch, one copy back)."""
+    g = _pairs(gpair)
+    out = cupy.asarray(np.array([0, np.float64(np.inf).view(np.uint64), 0], dtype=np.uint64))
+    fn = _kernel("sampling.cu", _SAMPLING, "mvs_extremes")
+    _launch_1d(fn, g.shape[0], (g, np.int64(g.shape[0]), np.float64(mvs_lambda), out))
+    count, lo, hi = to_host(out)
+    return int(count), float(np.uint64(lo).view(np.float64)), float(np.uint64(hi).view(np.float64))
+
+
+def mvs_candidate_stats(gpair, mvs_lambda: float, cands: np.ndarray, scale: float) -> np.ndarray:
+    """(4, m) int64 for ascending candidates c_j: #{r < c_j}, #{r <= c_j} and the sums of
+    trunc(r / scale) over those rows, over the rows with r > 0 (sampling.mvs_threshold's
+    evaluate; kernels/sampling.cu, one launch, no sort)."""
+    g = _pairs(gpair)
+    m = int(cands.size)
+    stats = cupy.zeros(4 * (m + 1), dtype=cupy.uint64)
+    fn = _kernel("sampling.cu", _SAMPLING, "mvs_candidate_stats")
+    n = g.shape[0]
+    blocks = max(1, min(-(-n // _THREADS), 4 * _sm_count(cupy.cuda.runtime.getDevice())))
+    fn((blocks,), (_THREADS,), (g, np.int64(n), np.float64(mvs_lambda), cupy.asarray(cands, dtype=cupy.float64),
+                                np.int32(m), np.float64(scale), stats))
+    per_k = to_host(stats).astype(np.int64).reshape(4, m + 1)
+    return np.cumsum(per_k, axis=1)[:, :m]
+
+
+def mvs_sample(gpair, mvs_lambda: float, mu: float, key: int, first_row: int):
+    """The sampled gradient pairs: each row's pair times 1 / p if kept, else 0 (sampling.mvs_sample)."""
+    g = _pairs(gpair)
+    out = cupy.empty_like(g)
+    fn = _kernel("sampling.cu", _SAMPLING, "mvs_sample")
+    _launch_1d(fn, g.shape[0], (g, np.int64(g.shape[0]), np.float64(mvs_lambda), np.float64(mu), np.uint64(key),
+                                np.uint64(first_row), out))
+    return out

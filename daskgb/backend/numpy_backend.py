@@ -176,16 +176,18 @@ def feature_bins(ell, rows, features):
 def gather_rows(ell, rows, out, entry_offset: int) -> None:
     """OR the rows `rows` of ell (indices into its rows, in the order given) into the zeroed
     packed stream `out` (ell's bits) from symbol entry_offset on: one page's share of a
-    compacted matrix (external.compact_rows)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    sym = symbols(ell)[rows].astype(np.uint64).ravel()
-    pos = (np.arange(sym.size, dtype=np.uint64) + np.uint64(entry_offset)) * np.uint64(ell.bits)
-    word = (pos >> np.uint64(5)).astype(np.int64)
-    off = pos & np.uint64(31)
-    np.bitwise_or.at(out, word, ((sym << off) & np.uint64(0xFFFFFFFF)).astype(np.uint32))
-    high = (sym << off) >> np.uint64(32)  # the bits of a field that runs into the next word
-    spill = high != 0
-    np.bitwise_or.at(out, word[spill] + 1, high[spill].astype(np.uint32))
+    compacted matrix (external.compact_rows). The rows are packed as a stream of their own,
+    then ORed in shifted to the bit where they start (as ellpack.join_streams joins)."""
+    sym = symbols(ell)[np.asarray(rows, dtype=np.int64)].ravel()
+    if sym.size == 0:
+        return
+    n_bits = sym.size * ell.bits
+    m = (n_bits + 31) // 32
+    w = pack_symbols(sym, ell.bits)[:m].astype(np.uint64)
+    first, r = divmod(int(entry_offset) * ell.bits, 32)
+    out[first : first + m] |= ((w << np.uint64(r)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    if r:
+        out[first + 1 : first + m + 1] |= (w >> np.uint64(32 - r)).astype(np.uint32)
 
 
 def host_copy(a) -> np.ndarray:
