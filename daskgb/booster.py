@@ -408,8 +408,9 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         for group in range(n_groups):
             gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
             if p.subsample < 1.0 and p.sampling_method == "gradient_based":
+                # One output: the pairs are this round's own, sampled where they lie (device memory).
                 gpair = mvs_sample(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed, it * n_groups + group,
-                                   comm)
+                                   comm, inplace=n_groups == 1)
             elif p.subsample < 1.0:
                 gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
                                            p.subsample)[:, None]

@@ -181,15 +181,16 @@ def mvs_weights(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed:
 
 
 def mvs_sample(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed: int, tree: int, comm,
-               mvs_lambda: float = MVS_LAMBDA):
+               mvs_lambda: float = MVS_LAMBDA, inplace: bool = False):
     """A tree's (n, 2) float32 gradient pairs under gradient-based sampling: each kept row's
     pair divided by its p_i, each dropped row's zero (the pairs times mvs_weights). On a GPU
     the threshold's counts and the sample come from kernels that compute r_i as they read
-    the pairs (cupy_backend.mvs_*): no per-row temporaries beyond the result, the same bits."""
+    the pairs (cupy_backend.mvs_*): no per-row temporaries beyond the result (none with
+    inplace, which may overwrite gpair), the same bits."""
     if xp is np:
         return gpair * mvs_weights(xp, gpair, rate, n_rows_total, first_row, seed, tree, comm, mvs_lambda)[:, None]
     from .backend import cupy_backend
 
     lam = float(np.float32(mvs_lambda))  # as regularised_abs_gradient rounds it
     mu = _threshold(_KernelRows(gpair, lam), float(rate) * n_rows_total, comm)
-    return cupy_backend.mvs_sample(gpair, lam, mu, _mvs_key(seed, tree), first_row)
+    return cupy_backend.mvs_sample(gpair, lam, mu, _mvs_key(seed, tree), first_row, inplace=inplace)

@@ -23,6 +23,7 @@ table and JSON (--json to save it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -52,6 +53,12 @@ def main(argv=None):
                     help="skip the in-core run (rows that do not fit the device); give --budget-mib")
     ap.add_argument("--budget-mib", type=float, default=None,
                     help="the device budget out of core (default: the in-core matrix / --times)")
+    ap.add_argument("--batches-on-device", action="store_true",
+                    help="with --batch-rows, hand each batch over on the GPU where it is made (no trip through the "
+                         "host: for the row counts that fill the device, where host copies would take the time)")
+    ap.add_argument("--peak-memory", action="store_true",
+                    help="also the peak device memory in live arrays (quantising and training; a CuPy memory "
+                         "hook, in the timed run)")
     ap.add_argument("--dask", type=int, default=0, help="train through a local Dask cluster of this many workers")
     ap.add_argument("--batch-rows", type=int, default=None,
                     help="make the training rows batch by batch (QuantileMatrix.from_batches): they are never "
@@ -78,7 +85,8 @@ def main(argv=None):
         def batches():  # the same rows on every pass: batch k from seed + k
             for k, size in enumerate(sizes):
                 Xb, yb = make(size, args.seed + 1 + k)
-                yield (xp.asnumpy(Xb), xp.asnumpy(yb)) if xp is not np else (Xb, yb)
+                host = xp is not np and not args.batches_on_device
+                yield (xp.asnumpy(Xb), xp.asnumpy(yb)) if host else (Xb, yb)
 
         def matrix(**kw):
             return daskgb.QuantileMatrix.from_batches(batches, max_bin=args.max_bin, device=device, **kw)
@@ -99,6 +107,7 @@ def main(argv=None):
         if xp is not np:
             xp.cuda.runtime.deviceSynchronize()
 
+    from benchmark import PeakMemory
     from daskgb.metric import evaluate
 
     daskgb.train(params, daskgb.QuantileMatrix(warm_X[:50_000], warm_y[:50_000], max_bin=args.max_bin,
@@ -108,7 +117,13 @@ def main(argv=None):
 
     def run(label, rate, path, budget, cuts=None):
         sync()
+        peak = PeakMemory(xp, pool=True) if args.peak_memory else contextlib.nullcontext()
+        peak.__enter__()
+        base = xp.get_default_memory_pool().used_bytes() if args.peak_memory and xp is not np else 0
         t0 = time.perf_counter()
+        # The in-core run stays in core however large (daskgb would page a matrix beyond half the
+        # free device memory by itself: external.AUTO_FREE_FRACTION).
+        external.AUTO_FREE_FRACTION = 1.0 if budget is None else 0.5
         m = matrix(device_memory_budget=budget, spill_dir=args.spill_dir if budget else None, cuts=cuts)
         sync()
         t1 = time.perf_counter()
@@ -119,6 +134,7 @@ def main(argv=None):
         booster = daskgb.train(p, m, args.rounds, verbose_eval=False)
         sync()
         t2 = time.perf_counter()
+        peak.__exit__(None, None, None)
         pred = xp.asarray(booster.predict(Xte))
         reference.setdefault("pred", pred)
         pool_gib = 0.0
@@ -128,6 +144,7 @@ def main(argv=None):
             pool_gib = pool.total_bytes() / 2**30
         out = {"run": label, "rate": rate, "path": path, "pages": m.ellpack.n_pages if m.paged else 0,
                "device_pool_gib": pool_gib,
+               "device_peak_gib": (base + peak.peak) / 2**30 if getattr(peak, "peak", None) is not None else None,
                "ellpack_mib": m.ellpack.nbytes / 2**20, "quantise_s": t1 - t0, "train_s": t2 - t1,
                "auc": float(evaluate("auc", xp, xp.asarray(yte), pred)),
                "max_pred_diff": float(xp.abs(pred - reference["pred"]).max())}
@@ -184,7 +201,8 @@ def report(results, in_core, json_path, extra):
     for r in results:
         print(f"| {r['run']} | {r['rate']:g} | {r['pages']} | {r['path']} | {r['train_s']:.2f} s | "
               f"{vs(r, 'train_s', '.2f')} | {r['auc']:.5f} | {vs(r, 'auc', '+.5f')} | "
-              + ("-" if in_core is None else f"{r['max_pred_diff']:.2e}") + f" | {r.get('device_pool_gib', 0):.2f} GiB |")
+              + ("-" if in_core is None else f"{r['max_pred_diff']:.2e}") + f" | {r.get('device_pool_gib', 0):.2f} GiB |"
+              + ("" if r.get("device_peak_gib") is None else f" peak in arrays {r['device_peak_gib']:.2f} GiB |"))
     if json_path:
         Path(json_path).write_text(json.dumps({**extra, "results": results}, indent=2))
 

@@ -231,3 +231,6 @@ def test_the_sampling_kernels_equal_the_reference(kind):
         wide = cupy.asarray(np.stack([gpair, gpair[::-1]], axis=1))
         got = mvs_sample(cupy, wide[:, 0], rate, n, 0, 3, 7, LOCAL)
         np.testing.assert_array_equal(cupy.asnumpy(got), expected)
+        mine = cupy.asarray(gpair)
+        assert mvs_sample(cupy, mine, rate, n, 0, 3, 7, LOCAL, inplace=True) is mine
+        np.testing.assert_array_equal(cupy.asnumpy(mine), expected)

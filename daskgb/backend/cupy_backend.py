@@ -1139,10 +1139,11 @@ def mvs_candidate_stats(gpair, mvs_lambda: float, cands: np.ndarray, scale: floa
     return np.cumsum(per_k, axis=1)[:, :m]
 
 
-def mvs_sample(gpair, mvs_lambda: float, mu: float, key: int, first_row: int):
-    """The sampled gradient pairs: each row's pair times 1 / p if kept, else 0 (sampling.mvs_sample)."""
+def mvs_sample(gpair, mvs_lambda: float, mu: float, key: int, first_row: int, inplace: bool = False):
+    """The sampled gradient pairs: each row's pair times 1 / p if kept, else 0 (sampling.mvs_sample);
+    inplace: into gpair itself where it is a contiguous float32 array (a row is read, then written)."""
     g = _pairs(gpair)
-    out = cupy.empty_like(g)
+    out = g if inplace else cupy.empty_like(g)
     fn = _kernel("sampling.cu", _SAMPLING, "mvs_sample")
     _launch_1d(fn, g.shape[0], (g, np.int64(g.shape[0]), np.float64(mvs_lambda), np.float64(mu), np.uint64(key),
                                 np.uint64(first_row), out))
