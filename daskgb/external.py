@@ -278,6 +278,8 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
     words, filled = None, 0
 
     def close_page():
+        nonlocal words
+        words = words[: _ellpack.n_words(filled * stride, layout["bits"])]  # a page short of page_rows
         if in_core:
             parts.append(_ellpack.Ellpack(words=words, n_rows=filled, cuts=cuts, **layout))
             return
@@ -298,7 +300,6 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
         del piece
         filled += rows
     if words is not None:
-        words = words[: _ellpack.n_words(filled * stride, layout["bits"])]
         close_page()
     if sum(p.n_rows for p in parts) != n:
         if spill is not None:
