@@ -213,7 +213,7 @@ def dense_pages(backend, X, weight, missing: float, max_bin: int, budget_bytes: 
 
 
 def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: int, budget_bytes, spill_dir=None,
-                    cuts=None):
+                    cuts=None, budget_for=None):
     """(cuts, PagedEllpack or Ellpack) of rows given as blocks, so that neither the input nor the
     matrix is ever whole on the device.
 
@@ -225,7 +225,9 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
     and finds the layout every page shares (any value missing, the longest row); the second
     packs the pieces into pages. (A piece of CSR rows is made dense first: its layout is the
     one from_dense picks for those values, sparse when that is smaller.) A matrix within the
-    budget (budget_bytes None: any) comes back in core, its pieces' streams joined.
+    budget (budget_bytes None: any) comes back in core, its pieces packed into one buffer.
+    budget_for: with budget_bytes None, a callable given the row count after the first pass
+    that returns the budget to page under (or None: in core).
     """
     from . import ellpack as _ellpack
     from . import sketch
@@ -261,6 +263,10 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
         if summary is None:
             raise ValueError("the blocks hold no rows")
         cuts = sketch.make_cuts(sketch.prune(summary, sketch.sketch_budget(n, max_bin)), max_bin)
+    if budget is None and budget_for is not None:
+        budget = budget_for(n)
+        if budget is not None:
+            piece_rows = max(32, (budget // PAGE_FRACTION) // max(1, 4 * n_features))
     cuts = cuts.to(xp)
     layout = _ellpack.dense_input_layout(cuts, n_features, has_missing, longest if has_missing else n_features)
     row_bits = max(1, layout["row_stride"] * layout["bits"])

@@ -121,8 +121,8 @@ class QuantileMatrix:
 
         batches: a callable returning a fresh iterator of (X, y) or (X, y, weight) batches
         (numpy or cupy arrays, dataframes or CSR matrices; any number of rows each). It is
-        called twice: once to sketch the cuts and find the layout, once to quantise. Only the
-        labels and weights are kept whole; the quantised rows are paged beyond
+        called twice (and once more, for its first batch only): to take the labels, sketch the
+        cuts and find the layout, then to quantise. Only the labels and weights are kept whole; the quantised rows are paged beyond
         device_memory_budget (in host memory, or in files under spill_dir), and with no
         budget a GPU matrix that would not fit half the free device memory pages itself.
         ref: a matrix whose cuts to bin with (as an eval set's); cuts: a sketch.Cuts to bin with.
@@ -145,54 +145,59 @@ class QuantileMatrix:
                 shape.setdefault("names", f.feature_names)
                 yield f, batch
 
-        labels, weights, n = [], [], 0
-        for f, batch in rows():  # a first look: the labels and weights, the rows and features
-            labels.append(_host(batch[1]))
-            weights.append(None if len(batch) < 3 or batch[2] is None else _host(batch[2]))
-            n += f.n_rows
-        if not labels:
+        peek = next(iter(rows()), None)  # the first batch: the features and, if not given, the device
+        if peek is None:
             raise ValueError("batches() gave no batches")
-        if any(w is None for w in weights) and not all(w is None for w in weights):
-            raise ValueError("give a weight with every batch or with none")
         n_features = shape["features"]
         if device is None:
-            first = next(iter(rows()))[0]
-            device = "cuda" if first.xp is not np else "cpu"
+            device = "cuda" if peek[0].xp is not np else "cpu"
+        del peek
         device = resolve_device(device)
         backend = get_backend(device)
         xp = backend.xp
-        m = object.__new__(cls)
-        m.groups, m.base_margin = None, None
-        m.label = as_vector(np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in labels]), n,
-                            "y (labels)", xp)
-        m.weight = None if weights[0] is None else as_vector(
-            np.concatenate([np.asarray(v, dtype=np.float32).ravel() for v in weights]), n, "weight", xp,
-            nonnegative=True)
-        m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
-        m.missing, m.max_bin, m.device = missing, int(max_bin), device
-        m.cuts_token = uuid.uuid4().hex
         if ref is not None and cuts is not None:
             raise ValueError("give ref= or cuts=, not both")
         if cuts is not None and cuts.n_features != n_features:
             raise ValueError(f"cuts are for {cuts.n_features} features, the batches have {n_features}")
+        if ref is not None and (not isinstance(ref, QuantileMatrix) or ref.n_features != n_features):
+            raise ValueError(f"ref must be a QuantileMatrix of {n_features} features")
+        m = object.__new__(cls)
+        m.max_bin, m.cuts_token = int(max_bin), uuid.uuid4().hex
         if ref is not None:
-            if not isinstance(ref, QuantileMatrix) or ref.n_features != n_features:
-                raise ValueError(f"ref must be a QuantileMatrix of {n_features} features")
             m.cuts_token, cuts, m.max_bin = ref.cuts_token, ref.cuts, ref.max_bin
-        if device_memory_budget is None and device == "cuda":
-            device_memory_budget = _budget_if_too_large(n, n_features, m.max_bin)
+
+        # The labels and weights are taken on the first of the two passes quantise_blocks makes
+        # (the sketch), so that the batches are read twice in all.
+        labels, weights, passes = [], [], []
 
         def blocks():
+            passes.append(1)
+            first = len(passes) == 1
             for f, batch in rows():
-                X = external.CsrRows(f) if f.is_sparse else f.dense
                 w = None if len(batch) < 3 or batch[2] is None else np.asarray(_host(batch[2]), dtype=np.float32)
-                yield X, w
+                if first:
+                    if weights and (w is None) != (weights[0] is None):
+                        raise ValueError("give a weight with every batch or with none")
+                    labels.append(np.asarray(_host(batch[1]), dtype=np.float32).ravel())
+                    weights.append(w)
+                yield (external.CsrRows(f) if f.is_sparse else f.dense), w
+
+        def budget_for(n):  # no budget given: page on the GPU only what would not fit
+            return _budget_if_too_large(n, n_features, m.max_bin) if device == "cuda" else None
 
         _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
-                                                device_memory_budget, spill_dir, cuts)
+                                                device_memory_budget, spill_dir, cuts,
+                                                budget_for=None if device_memory_budget is not None else budget_for)
+        n = int(sum(v.size for v in labels))
         if m.ellpack.n_rows != n:
             raise ValueError(f"batches() gave {n} rows with their labels, then {m.ellpack.n_rows}: it must give the "
                              "same rows every time it is called")
+        m.groups, m.base_margin = None, None
+        m.label = as_vector(np.concatenate(labels), n, "y (labels)", xp)
+        m.weight = None if weights[0] is None else as_vector(np.concatenate(weights), n, "weight", xp,
+                                                             nonnegative=True)
+        m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
+        m.missing, m.device = missing, device
         m._on = {device: m}
         return m
 

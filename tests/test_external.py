@@ -267,6 +267,38 @@ def test_a_gpu_matrix_too_large_for_free_memory_pages_itself(monkeypatch):
     assert m.paged
 
 
+def test_the_budget_can_be_chosen_once_the_rows_are_counted():
+    """quantise_blocks(budget_for=...) learns the row count on its first pass and pages under
+    the budget it returns (from_batches' automatic paging on a GPU), or stays in core."""
+    from daskgb.backend import numpy_backend
+    from daskgb.external import quantise_blocks
+
+    X, y = make_data(3, "reg:squarederror", False)
+    seen = []
+
+    def blocks():
+        return iter([(X[:250], None), (X[250:], None)])
+
+    _, paged = quantise_blocks(numpy_backend, blocks, X.shape[1], np.nan, 256, None,
+                               budget_for=lambda n: seen.append(n) or BUDGET)
+    _, whole = quantise_blocks(numpy_backend, blocks, X.shape[1], np.nan, 256, None, budget_for=lambda n: None)
+    assert seen == [len(X)] and isinstance(paged, PagedEllpack) and not isinstance(whole, PagedEllpack)
+    rows = [numpy_backend.symbols(paged.page(i, np)) for i in range(paged.n_pages)]
+    np.testing.assert_array_equal(np.concatenate(rows), numpy_backend.symbols(whole))
+
+
+@pytest.mark.gpu
+def test_batches_too_large_for_free_memory_page_themselves(monkeypatch):
+    import cupy
+
+    X, y = make_data(2, "reg:squarederror", False, n=5000)
+    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (8192, 2**30))
+    with pytest.warns(UserWarning, match="keeping them as pages in host memory"):
+        m = daskgb.QuantileMatrix.from_batches(lambda: iter([(X[:3000], y[:3000]), (X[3000:], y[3000:])]),
+                                               device="cuda")
+    assert m.paged and m.n_rows == 5000
+
+
 def test_a_streamed_step_copies_each_page_once(monkeypatch):
     """A step applies its splits to a page and builds its histograms from it in one visit."""
     X, y = make_data(5, "reg:squarederror", False)
@@ -337,29 +369,22 @@ def test_bad_batches():
                                            device="cpu")
 
 
+@pytest.mark.parametrize("last", [120, 80])
 @pytest.mark.parametrize("budget", [None, BUDGET])
-def test_batches_that_change_between_passes(budget):
-    """batches() is called once for the labels and twice to quantise: rows that differ from
-    one call to the next are an error, not a matrix whose rows and labels disagree."""
+def test_batches_that_change_between_passes(budget, last):
+    """batches() gives the labels and the sketch on one pass and is quantised on the next:
+    rows that differ from one pass to the next are an error, not a matrix whose rows and
+    labels disagree."""
     X, y = make_data(1, "reg:squarederror", False)
     calls = []
 
-    def batches():
+    def batches():  # the first call only shows its first batch
         calls.append(1)
-        n = 100 if len(calls) == 1 else 120
+        n = 100 if len(calls) < 3 else last
         yield X[:n], y[:n]
 
     with pytest.raises(ValueError, match="same rows every time"):
         daskgb.QuantileMatrix.from_batches(batches, device="cpu", device_memory_budget=budget)
-    calls.clear()
-
-    def shrinking():  # the quantising passes disagree with each other
-        calls.append(1)
-        n = 120 if len(calls) < 3 else 100
-        yield X[:n], y[:n]
-
-    with pytest.raises(ValueError, match="same rows every time"):
-        daskgb.QuantileMatrix.from_batches(shrinking, device="cpu", device_memory_budget=budget)
 
 
 def test_batches_binned_with_given_cuts():
