@@ -214,13 +214,32 @@ class Booster:
         b.best_score = d.get("best_score")
         return b
 
-    def save_model(self, path) -> None:
-        """Write the model as JSON (format documented in docs/model_format.md)."""
-        Path(path).write_text(json.dumps(self.to_dict()))
+    def save_model(self, path, format: str = "daskgb") -> None:
+        """Write the model as JSON: daskgb's format (docs/model_format.md), or with
+        format="xgboost" XGBoost's JSON model format, which xgboost.Booster(model_file=path)
+        loads and predicts with (daskgb/xgboost_format.py says what it carries)."""
+        if format == "daskgb":
+            d = self.to_dict()
+        elif format == "xgboost":
+            from .xgboost_format import to_xgboost_json
+
+            d = to_xgboost_json(self)
+        else:
+            raise ValueError(f"format must be 'daskgb' or 'xgboost', got {format!r}")
+        Path(path).write_text(json.dumps(d))
 
     def load_model(self, path) -> "Booster":
-        """Replace this booster's content with the model in a JSON file."""
-        other = Booster.from_dict(json.loads(Path(path).read_text()))
+        """Replace this booster's content with the model in a JSON file: daskgb's format or
+        XGBoost's JSON model format (whichever the file holds; a model read from XGBoost's is
+        for prediction: its trees carry no training bins)."""
+        from .xgboost_format import from_xgboost_json, is_xgboost_model
+
+        try:
+            d = json.loads(Path(path).read_text())
+        except UnicodeDecodeError:
+            raise ValueError(f"{path} is not a JSON model (an XGBoost .ubj model? save it with a .json name "
+                             "to read it here)") from None
+        other = from_xgboost_json(d) if is_xgboost_model(d) else Booster.from_dict(d)
         self.__dict__.update(other.__dict__)
         return self
 

@@ -286,3 +286,21 @@ def test_dask_estimator_and_named_interaction_constraints(client):
     assert [t.to_dict() for t in out["booster"].trees] == [t.to_dict() for t in by_index.trees]
     with pytest.raises(ValueError, match="'c9', which the data does not have"):
         dgb.train(client, {**PARAMS, "interaction_constraints": [["c0", "c9"]]}, dtrain, 1)
+
+
+def test_an_xgboost_model_predicts_on_dask(client, tmp_path):
+    """A model trained by XGBoost, read from its JSON format, predicts on the cluster what
+    XGBoost predicts."""
+    xgb = pytest.importorskip("xgboost")
+    import dask.array as da
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(900, 6)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = rng.integers(0, 3, 900).astype(np.float32)
+    xb = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 4, "tree_method": "hist"},
+                   xgb.DMatrix(X, y), 8)
+    xb.save_model(str(tmp_path / "xgb.json"))
+    booster = daskgb.Booster().load_model(tmp_path / "xgb.json")
+    got = dgb.predict(client, booster, da.from_array(X, chunks=300)).compute()
+    np.testing.assert_allclose(got, xb.predict(xgb.DMatrix(X)), rtol=1e-5, atol=1e-6)
