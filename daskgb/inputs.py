@@ -77,10 +77,15 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
             X = X.to_numpy(dtype=np.float32, na_value=np.nan) if hasattr(X, "to_numpy") else X.values
         xp = array_module(X)
         arr = xp.asarray(X) if xp is not np else np.asarray(X)
+        if arr.dtype.kind == "O":  # numbers held as Python objects: as numbers (TypeError for others)
+            arr = arr.astype(np.float64)
+        if arr.dtype.kind == "c":
+            raise ValueError(f"Complex data not supported: X has dtype {arr.dtype}")
         if arr.dtype.kind not in "biuf":
             raise ValueError(f"X has non-numeric dtype {arr.dtype}")
         if arr.ndim != 2:
-            raise ValueError(f"X must be 2-dimensional (rows x features), got {arr.ndim} dimension(s)")
+            raise ValueError(f"X must be 2-dimensional (rows x features), got {arr.ndim} dimension(s). Reshape your "
+                             "data: X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row")
         _check_shape(*arr.shape, allow_empty)
         arr = xp.ascontiguousarray(arr, dtype=xp.float32)
         f = Features(arr, n_rows=arr.shape[0], n_features=arr.shape[1])
@@ -101,9 +106,11 @@ def _numeric_dtype(t) -> bool:
 
 def _check_shape(n_rows: int, n_features: int, allow_empty: bool = False) -> None:
     if n_rows == 0 and not allow_empty:
-        raise ValueError("X has no rows")
+        raise ValueError(f"X has no rows: 0 sample(s) (shape=({n_rows}, {n_features})) while a minimum of 1 is "
+                         "required.")
     if n_features == 0:
-        raise ValueError("X has no features (0 columns)")
+        raise ValueError(f"X has no features: 0 feature(s) (shape=({n_rows}, {n_features})) while a minimum of 1 is "
+                         "required.")
 
 
 def _numeric(v, what: str):
@@ -112,6 +119,8 @@ def _numeric(v, what: str):
         v = v.to_numpy()
     src = array_module(v)
     a = src.asarray(v)
+    if a.dtype.kind == "O":  # numbers held as Python objects: as numbers (TypeError for others)
+        a = a.astype(np.float64)
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{what} must be numeric, got dtype {a.dtype}")
     if a.ndim == 2 and a.shape[1] == 1:

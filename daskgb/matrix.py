@@ -65,7 +65,7 @@ class QuantileMatrix:
         self.weight = as_vector(weight, n, "weight", xp, nonnegative=True)
         self.base_margin = as_margin(base_margin, n, None, xp)
         if self.weight is not None and float(self.weight.sum()) <= 0:
-            raise ValueError("weight sums to 0: no row carries any weight")
+            raise ValueError("the weights are all zero (they sum to 0): no row carries any weight")
         self.n_rows = n
         self.n_features = features.n_features
         self.feature_names = features.feature_names

@@ -24,6 +24,39 @@ class NotFittedError(ValueError, AttributeError):
     """The estimator is used before fit (the same bases as scikit-learn's NotFittedError)."""
 
 
+def _not_fitted_error(message: str) -> NotFittedError:
+    """A NotFittedError that is also scikit-learn's when scikit-learn is loaded (so that its
+    checks and `except sklearn.exceptions.NotFittedError` see it), without daskgb importing
+    scikit-learn itself."""
+    import sys
+
+    sk = sys.modules.get("sklearn.exceptions")
+    if sk is None:
+        return NotFittedError(message)
+    both = _BOTH.get(sk.NotFittedError)
+    if both is None:
+        both = _BOTH[sk.NotFittedError] = type("NotFittedError", (NotFittedError, sk.NotFittedError),
+                                                {"__module__": __name__, "__doc__": NotFittedError.__doc__})
+    return both(message)
+
+
+_BOTH: dict = {}
+
+
+def _column_vector_y(y):
+    """y of shape (n, 1) as (n,), with scikit-learn's DataConversionWarning (a UserWarning
+    when scikit-learn is not loaded), as its estimators warn."""
+    import sys
+    import warnings
+
+    if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1:
+        sk = sys.modules.get("sklearn.exceptions")
+        warnings.warn("A column-vector y was passed when a 1d array was expected; it is taken as y.ravel()",
+                      UserWarning if sk is None else sk.DataConversionWarning, stacklevel=3)
+        return y[:, 0] if not hasattr(y, "iloc") else y.iloc[:, 0]
+    return y
+
+
 class _GBModel:
     """Parameters, fit and the scikit-learn protocol shared by both estimators."""
 
@@ -82,8 +115,14 @@ class _GBModel:
         self.early_stopping_rounds = early_stopping_rounds
         self.callbacks = callbacks
         # Extra XGBoost parameters, passed to train() as they are (XGBoost's
-        # sklearn wrapper does the same); train() rejects unknown ones.
-        self.kwargs = kwargs
+        # sklearn wrapper does the same); train() rejects unknown ones. Private: an
+        # estimator's __init__ sets nothing public but its parameters (scikit-learn).
+        self._kwargs = kwargs
+
+    @property
+    def kwargs(self) -> dict:
+        """The extra XGBoost parameters (as XGBModel.kwargs)."""
+        return self._kwargs
 
     # -- scikit-learn parameter protocol ---------------------------------
 
@@ -104,7 +143,7 @@ class _GBModel:
     def get_params(self, deep=True):
         """The constructor arguments, extra XGBoost parameters (kwargs) included."""
         params = {name: getattr(self, name) for name in self._param_names()}
-        params.update(self.kwargs)
+        params.update(self._kwargs)
         return params
 
     def set_params(self, **params):
@@ -114,7 +153,7 @@ class _GBModel:
             if key in names:
                 setattr(self, key, value)
             else:
-                self.kwargs[key] = value
+                self._kwargs[key] = value
         return self
 
     def __sklearn_tags__(self):
@@ -177,7 +216,7 @@ class _GBModel:
         if self.monotone_constraints is not None:
             params["monotone_constraints"] = self.monotone_constraints
         canonical = {ALIASES.get(k, k): k for k in params}
-        for key, value in self.kwargs.items():
+        for key, value in self._kwargs.items():
             name = ALIASES.get(key, key)
             if name in canonical:
                 raise ValueError(
@@ -193,6 +232,7 @@ class _GBModel:
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        y = _column_vector_y(y)
         y_train = self._fit_labels(y)
         params = self._train_params()  # after the labels: the class count picks the objective
         dtrain = QuantileMatrix(
@@ -268,7 +308,7 @@ class _GBModel:
 
     def _check_fitted(self):
         if getattr(self, "_Booster", None) is None:
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise _not_fitted_error(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def __sklearn_is_fitted__(self):
         return getattr(self, "_Booster", None) is not None
@@ -296,6 +336,13 @@ class _GBModel:
 
     def _margin_or_value(self, X, output_margin=False, iteration_range=None):
         self._check_fitted()
+        if not hasattr(X, "shape"):  # a list or another array-like
+            X = np.asarray(X)
+        shape = X.shape
+        expected = getattr(self, "n_features_in_", None)
+        if shape is not None and len(shape) == 2 and expected is not None and shape[1] != expected:
+            raise ValueError(f"X has {shape[1]} features, but {type(self).__name__} is expecting {expected} features "
+                             "as input")
         kwargs = {"output_margin": output_margin}
         if not _both_nan(float(self.missing), np.nan):
             kwargs["missing"] = self.missing
@@ -361,8 +408,11 @@ class GBClassifier(_GBModel):
         classes = np.unique(y_host)
         if len(classes) == 0:
             raise ValueError("y is empty: no labels to train on")
+        if y_host.dtype.kind == "f" and np.any(y_host != np.floor(y_host)):
+            raise ValueError(f"Unknown label type: continuous (y has non-integer values); {type(self).__name__} "
+                             "needs class labels")
         if len(classes) == 1:
-            raise ValueError(f"y has a single class ({classes[0]!r}); {type(self).__name__} needs two or more")
+            raise ValueError(f"y has one class ({classes[0]!r}); {type(self).__name__} needs two or more")
         if len(classes) > 2 and objective in ("binary:logistic", "reg:logistic"):
             if self.objective not in (None, self._default_objective):
                 raise ValueError(f"y has {len(classes)} classes but objective={objective!r} is binary; use "
@@ -439,7 +489,7 @@ class GBRanker(_GBModel):
     _default_objective = "rank:ndcg"
 
     def __init__(self, *, objective="rank:ndcg", **kwargs):
-        _check_rank_objective(objective)
+        # Checked in fit: scikit-learn's __init__ and set_params only store.
         super().__init__(objective=objective, **kwargs)
 
     def __sklearn_tags__(self):
@@ -452,7 +502,8 @@ class GBRanker(_GBModel):
 
     def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
             verbose=False, sample_weight_eval_set=None):
-        """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column).
+        """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column;
+        with none of them, all rows are one query).
 
         eval_set is a list of (X, y) pairs, with their groups in eval_group or
         eval_qid (lists like eval_set) or in their X's qid column;
@@ -463,6 +514,11 @@ class GBRanker(_GBModel):
             return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,
                                   device=self.device, qid=qid, group=group)
 
+        X, qid = _split_qid(X, qid)
+        if group is None and qid is None and y is not None:
+            # No query groups given: the rows are one query, as score() takes them (XGBRanker
+            # raises here; scikit-learn's fit(X, y) protocol needs an answer).
+            group = [(X if hasattr(X, "shape") else np.asarray(X)).shape[0]]
         return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid,
                                  verbose, sample_weight_eval_set)
 

@@ -100,8 +100,10 @@ def test_predict_with_a_different_number_of_features(data):
 def test_estimator_predict_with_a_different_number_of_features(data):
     X, y = data
     model = daskgb.GBRegressor(n_estimators=2, device="cpu").fit(X, y)
-    with pytest.raises(ValueError, match="trained on 3 features, the data has 4"):
+    with pytest.raises(ValueError, match="X has 4 features, but GBRegressor is expecting 3 features as input"):
         model.predict(np.zeros((5, 4), dtype=np.float32))
+    with pytest.raises(ValueError, match="trained on 3 features, the data has 4"):
+        model.get_booster().predict(np.zeros((5, 4), dtype=np.float32))
 
 
 def test_eval_set_without_ref_is_an_error(data):

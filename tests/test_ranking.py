@@ -476,10 +476,12 @@ def test_gbranker_protocol_and_errors():
     twin = clone(model)
     assert twin.get_params()["lambdarank_pair_method"] == "mean"
     np.testing.assert_array_equal(model.fit(X, y, group=sizes).predict(X), twin.fit(X, y, qid=qid).predict(X))
-    with pytest.raises(ValueError, match="query groups"):
-        daskgb.GBRanker().fit(X, y)
+    # Without query groups the rows are one query (scikit-learn's fit(X, y)).
+    one = daskgb.GBRanker(n_estimators=3, device="cpu")
+    np.testing.assert_array_equal(one.fit(X, y).predict(X), clone(one).fit(X, y, group=[len(X)]).predict(X))
+    wrong = daskgb.GBRanker(objective="reg:squarederror")  # stored; checked by fit, as scikit-learn asks
     with pytest.raises(ValueError, match="ranking objective"):
-        daskgb.GBRanker(objective="reg:squarederror")
+        wrong.fit(X, y, qid=qid)
     with pytest.raises(ValueError, match="eval_set\\[0\\] has no query groups"):
         daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, qid=qid, eval_set=[(X, y)])
     with pytest.raises(ValueError, match="eval_qid has 2 entries"):
