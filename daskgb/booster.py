@@ -272,7 +272,8 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
 
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
           evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None,
-          early_stopping_rounds: int | None = None, maximize: bool | None = None, callbacks=()) -> Booster:
+          early_stopping_rounds: int | None = None, maximize: bool | None = None, callbacks=(),
+          _after_round=None) -> Booster:
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
     evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
@@ -467,6 +468,8 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 line.append(f"{name}-{k}:{v:.5f}")
         if every and eval_state and (it % every == 0 or it == num_boost_round - 1):
             print("\t".join(line), flush=True)
+        if _after_round is not None and comm.rank == 0:  # the Dask layer's progress (dask/progress.py)
+            _after_round(it, history)
         # Every callback runs (none is skipped because an earlier one asked to stop), as in XGBoost.
         if _agree(comm, [cb.after_iteration(booster, it, history) for cb in callbacks]):
             for cb in callbacks:

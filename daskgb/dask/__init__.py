@@ -9,6 +9,7 @@ import numpy as np
 from ..feature_sets import interaction_sets
 from ..monotone import monotone_vector
 from ..params import TrainParams
+from . import progress
 from .data import DaskQuantileMatrix
 from .watch import gather_watching
 from .worker import start_collective, train_on_worker
@@ -22,6 +23,10 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
     "collective": [per-rank communicator statistics]}.
+
+    verbose_eval: True (every round), an int n (every n-th round and the last) or False:
+    a progress bar on the client (a widget in a notebook) with the latest metrics, and the
+    eval log printed on the client at that cadence (dask/progress.py); False shows nothing.
 
     evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. obj and
     custom_metric as in daskgb.train: the objective runs on each worker's rows,
@@ -67,15 +72,31 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     root = client.submit(start_collective, job, workers=[workers[0]], allow_other_workers=False,
                          pure=False).result()
     timeout = None  # the workers' DASKGB_COLLECTIVE_TIMEOUT, else the communicator's default
-    futures = [
-        client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
-                      [(m._local[a], name) for m, name in evals], num_boost_round, verbose_eval, timeout,
-                      obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()), workers=[a],
-                      allow_other_workers=False, pure=False,
-                      key=f"daskgb-train-{rank}-{job}")
-        for rank, a in enumerate(workers)
-    ]
-    results = gather_watching(client, futures, workers, "training")
+    # Progress and the eval log are shown here, on the client (dask/progress.py); the workers
+    # print nothing. Rank 0 always reports: the scheduler keeps the events for the dashboard.
+    every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
+    topic = progress.topic_of(job)
+    display = progress.ProgressDisplay(num_boost_round, every) if verbose_eval else None
+    if display is not None:
+        client.subscribe_topic(topic, display.on_event)
+    results = None
+    try:
+        futures = [
+            client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
+                          [(m._local[a], name) for m, name in evals], num_boost_round, False, timeout,
+                          obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()), topic,
+                          workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
+            for rank, a in enumerate(workers)
+        ]
+        results = gather_watching(client, futures, workers, "training")
+    finally:
+        if display is not None:
+            client.unsubscribe_topic(topic)
+            booster = results[0]["booster"] if results else None
+            history = results[0]["history"] if results else None
+            stopped = booster is not None and booster.best_iteration is not None and \
+                booster.num_boosted_rounds() < num_boost_round
+            display.close(history, None if booster is None else booster.best_iteration, stopped)
     return {"booster": results[0]["booster"], "history": results[0]["history"],
             "collective": [r["collective"] for r in results]}
 

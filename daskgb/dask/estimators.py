@@ -43,7 +43,7 @@ class _DaskModel:
             raise ValueError(f"{type(self).__name__} needs a Dask client: pass client=, or create a "
                              "distributed.Client first") from None
 
-    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False):
+    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True):
         """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs."""
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -194,7 +194,7 @@ class DaskGBRanker(_DaskModel, GBRanker):
         super().__init__(objective=objective, **kwargs)
 
     def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
-            verbose=False, sample_weight_eval_set=None):
+            verbose=True, sample_weight_eval_set=None):
         """Train n_estimators rounds on dask collections with their query groups (qid=, or group= sizes
         when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
         as in GBRanker.fit."""

@@ -16,7 +16,8 @@ def start_collective(job_id: str) -> str:
 
 
 def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval,
-                    timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None, callbacks=()):
+                    timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None, callbacks=(),
+                    progress_topic=None):
     """One worker's share of training. Every rank grows the same trees (the histograms are summed
     across ranks before any decision), so rank 0's booster is the model."""
     from ..booster import train
@@ -29,9 +30,16 @@ def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, eval
     # ranks fail at once with this rank's error rather than a bare lost connection.
     with comm, heap_kept_while_training():
         history: dict = {}
+        # With a progress topic, rank 0 reports each round to the client (dask/progress.py).
+        reporter = None
+        if progress_topic is not None and rank == 0:
+            from .progress import RoundReporter
+
+            reporter = RoundReporter(progress_topic, num_boost_round)
         booster = train(params, dtrain, num_boost_round, evals=evals, verbose_eval=verbose_eval,
                         evals_result=history, comm=comm, obj=obj, custom_metric=custom_metric,
-                        early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks)
+                        early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks,
+                        _after_round=reporter)
     stats = {"rank": rank, "communicator": type(comm).__name__,
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}

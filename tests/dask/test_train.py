@@ -304,3 +304,35 @@ def test_an_xgboost_model_predicts_on_dask(client, tmp_path):
     booster = daskgb.Booster().load_model(tmp_path / "xgb.json")
     got = dgb.predict(client, booster, da.from_array(X, chunks=300)).compute()
     np.testing.assert_allclose(got, xb.predict(xgb.DMatrix(X)), rtol=1e-5, atol=1e-6)
+
+
+def test_progress_and_the_eval_log_reach_the_client(client, capsys):
+    """verbose_eval shows a progress bar and the eval lines on the client, at its cadence,
+    the last round's included; verbose_eval=False shows nothing."""
+    X, y = exact_data()
+    Xd, yd = on_workers(client, X, UNEVEN, [0, 1, 0, 1, 0]), on_workers(client, y, UNEVEN, [0, 1, 0, 1, 0])
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    out = dgb.train(client, PARAMS, dtrain, 7, evals=[(dtrain, "train")], verbose_eval=3)
+    err = capsys.readouterr().err
+    history = out["history"]["train"]["logloss"]
+    for r in (0, 3, 6):  # every third round, and the last
+        assert f"[{r}]\ttrain-logloss:{history[r]:.5f}" in err
+    for r in (1, 2, 4, 5):
+        assert f"[{r}]\t" not in err
+    assert "7/7" in err  # the bar reached the end
+    dgb.train(client, PARAMS, dtrain, 3, evals=[(dtrain, "train")], verbose_eval=False)
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_early_stopping_message_reaches_the_client(client, capsys):
+    X, y = exact_data()
+    Xd, yd = on_workers(client, X, UNEVEN, [0, 1, 0, 1, 0]), on_workers(client, y, UNEVEN, [0, 1, 0, 1, 0])
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    Xv, yv = exact_data(600, seed=1)
+    dvalid = dgb.DaskQuantileMatrix(client, da.from_array(Xv, chunks=300), da.from_array(yv, chunks=300), ref=dtrain)
+    out = dgb.train(client, {**PARAMS, "eta": 1.0}, dtrain, 300, evals=[(dvalid, "valid")], early_stopping_rounds=2)
+    booster = out["booster"]
+    assert booster.num_boosted_rounds() < 300
+    best = out["history"]["valid"]["logloss"][booster.best_iteration]
+    assert f"Stopping. Best iteration: [{booster.best_iteration}] valid-logloss:{best:.5f}" in capsys.readouterr().err
