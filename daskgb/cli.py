@@ -1,0 +1,216 @@
+"""The daskgb command: train a model on parquet or CSV files through a Dask cluster, and
+predict with one.
+
+    daskgb train --data 'data/train/*.parquet' --label y --objective binary:logistic -o model.json
+    daskgb train --data data/train/ --label y --scheduler tcp://10.0.0.1:8786 --rounds 500 --set max_depth=8
+    daskgb predict --model model.json --data data/test/ --output predictions.parquet
+
+Data are read with dask.dataframe (read_parquet for a folder or *.parquet, read_csv for
+*.csv; globs work for both), so rows stay on the workers. --scheduler local (the default)
+starts a LocalCluster on this machine, local-cuda a LocalCUDACluster (one worker per
+GPU), anything else is the address of a running scheduler. Training shows the client's
+progress bar and eval log (daskgb.dask.train).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+
+def _value(text: str):
+    """A --set value: JSON where it parses (numbers, true/false, lists), else the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _key_values(items) -> dict:
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"daskgb: --set takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = _value(value.strip())
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="daskgb", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{train,predict}")
+
+    def cluster_options(p):
+        p.add_argument("--scheduler", default="local", metavar="ADDRESS",
+                       help="'local' (a LocalCluster here; the default), 'local-cuda' (a LocalCUDACluster: one worker "
+                            "per GPU) or a scheduler address such as tcp://host:8786")
+        p.add_argument("--workers", type=int, default=None,
+                       help="workers of a local cluster (default: dask's choice for this machine)")
+        p.add_argument("--format", choices=("auto", "parquet", "csv"), default="auto",
+                       help="input format (auto: csv for paths ending .csv, else parquet)")
+
+    t = sub.add_parser("train", help="train a model and write it as JSON",
+                       description="Train on a labelled table (parquet or CSV) and write the model as JSON.")
+    t.add_argument("--data", required=True, help="a parquet folder or file, or a glob of parquet or CSV files")
+    t.add_argument("--label", required=True, metavar="COL", help="the label column")
+    t.add_argument("--weight", metavar="COL", help="a column of row weights")
+    t.add_argument("--qid", metavar="COL", help="a query id column (ranking objectives)")
+    t.add_argument("--features", metavar="COL", nargs="+",
+                   help="the feature columns (default: every column but the label, weight and qid)")
+    t.add_argument("--eval-data", metavar="PATH", help="a table to evaluate on after every round (same columns)")
+    t.add_argument("--objective", default="reg:squarederror", help="an XGBoost objective (default reg:squarederror)")
+    t.add_argument("--rounds", type=int, default=100, help="boosting rounds (default 100)")
+    t.add_argument("--max-depth", type=int, default=6, help="tree depth (default 6)")
+    t.add_argument("--eta", type=float, default=0.3, help="learning rate (default 0.3)")
+    t.add_argument("--max-bin", type=int, default=256, help="histogram bins per feature (default 256)")
+    t.add_argument("--eval-metric", metavar="METRIC", nargs="+", help="metrics to report (XGBoost names)")
+    t.add_argument("--early-stopping-rounds", type=int, default=None,
+                   help="stop when the last eval metric of --eval-data has not improved for this many rounds")
+    t.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="any other XGBoost training parameter, e.g. --set subsample=0.8 --set num_class=3 (repeatable)")
+    t.add_argument("-o", "--output", default="model.json", help="where to write the model (default model.json)")
+    t.add_argument("--model-format", choices=("daskgb", "xgboost"), default="daskgb",
+                   help="daskgb's JSON or XGBoost's JSON model format (default daskgb)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar and no eval log")
+    cluster_options(t)
+
+    p = sub.add_parser("predict", help="predict with a model and write parquet",
+                       description="Predict with a model (daskgb's or XGBoost's JSON) and write the predictions "
+                                   "as parquet, one part per input partition.")
+    p.add_argument("--model", required=True, help="a model JSON file")
+    p.add_argument("--data", required=True, help="a parquet folder or file, or a glob of parquet or CSV files")
+    p.add_argument("--output", required=True, help="the parquet folder to write")
+    p.add_argument("--drop", metavar="COL", nargs="+", default=[],
+                   help="columns of the data that are not features (a label, ids), left out of prediction")
+    p.add_argument("--keep", metavar="COL", nargs="+", default=[],
+                   help="columns of the data copied into the output beside the predictions (e.g. an id)")
+    p.add_argument("--output-margin", action="store_true", help="raw margins instead of transformed predictions")
+    cluster_options(p)
+    return ap
+
+
+def _read(path: str, fmt: str):
+    import dask.dataframe as dd
+
+    if fmt == "csv" or (fmt == "auto" and path.lower().endswith(".csv")):
+        return dd.read_csv(path)
+    return dd.read_parquet(path)
+
+
+@contextlib.contextmanager
+def _client(scheduler: str, workers: int | None):
+    from distributed import Client, LocalCluster
+
+    if scheduler == "local":
+        kw = {} if workers is None else {"n_workers": workers}
+        with LocalCluster(threads_per_worker=1, **kw) as cluster, Client(cluster) as client:
+            yield client
+    elif scheduler == "local-cuda":
+        from dask_cuda import LocalCUDACluster
+
+        with LocalCUDACluster() as cluster, Client(cluster) as client:
+            yield client
+    else:
+        with Client(scheduler) as client:
+            yield client
+
+
+def _columns(df, wanted, what: str) -> None:
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise SystemExit(f"daskgb: {what} {missing} not among the data's columns {list(df.columns)}")
+
+
+def train(args) -> None:
+    import daskgb.dask as dgb
+
+    params = {"objective": args.objective, "max_depth": args.max_depth, "eta": args.eta, "max_bin": args.max_bin}
+    if args.eval_metric:
+        params["eval_metric"] = args.eval_metric
+    params.update(_key_values(args.set))
+    df = _read(args.data, args.format)
+    special = [c for c in (args.label, args.weight, args.qid) if c]
+    _columns(df, special, "columns")
+    features = args.features or [c for c in df.columns if c not in special]
+    _columns(df, features, "feature columns")
+    if not features:
+        raise SystemExit("daskgb: the data has no feature columns besides the label")
+
+    def matrix(frame, ref=None):
+        return dgb.DaskQuantileMatrix(client, frame[features], frame[args.label],
+                                      weight=frame[args.weight] if args.weight else None,
+                                      qid=frame[args.qid] if args.qid else None, max_bin=args.max_bin, ref=ref)
+
+    with _client(args.scheduler, args.workers) as client:
+        # Persisted once, so that the features and the label are cut into the same partitions
+        # (dask may fuse a single column's partitions when it reads them on their own).
+        dtrain = matrix(client.persist(df[features + special]))
+        evals = [(dtrain, "train")]
+        if args.eval_data:
+            deval = _read(args.eval_data, args.format)
+            _columns(deval, features + special, "columns")
+            evals.append((matrix(client.persist(deval[features + special]), ref=dtrain), "eval"))
+        out = dgb.train(client, params, dtrain, args.rounds, evals=evals, verbose_eval=not args.quiet,
+                        early_stopping_rounds=args.early_stopping_rounds)
+    out["booster"].save_model(args.output, format=args.model_format)
+    if not args.quiet:
+        print(f"daskgb: wrote {args.output} ({out['booster'].num_boosted_rounds()} rounds)", file=sys.stderr)
+
+
+def _predict_part(part, booster, features, keep, output_margin, names):
+    """One partition's predictions as a pandas frame: the kept columns, then the predictions."""
+    import numpy as np
+    import pandas as pd
+
+    from .backend import to_host
+
+    if len(part):
+        values = booster.predict(part[features].to_numpy(dtype=np.float32, na_value=np.nan),
+                                 output_margin=output_margin)
+        values = np.asarray(to_host(values), dtype=np.float32).reshape(len(part), len(names))
+    else:  # an empty partition (or dask's metadata)
+        values = np.zeros((0, len(names)), dtype=np.float32)
+    out = part[keep].reset_index(drop=True) if keep else pd.DataFrame(index=pd.RangeIndex(len(part)))
+    for i, name in enumerate(names):
+        out[name] = values[:, i]
+    return out
+
+
+def predict(args) -> None:
+    import numpy as np
+
+    import daskgb
+
+    booster = daskgb.Booster().load_model(args.model)
+    df = _read(args.data, args.format)
+    _columns(df, args.drop + args.keep, "columns")
+    if booster.feature_names:
+        _columns(df, booster.feature_names, "the model's features")
+        features = list(booster.feature_names)
+    else:
+        features = [c for c in df.columns if c not in set(args.drop) | set(args.keep)]
+    if len(features) != booster.num_features:
+        raise SystemExit(f"daskgb: the model takes {booster.num_features} features; the data has {len(features)} "
+                         f"besides --drop and --keep: {features}")
+    width = np.asarray(booster.predict(np.zeros((1, len(features)), np.float32),
+                                       output_margin=args.output_margin)).reshape(1, -1).shape[1]
+    names = ["prediction"] if width == 1 else [f"prediction_{i}" for i in range(width)]
+    meta = _predict_part(df._meta, booster, features, args.keep, args.output_margin, names)
+    with _client(args.scheduler, args.workers) as client:
+        shared = client.scatter(booster, broadcast=True)  # once per worker, not once per partition
+        out = df.map_partitions(_predict_part, shared, features, args.keep, args.output_margin, names, meta=meta)
+        out.to_parquet(args.output, write_index=False)
+    print(f"daskgb: wrote {args.output}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    {"train": train, "predict": predict}[args.command](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
