@@ -6,7 +6,7 @@ from .matrix import QuantileMatrix
 __version__ = "0.1.0"
 
 __all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
-           "DaskGBClassifier", "DaskGBRanker", "__version__"]
+           "DaskGBClassifier", "DaskGBRanker", "plot_importance", "plot_metric", "plot_tree", "__version__"]
 
 
 def __getattr__(name):
@@ -19,4 +19,8 @@ def __getattr__(name):
         from .dask import estimators
 
         return getattr(estimators, name)
+    if name in ("plot_importance", "plot_metric", "plot_tree"):
+        from . import plotting
+
+        return getattr(plotting, name)
     raise AttributeError(f"module 'daskgb' has no attribute {name!r}")
