@@ -32,6 +32,21 @@ def _as_dask_vector(y, what):
 class _DaskModel:
     """fit / predict on a Dask cluster, shared by both estimators."""
 
+    def __sklearn_clone__(self):
+        """scikit-learn's clone: the parameters deep-copied as clone copies them, but the client
+        shared (a Client cannot be copied), so that a search's clones train on the same cluster."""
+        import copy
+
+        params = self.get_params(deep=False)
+        return type(self)(**{k: v if k == "client" else copy.deepcopy(v) for k, v in params.items()})
+
+    def __getstate__(self):
+        # A Client does not pickle (nor would it mean anything elsewhere): a pickled estimator
+        # keeps its model and finds the default client where it is loaded, as XGBoost's do.
+        state = dict(self.__dict__)
+        state["client"] = None
+        return state
+
     def _get_client(self):
         if self.client is not None:
             return self.client

@@ -87,3 +87,24 @@ def test_binary_classifier_and_regressor_equal_in_process(client):
     local_reg = daskgb.GBRegressor(n_estimators=5, max_depth=3, device="cpu").fit(X, target)
     np.testing.assert_allclose(reg.predict(Xd).compute(), local_reg.predict(X), atol=1e-5)
     assert reg.score(Xd, td) == pytest.approx(local_reg.score(X, target), rel=1e-6)
+
+
+def test_estimators_pickle_and_clone(client):
+    """A fitted Dask estimator pickles without its client (it finds the default one where it is
+    loaded) and predicts the same; clone gives an unfitted twin with the same parameters."""
+    import pickle
+
+    from sklearn.base import clone
+
+    X, y = multiclass_data(k=3, seed=9)
+    chunks, placement = [700, 800], [0, 1]
+    Xd, yd = on_workers(client, X, chunks, placement), on_workers(client, y, chunks, placement)
+    clf = daskgb.DaskGBClassifier(client=client, n_estimators=4, max_depth=3, device="cpu").fit(Xd, yd,
+                                                                                                 verbose=False)
+    loaded = pickle.loads(pickle.dumps(clf))
+    assert loaded.client is None and clf.client is client
+    np.testing.assert_array_equal(loaded.predict_proba(Xd).compute(), clf.predict_proba(Xd).compute())
+    twin = clone(clf)
+    assert twin.get_params() == clf.get_params() and twin.client is client and not hasattr(twin, "_Booster")
+    local = daskgb.GBClassifier(n_estimators=4, max_depth=3, device="cpu").fit(X, y)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(local)).predict_proba(X), local.predict_proba(X))
