@@ -73,7 +73,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
                          pure=False).result()
     timeout = None  # the workers' DASKGB_COLLECTIVE_TIMEOUT, else the communicator's default
     # Progress and the eval log are shown here, on the client (dask/progress.py); the workers
-    # print nothing. Rank 0 always reports: the scheduler keeps the events for the dashboard.
+    # print nothing. Rank 0 reports only when someone shows it: the scheduler keeps every
+    # topic's events, and a search's many fits would pile them up there.
     every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
     topic = progress.topic_of(job)
     display = progress.ProgressDisplay(num_boost_round, every) if verbose_eval else None
@@ -84,7 +85,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
         futures = [
             client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
                           [(m._local[a], name) for m, name in evals], num_boost_round, False, timeout,
-                          obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()), topic,
+                          obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()),
+                          topic if display is not None else None,
                           workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
             for rank, a in enumerate(workers)
         ]

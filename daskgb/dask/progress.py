@@ -6,8 +6,9 @@ Worker.log_event); the client subscribes to the topic for the length of the fit
 (Client.subscribe_topic) and draws a tqdm bar (tqdm.auto: a widget in a notebook, a line in
 a terminal), writing the eval lines above it at verbose_eval's cadence. Events travel
 worker -> scheduler -> client beside the task results, so the last rounds' lines are
-printed from the returned history when their events have not arrived by the end; the
-scheduler also keeps the events (Client.get_events(topic)).
+printed from the returned history when their events have not arrived by the end. The
+scheduler keeps a topic's events (Client.get_events(topic)); rank 0 reports only while a
+client shows the progress.
 """
 
 from __future__ import annotations
