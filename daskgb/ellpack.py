@@ -66,25 +66,6 @@ class Ellpack:
         return replace(self, words=words, cuts=self.cuts.to(xp))
 
 
-def join_streams(xp, parts) -> object:
-    """One packed stream, with its padding word, from packed streams [(words, n_bits), ...] laid
-    end to end: each part's words shifted to the bit where the previous part ended (the packed
-    bits past a part's n_bits are zero, so the parts' words combine by OR)."""
-    total = sum(int(b) for _, b in parts)
-    out = xp.zeros(n_words(total, 1), dtype=xp.uint64)
-    offset = 0
-    for words, n_bits in parts:
-        m = (int(n_bits) + 31) // 32
-        if m:
-            w = xp.asarray(words[:m]).astype(xp.uint64)
-            first, r = offset // 32, offset % 32
-            out[first : first + m] |= (w << xp.uint64(r)) & xp.uint64(0xFFFFFFFF)
-            if r:
-                out[first + 1 : first + m + 1] |= w >> xp.uint64(32 - r)
-        offset += int(n_bits)
-    return out.astype(xp.uint32)
-
-
 def dense_layout(cuts: Cuts, has_missing: bool) -> tuple[int, int]:
     """(null_symbol, bits) of the dense layout for these cuts."""
     null_symbol = int(cuts.max_bins_per_feature)

@@ -177,7 +177,7 @@ def gather_rows(ell, rows, out, entry_offset: int) -> None:
     """OR the rows `rows` of ell (indices into its rows, in the order given) into the zeroed
     packed stream `out` (ell's bits) from symbol entry_offset on: one page's share of a
     compacted matrix (external.compact_rows). The rows are packed as a stream of their own,
-    then ORed in shifted to the bit where they start (as ellpack.join_streams joins)."""
+    then ORed in shifted to the bit where they start (the bits past a stream's end are zero)."""
     sym = symbols(ell)[np.asarray(rows, dtype=np.int64)].ravel()
     if sym.size == 0:
         return
