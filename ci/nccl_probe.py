@@ -45,10 +45,12 @@ def main():
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
+    from daskgb.dask.watch import live_workers
+
     from daskgb.dask.worker import start_collective
 
     with LocalCUDACluster() as cluster, Client(cluster) as client:
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(live_workers(client))
         job = uuid.uuid4().hex
         root = client.submit(start_collective, job, workers=[workers[0]], pure=False).result()
         futs = [client.submit(probe, job, root, r, len(workers), workers=[w], pure=False)

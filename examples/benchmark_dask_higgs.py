@@ -33,10 +33,12 @@ def make_data(client, rows, n_chunks, exact, seed=2017):
     import dask
     from distributed import wait
 
+    from daskgb.dask.watch import live_workers
+
     # Partitions dealt round-robin to the workers, so every GPU holds the same number of
     # rows: both libraries train rows where they live, and an uneven deal would time the
     # most loaded worker, not the method.
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(live_workers(client))
     sizes = [rows // n_chunks + (i < rows % n_chunks) for i in range(n_chunks)]
     parts = []
     for i, n in enumerate(sizes):

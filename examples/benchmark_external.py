@@ -218,6 +218,8 @@ def run_dask(args, device, Xte, yte):
     import dask.array as da
     from distributed import Client, LocalCluster, wait
 
+    from daskgb.dask.watch import live_workers
+
     import daskgb.dask as dd
     from daskgb import external
     from daskgb.backend import get_backend
@@ -242,7 +244,7 @@ def run_dask(args, device, Xte, yte):
               "seed": args.seed, "max_bin": args.max_bin}
     results = []
     with cluster, Client(cluster) as client:
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(live_workers(client))
         n_chunks = 4 * len(workers)
         sizes = [args.rows // n_chunks + (i < args.rows % n_chunks) for i in range(n_chunks)]
         parts = []

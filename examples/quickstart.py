@@ -60,12 +60,13 @@ def main():
     from distributed import Client
 
     import daskgb
+    from daskgb.dask.watch import live_workers
     from daskgb.metric import auc_of, logloss
 
     cluster, device = start_cluster()
     with cluster, Client(cluster) as client:
         print(f"Dask dashboard: {client.dashboard_link}")
-        print(f"workers: {len(client.scheduler_info()['workers'])} ({device})")
+        print(f"workers: {len(live_workers(client))} ({device})")
         X, y = make_data(device)
         X, y = dask.persist(X, y)
         X_train, y_train = X[:N_TRAIN], y[:N_TRAIN]

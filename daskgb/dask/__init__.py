@@ -11,7 +11,7 @@ from ..monotone import monotone_vector
 from ..params import TrainParams
 from . import progress
 from .data import DaskQuantileMatrix
-from .watch import gather_watching
+from .watch import gather_watching, live_workers
 from .worker import start_collective, train_on_worker
 
 __all__ = ["DaskQuantileMatrix", "train", "predict"]
@@ -63,7 +63,7 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     device = _device(p.device, dtrain.device)
     params = {**params, "device": device}
     workers = dtrain.workers
-    alive = set(client.scheduler_info()["workers"])
+    alive = live_workers(client)
     missing = [a for a in workers if a not in alive]
     if missing:
         raise RuntimeError(f"workers holding training data have left the cluster: {missing}")

@@ -17,7 +17,7 @@ import numpy as np
 from .. import sketch
 from ..backend import array_module
 from ..matrix import check_paging
-from .watch import gather_watching
+from .watch import gather_watching, live_workers
 
 # --------------------------------------------------------------------------- on the workers
 
@@ -252,7 +252,7 @@ class DaskQuantileMatrix:
         check_paging(device_memory_budget, spill_dir)
         if device is not None and device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES} or None, got {device!r}")
-        workers = client.scheduler_info()["workers"]
+        workers = live_workers(client)
         if not workers:
             raise ValueError("the Dask cluster has no workers")
         self.client = client

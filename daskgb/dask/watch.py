@@ -8,6 +8,16 @@ import time
 WATCH_INTERVAL_S = 1.0
 
 
+def live_workers(client) -> set:
+    """The addresses of the workers the scheduler has now, asked of the scheduler itself (its
+    identity call; no code is sent to the scheduler).
+
+    Not Client.scheduler_info()["workers"]: that returns the client's cached identity, which
+    the client's periodic refresh (every couple of seconds, on its event loop) overwrites
+    with one that lists no workers, so a read can see none even on a healthy cluster."""
+    return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 def gather_watching(client, futures, workers, what: str):
     """Results of futures[i], pinned to workers[i]; raises as soon as one fails or its worker leaves.
 
@@ -34,10 +44,12 @@ def gather_watching(client, futures, workers, what: str):
                 raise exc.with_traceback(tb)
         if all(f.status == "finished" for f in futures):
             return client.gather(futures)
-        alive = set(client.scheduler_info()["workers"])
+        alive = live_workers(client)
         lost = [(rank, a) for rank, (a, f) in enumerate(zip(workers, futures))
                 if a not in alive or f.status in ("cancelled", "lost")]
-        if lost:
+        if not lost:
+            lost_since = None
+        else:
             # Give the surviving workers a moment to report their (more precise) error.
             lost_since = lost_since or time.monotonic()
             if time.monotonic() - lost_since > 5.0 or not any(f.status == "pending" for f in futures):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from daskgb.dask.watch import live_workers
+
 da = pytest.importorskip("dask.array")
 
 
@@ -11,7 +13,7 @@ def on_workers(client, X, chunk_rows, placement):
     """A persisted dask array whose row block i lives on worker placement[i] (an index)."""
     import dask
 
-    addrs = sorted(client.scheduler_info()["workers"])
+    addrs = sorted(live_workers(client))
     assert sum(chunk_rows) == X.shape[0]
     blocks, start = [], 0
     for rows, w in zip(chunk_rows, placement):

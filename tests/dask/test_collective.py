@@ -22,6 +22,7 @@ from daskgb.collective import (
     resolve_timeout,
     start_root,
 )
+from daskgb.dask.watch import live_workers
 
 # The scheduler's HTTP server wants port 8787 even without a dashboard; another cluster may hold it.
 pytestmark = pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
@@ -156,7 +157,7 @@ def client():
 
 def _workers(client, n=N_WORKERS):
     client.wait_for_workers(n, timeout=60)
-    return sorted(client.scheduler_info()["workers"])[:n]
+    return sorted(live_workers(client))[:n]
 
 
 def _launch(client, fn, *args, world_size=N_WORKERS):
@@ -174,7 +175,7 @@ def _wait_replaced(client, dead_worker, timeout=30):
     """The nanny restarts a killed worker under a new address; wait until the cluster is whole."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        workers = client.scheduler_info()["workers"]
+        workers = live_workers(client)
         if dead_worker not in workers and len(workers) >= N_WORKERS:
             return
         time.sleep(0.1)

@@ -10,6 +10,7 @@ import pytest
 
 import daskgb
 import daskgb.dask as dgb
+from daskgb.dask.watch import live_workers
 from daskgb.metric import auc_of
 
 distributed = pytest.importorskip("distributed")
@@ -175,7 +176,7 @@ def test_waiting_on_a_pinned_task_whose_worker_dies_raises_promptly():
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
         with distributed.Client(c) as cl:
-            a, b = sorted(cl.scheduler_info()["workers"])
+            a, b = sorted(live_workers(cl))
             futs = [cl.submit(_sleep, 0.1, workers=[a], allow_other_workers=False, pure=False),
                     cl.submit(_sleep, 120, workers=[b], allow_other_workers=False, pure=False)]
             time.sleep(1.0)
@@ -336,3 +337,13 @@ def test_early_stopping_message_reaches_the_client(client, capsys):
     assert booster.num_boosted_rounds() < 300
     best = out["history"]["valid"]["logloss"][booster.best_iteration]
     assert f"Stopping. Best iteration: [{booster.best_iteration}] valid-logloss:{best:.5f}" in capsys.readouterr().err
+
+
+def test_live_workers_does_not_read_the_clients_cached_identity(client):
+    """The client's periodic refresh caches an identity without workers (distributed's
+    _update_scheduler_info with its default n_workers=0); a read of that cache once made a
+    healthy cluster look empty. live_workers asks the scheduler."""
+    client.sync(client._update_scheduler_info)  # what the periodic refresh does
+    assert client._scheduler_identity["workers"] == {}
+    assert live_workers(client) == set(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.workers)))
+    assert len(live_workers(client)) == 2

@@ -8,6 +8,7 @@ import pytest
 import daskgb
 import daskgb.dask as dgb
 from daskgb.callback import LearningRateScheduler, TrainingCallback
+from daskgb.dask.watch import live_workers
 
 distributed = pytest.importorskip("distributed")
 
@@ -41,7 +42,7 @@ def test_a_stop_on_one_worker_stops_all(client):
     chunks, placement = [800, 800], [0, 1]
     dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
                                     on_workers(client, y, chunks, placement))
-    second = sorted(client.scheduler_info()["workers"])[1]
+    second = sorted(live_workers(client))[1]
     out = dgb.train(client, PARAMS, dtrain, 10, callbacks=[StopOnWorker(second, 3)], verbose_eval=False)
     assert out["booster"].num_boosted_rounds() == 4
 
@@ -52,7 +53,7 @@ def test_scheduler_and_subsample_equal_in_process(client):
     chunks, placement = [500, 300, 800], [0, 0, 1]
     dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
                                     on_workers(client, y, chunks, placement))
-    assert dtrain.workers == sorted(client.scheduler_info()["workers"])
+    assert dtrain.workers == sorted(live_workers(client))
     params = {**PARAMS, "subsample": 0.7, "seed": 5}
     sched = [LearningRateScheduler(lambda e: 0.5 / (1 + e))]
     out = dgb.train(client, params, dtrain, 8, callbacks=sched, verbose_eval=False)
