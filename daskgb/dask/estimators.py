@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import array_module, to_host
-from ..sklearn import GBClassifier, GBRanker, GBRegressor, _score_metric, _split_qid
+from ..sklearn import GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _score_metric, _split_qid
 from . import DaskQuantileMatrix, predict, train
 
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
@@ -27,6 +27,11 @@ def _as_dask_vector(y, what):
     if hasattr(y, "to_dask_array"):
         return y.to_dask_array()
     raise ValueError(f"{what} must be a dask array or series, got {type(y).__name__}")
+
+
+def _label_values(m) -> np.ndarray:
+    """The distinct labels of a worker's matrix."""
+    return np.unique(to_host(m.label))
 
 
 class _DaskModel:
@@ -58,8 +63,12 @@ class _DaskModel:
             raise ValueError(f"{type(self).__name__} needs a Dask client: pass client=, or create a "
                              "distributed.Client first") from None
 
-    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True):
-        """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs."""
+    def fit(self, X, y=None, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True):
+        """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs.
+        X may also be a DaskQuantileMatrix (y=None: its labels and weights are inside), so that
+        a parameter search quantises once; its eval_set then holds (matrix, None) pairs."""
+        if isinstance(X, DaskQuantileMatrix):
+            return self._fit_matrix(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         client = self._get_client()
@@ -78,6 +87,26 @@ class _DaskModel:
             evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
                                              missing=self.missing, ref=dtrain, device=device), f"validation_{i}"))
         return self._train(params, dtrain, evals, verbose, X)
+
+    def _fit_matrix(self, dtrain, y, sample_weight, eval_set, sample_weight_eval_set, verbose):
+        """fit on a DaskQuantileMatrix built once: no quantising, the rows stay where they are."""
+        if y is not None or sample_weight is not None or sample_weight_eval_set is not None:
+            raise ValueError("a DaskQuantileMatrix carries its labels and weights: fit(dtrain) with y=None and no "
+                             "sample weights")
+        if not dtrain._has_labels:
+            raise ValueError("the DaskQuantileMatrix has no labels (y)")
+        evals = []
+        for i, item in enumerate(eval_set or ()):
+            m, label = (item[0], item[1] if len(item) > 1 else None) if isinstance(item, (tuple, list)) else (item, None)
+            if not isinstance(m, DaskQuantileMatrix) or label is not None:
+                raise ValueError("fitting on a DaskQuantileMatrix, eval_set holds (DaskQuantileMatrix, None) pairs "
+                                 "built with ref=dtrain")
+            evals.append((m, f"validation_{i}"))
+        self._matrix_labels(dtrain)
+        return self._train(self._train_params(), dtrain, evals, verbose, None)
+
+    def _matrix_labels(self, dtrain) -> None:
+        """What fit learns from the labels of a prebuilt matrix (the classifier: its classes)."""
 
     def _train(self, params, dtrain, evals, verbose, X):
         out = train(self._get_client(), params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose,
@@ -151,6 +180,17 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
 
         return y.map_blocks(encode, dtype=np.float32)
 
+    def _matrix_labels(self, dtrain) -> None:
+        """A prebuilt matrix holds labels as XGBoost's DMatrix does: class indices 0..K-1."""
+        client = self._get_client()
+        found = client.gather([client.submit(_label_values, dtrain._local[a], workers=[a], allow_other_workers=False,
+                                             pure=False) for a in dtrain.workers])
+        classes = np.unique(np.concatenate(found))
+        if not np.array_equal(classes, np.arange(classes.size)):
+            raise ValueError(f"a DaskQuantileMatrix's labels must be class indices 0..K-1 for {type(self).__name__}; "
+                             f"they are {classes[:10].tolist()}")
+        self._fit_labels(classes)
+
     def predict_proba(self, X, iteration_range=None):
         """Lazy (n, n_classes_) dask array of class probabilities, columns in classes_ order."""
         import dask.array as da
@@ -208,11 +248,16 @@ class DaskGBRanker(_DaskModel, GBRanker):
         self.client = client
         super().__init__(objective=objective, **kwargs)
 
-    def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
-            verbose=True, sample_weight_eval_set=None):
+    def fit(self, X, y=None, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None,
+            eval_qid=None, verbose=True, sample_weight_eval_set=None):
         """Train n_estimators rounds on dask collections with their query groups (qid=, or group= sizes
         when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
-        as in GBRanker.fit."""
+        as in GBRanker.fit. X may also be a DaskQuantileMatrix built with its qid (y=None)."""
+        if isinstance(X, DaskQuantileMatrix):
+            _check_rank_objective(self.objective)
+            if group is not None or qid is not None or eval_group is not None or eval_qid is not None:
+                raise ValueError("a DaskQuantileMatrix carries its query groups: fit(dtrain) without group or qid")
+            return self._fit_matrix(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose)
         client = self._get_client()
         device = None if self.device in (None, "auto") else self.device
 

@@ -108,3 +108,35 @@ def test_estimators_pickle_and_clone(client):
     assert twin.get_params() == clf.get_params() and twin.client is client and not hasattr(twin, "_Booster")
     local = daskgb.GBClassifier(n_estimators=4, max_depth=3, device="cpu").fit(X, y)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(local)).predict_proba(X), local.predict_proba(X))
+
+
+def test_a_parameter_search_on_a_matrix_quantised_once(client, monkeypatch):
+    """DaskGB estimators fit on a DaskQuantileMatrix: a scikit-learn parameter search (clone,
+    set_params, fit per setting) quantises the rows once, and each model is the one fitting
+    the arrays would train."""
+    from sklearn.base import clone
+    from sklearn.model_selection import ParameterGrid
+
+    X, y = multiclass_data(k=3, seed=11)
+    chunks, placement = [700, 800], [0, 1]
+    Xd, yd = on_workers(client, X, chunks, placement), on_workers(client, y, chunks, placement)
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    dvalid = dgb.DaskQuantileMatrix(client, Xd[:500], yd[:500], ref=dtrain)
+    built = []
+    real_init = dgb.DaskQuantileMatrix.__init__
+    monkeypatch.setattr(dgb.DaskQuantileMatrix, "__init__",
+                        lambda self, *a, **k: built.append(1) or real_init(self, *a, **k))
+    base = daskgb.DaskGBClassifier(client=client, n_estimators=3, device="cpu")
+    scores = {}
+    for params in ParameterGrid({"max_depth": [2, 4], "learning_rate": [0.3, 0.1]}):
+        model = clone(base).set_params(**params).fit(dtrain, eval_set=[(dvalid, None)], verbose=False)
+        scores[tuple(sorted(params.items()))] = model.evals_result()["validation_0"]["mlogloss"][-1]
+    assert built == [] and len(scores) == 4
+    best = dict(min(scores, key=scores.get))
+    model = clone(base).set_params(**best).fit(dtrain, verbose=False)
+    monkeypatch.undo()
+    direct = clone(base).set_params(**best).fit(Xd, yd, verbose=False)
+    np.testing.assert_allclose(model.predict_proba(Xd).compute(), direct.predict_proba(Xd).compute(), atol=1e-6)
+    np.testing.assert_array_equal(model.classes_, [0, 1, 2])
+    with pytest.raises(ValueError, match="carries its labels"):
+        clone(base).fit(dtrain, yd)
