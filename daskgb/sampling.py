@@ -94,13 +94,15 @@ class _KernelRows:
     def __init__(self, gpair, mvs_lambda: float):
         from .backend import cupy_backend
 
-        self._cb, self._gpair, self._lambda = cupy_backend, gpair, mvs_lambda
+        # Contiguous once (a multiclass column is a strided view), not at every bracket step.
+        self._cb, self._lambda = cupy_backend, mvs_lambda
+        self.gpair = cupy_backend.contiguous_pairs(gpair)
 
     def extremes(self) -> tuple[int, float, float]:
-        return self._cb.mvs_extremes(self._gpair, self._lambda)
+        return self._cb.mvs_extremes(self.gpair, self._lambda)
 
     def stats(self, cands: np.ndarray, scale: float) -> np.ndarray:
-        return self._cb.mvs_candidate_stats(self._gpair, self._lambda, np.asarray(cands, dtype=np.float64), scale)
+        return self._cb.mvs_candidate_stats(self.gpair, self._lambda, np.asarray(cands, dtype=np.float64), scale)
 
 
 def mvs_threshold(xp, r, target: float, comm) -> float:
@@ -192,5 +194,6 @@ def mvs_sample(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed: 
     from .backend import cupy_backend
 
     lam = float(np.float32(mvs_lambda))  # as regularised_abs_gradient rounds it
-    mu = _threshold(_KernelRows(gpair, lam), float(rate) * n_rows_total, comm)
-    return cupy_backend.mvs_sample(gpair, lam, mu, _mvs_key(seed, tree), first_row, inplace=inplace)
+    rows = _KernelRows(gpair, lam)
+    mu = _threshold(rows, float(rate) * n_rows_total, comm)
+    return cupy_backend.mvs_sample(rows.gpair, lam, mu, _mvs_key(seed, tree), first_row, inplace=inplace)

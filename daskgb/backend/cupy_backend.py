@@ -1108,14 +1108,15 @@ class PageCopies:
 
 
 # --------------------------------------------------------------------------- gradient-based sampling
-def _pairs(gpair):
+def contiguous_pairs(gpair):
+    """(n, 2) gradient pairs as the sampling kernels read them: contiguous float32."""
     return cupy.ascontiguousarray(gpair, dtype=cupy.float32)
 
 
 def mvs_extremes(gpair, mvs_lambda: float) -> tuple[int, float, float]:
     """(rows with r > 0, smallest positive r, largest r) of the rows' regularised gradients
     r = sqrt(g^2 + lambda h^2) (kernels/sampling.cu; one launch, one copy back)."""
-    g = _pairs(gpair)
+    g = contiguous_pairs(gpair)
     out = cupy.asarray(np.array([0, np.float64(np.inf).view(np.uint64), 0], dtype=np.uint64))
     fn = _kernel("sampling.cu", _SAMPLING, "mvs_extremes")
     _launch_1d(fn, g.shape[0], (g, np.int64(g.shape[0]), np.float64(mvs_lambda), out))
@@ -1127,7 +1128,7 @@ def mvs_candidate_stats(gpair, mvs_lambda: float, cands: np.ndarray, scale: floa
     """(4, m) int64 for ascending candidates c_j: #{r < c_j}, #{r <= c_j} and the sums of
     trunc(r / scale) over those rows, over the rows with r > 0 (sampling.mvs_threshold's
     evaluate; kernels/sampling.cu, one launch, no sort)."""
-    g = _pairs(gpair)
+    g = contiguous_pairs(gpair)
     m = int(cands.size)
     stats = cupy.zeros(4 * (m + 1), dtype=cupy.uint64)
     fn = _kernel("sampling.cu", _SAMPLING, "mvs_candidate_stats")
@@ -1142,7 +1143,7 @@ def mvs_candidate_stats(gpair, mvs_lambda: float, cands: np.ndarray, scale: floa
 def mvs_sample(gpair, mvs_lambda: float, mu: float, key: int, first_row: int, inplace: bool = False):
     """The sampled gradient pairs: each row's pair times 1 / p if kept, else 0 (sampling.mvs_sample);
     inplace: into gpair itself where it is a contiguous float32 array (a row is read, then written)."""
-    g = _pairs(gpair)
+    g = contiguous_pairs(gpair)
     out = g if inplace else cupy.empty_like(g)
     fn = _kernel("sampling.cu", _SAMPLING, "mvs_sample")
     _launch_1d(fn, g.shape[0], (g, np.int64(g.shape[0]), np.float64(mvs_lambda), np.float64(mu), np.uint64(key),
