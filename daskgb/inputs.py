@@ -70,15 +70,15 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
                      xp.asarray(csr.data, dtype=xp.float32), n_rows, n_features)
     else:
         if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a dataframe
-            bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not _numeric_dtype(t)]
+            bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not is_numeric_dtype(t)]
             if bad:
                 raise ValueError(f"X has non-numeric columns: {bad[:10]}; convert or drop them first")
             names = [str(c) for c in X.columns]
             X = X.to_numpy(dtype=np.float32, na_value=np.nan) if hasattr(X, "to_numpy") else X.values
         xp = array_module(X)
         arr = xp.asarray(X) if xp is not np else np.asarray(X)
-        if arr.dtype.kind == "O":  # numbers held as Python objects: as numbers (TypeError for others)
-            arr = arr.astype(np.float64)
+        if arr.dtype.kind == "O":  # numbers held as Python objects: as numbers
+            arr = _objects_as_numbers(arr, "X")
         if arr.dtype.kind == "c":
             raise ValueError(f"Complex data not supported: X has dtype {arr.dtype}")
         if arr.dtype.kind not in "biuf":
@@ -97,7 +97,40 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
     return f
 
 
-def _numeric_dtype(t) -> bool:
+def _objects_as_numbers(a, what: str):
+    """An object array of numbers as float64; anything else is an error naming it: ValueError for
+    strings that are not numbers, TypeError for other objects (numpy's words kept: scikit-learn's
+    check_dtype_object looks for them)."""
+    try:
+        return a.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        bad = next((v for v in a.ravel() if not isinstance(v, (int, float, np.number))), None)
+        said = f"{what} must be numeric: it has dtype object and holds {type(bad).__name__} values (e.g. {bad!r})"
+        if isinstance(exc, TypeError):
+            raise TypeError(f"{said}: {exc}") from None
+        raise ValueError(f"{said}; convert them to numbers first") from None
+
+
+def check_feature_names(expected, given, expected_what: str, given_what: str) -> None:
+    """Feature names must agree where both sides have them: columns matched by position under
+    other names (renamed or reordered) would silently give a wrong answer."""
+    if expected is None or given is None:
+        return
+    expected, given = [str(n) for n in expected], [str(n) for n in given]
+    if expected == given:
+        return
+    lacks = [n for n in expected if n not in set(given)]
+    extra = [n for n in given if n not in set(expected)]
+    if not lacks and not extra:
+        detail = "the same names in another order: put the columns in the training order"
+    else:
+        detail = "; ".join(part for part in (f"{given_what} lacks {lacks[:10]}" if lacks else "",
+                                              f"{expected_what} lacks {extra[:10]}" if extra else "") if part)
+    raise ValueError(f"feature_names mismatch: {expected_what} has {expected[:10]}, {given_what} has {given[:10]} "
+                     f"({detail})")
+
+
+def is_numeric_dtype(t) -> bool:
     try:
         return np.dtype(t).kind in "biuf"
     except TypeError:  # pandas extension types
@@ -119,8 +152,8 @@ def _numeric(v, what: str):
         v = v.to_numpy()
     src = array_module(v)
     a = src.asarray(v)
-    if a.dtype.kind == "O":  # numbers held as Python objects: as numbers (TypeError for others)
-        a = a.astype(np.float64)
+    if a.dtype.kind == "O":  # numbers held as Python objects: as numbers
+        a = _objects_as_numbers(a, what)
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{what} must be numeric, got dtype {a.dtype}")
     if a.ndim == 2 and a.shape[1] == 1:

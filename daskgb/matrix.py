@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+import warnings
 
 import numpy as np
 
 from . import ellpack as _ellpack
 from . import sketch
 from .backend import array_module, get_backend, resolve_device
-from .inputs import as_features, as_margin, as_vector
+from .inputs import as_features, as_margin, as_vector, check_feature_names
 
 
 class QuantileMatrix:
@@ -81,6 +82,7 @@ class QuantileMatrix:
             features = features.to(xp)
         if ref is not None and cuts is not None:
             raise ValueError("give ref= or cuts=, not both")
+        sketched = ref is None and cuts is None
         if ref is not None:
             if not isinstance(ref, QuantileMatrix):
                 raise ValueError("ref must be a QuantileMatrix")
@@ -90,6 +92,7 @@ class QuantileMatrix:
             self.max_bin = ref.max_bin
             if self.feature_names is None:
                 self.feature_names = ref.feature_names
+            check_feature_names(ref.feature_names, self.feature_names, "ref (the training matrix)", "this data")
             token = ref.cuts_token
         elif cuts is not None:
             if cuts.n_features != self.n_features:
@@ -112,6 +115,8 @@ class QuantileMatrix:
                                              missing)
         else:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
+        if sketched:
+            _check_sentinel(features, self.cuts, missing, self.feature_names)
         self._on = {device: self}
 
     @classmethod
@@ -295,6 +300,40 @@ def _query_groups(qid, group, groups, n_rows):
             raise ValueError(f"the query groups cover {groups.n_rows} rows but X has {n_rows}")
         return groups
     return None
+
+
+def _check_sentinel(features, cuts, missing: float, names) -> None:
+    """A `missing` sentinel (not NaN) that is every value of a feature leaves nothing to split
+    on there: a warning naming the features, an error when it is so for every feature (the
+    model could only be a constant). A sentinel that is one value among others is what
+    XGBoost means by missing=: those entries take each split's learned default direction."""
+    if np.isnan(missing):
+        return
+    from .backend import to_host
+
+    # A feature with no present values has one (placeholder) cut; so has a constant one.
+    candidates = np.flatnonzero(np.diff(to_host(cuts.ptrs)) <= 1)
+    if candidates.size == 0:
+        return
+    xp, m = features.xp, np.float32(missing)
+    dead = []
+    for f in candidates.tolist():
+        if features.is_sparse:
+            col = features.data[features.indices == f]
+        else:
+            col = features.dense[:, f]
+        is_sentinel = col == m
+        if bool(is_sentinel.any()) and bool((is_sentinel | xp.isnan(col)).all()):
+            dead.append(f)
+    if not dead:
+        return
+    named = [names[f] if names else f for f in dead]
+    if len(dead) == features.n_features:
+        raise ValueError(f"every entry of X is missing: each is NaN or missing={missing!r}, so there is nothing to "
+                         "split on. If that value is real data here, pass another missing= (np.nan by default)")
+    warnings.warn(f"daskgb: missing={missing!r} is the only value of feature(s) {named[:10]} (every entry is it or "
+                  "NaN): they are all missing and no split can use them. If it is a real value there, pass another "
+                  "missing=", stacklevel=3)
 
 
 def _host(a):
