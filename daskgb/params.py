@@ -6,6 +6,7 @@ names it, never a failure deep inside training.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 from dataclasses import dataclass, field, fields
@@ -91,7 +92,10 @@ class TrainParams:
         for key, value in params.items():
             name = ALIASES.get(key, key)
             if name not in known and name not in IGNORED:
-                raise ValueError(f"unknown parameter {key!r}")
+                # XGBoost only warns and trains without it; a typo'd name would silently change nothing.
+                close = difflib.get_close_matches(str(key), sorted(known | IGNORED | set(ALIASES)), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown parameter {key!r}{hint}")
             if name in values:
                 raise ValueError(f"parameter {name!r} given twice (as {key!r} and an alias)")
             if name in known:
