@@ -64,6 +64,33 @@ class Tree:
     def from_dict(cls, d: dict) -> "Tree":
         return cls(**{name: np.asarray(d[name], dtype=dtype) for name, dtype in FIELDS.items()})
 
+    def checked(self, n_features: int) -> "Tree":
+        """This tree, once its arrays are shown to form a tree over n_features features; else
+        ValueError naming the flaw. A tree read from a file must pass: prediction walks child
+        links until a leaf, so a link back up would never end and one out of range reads
+        memory that is not the tree's (on the GPU, without an error)."""
+        lengths = {name: int(np.shape(getattr(self, name))[0]) if np.ndim(getattr(self, name)) == 1 else None
+                   for name in FIELDS}
+        if len(set(lengths.values())) != 1 or None in lengths.values():
+            raise ValueError(f"its node arrays differ in length (or are not lists): {lengths}")
+        n = self.n_nodes
+        if n == 0:
+            raise ValueError("it has no nodes")
+        split = ~self.is_leaf
+        if np.any((self.left < 0) != (self.right < 0)):
+            raise ValueError("a node has one child only")
+        children = np.concatenate([self.left[split], self.right[split]]).astype(np.int64)
+        if children.size and (children.min() < 1 or children.max() >= n):
+            raise ValueError(f"a child id is outside 1..{n - 1} (it has {n} nodes)")
+        # The root is no node's child and no node is a child twice: then a walk from the root
+        # never meets a node again, so every path ends at a leaf.
+        if children.size and np.bincount(children, minlength=n).max() > 1:
+            raise ValueError("a node is the child of two nodes (or twice of one): the links do not form a tree")
+        feature = self.feature[split]
+        if feature.size and (feature.min() < 0 or feature.max() >= n_features):
+            raise ValueError(f"a split feature is outside 0..{n_features - 1} (the model has {n_features} features)")
+        return self
+
 
 class TreeBuilder:
     """Grows a Tree: a root, then the children of split nodes a batch at a time, into arrays

@@ -176,6 +176,14 @@ def _tree_of(t: dict, index: int) -> Tree:
     if int(t["tree_param"].get("size_leaf_vector", "1")) > 1:
         raise ValueError("the XGBoost model has vector leaves (multi_strategy='multi_output_tree'); daskgb reads "
                          "one value a leaf")
+    try:
+        return _tree_arrays(t)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        what = f"it lacks {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"corrupted XGBoost model: tree {index}: {what}") from None
+
+
+def _tree_arrays(t: dict) -> Tree:
     left = np.asarray(t["left_children"], dtype=np.int32)
     right = np.asarray(t["right_children"], dtype=np.int32)
     parent = np.asarray(t["parents"], dtype=np.int64)
@@ -223,9 +231,16 @@ def from_xgboost_json(d: dict):
     except ValueError as exc:
         raise ValueError(f"the XGBoost model's objective cannot be read: {exc}") from None
     base = _parse_floats(mp["base_score"])
-    trees = [_tree_of(t, i) for i, t in enumerate(model["trees"])]
+    n_features = int(mp["num_feature"])
+    trees = []
+    for i, t in enumerate(model["trees"]):
+        tree = _tree_of(t, i)
+        try:
+            trees.append(tree.checked(n_features))
+        except ValueError as exc:
+            raise ValueError(f"corrupted XGBoost model: tree {i}: {exc}") from None
     names = learner.get("feature_names") or None
-    b = Booster(params, trees, base[0] if len(base) == 1 else base, int(mp["num_feature"]), names,
+    b = Booster(params, trees, base[0] if len(base) == 1 else base, n_features, names,
                 [int(g) for g in model["tree_info"]])
     attributes = learner.get("attributes", {})
     if "best_iteration" in attributes:
