@@ -412,7 +412,7 @@ class GBClassifier(_GBModel):
             raise ValueError(f"Unknown label type: continuous (y has non-integer values); {type(self).__name__} "
                              "needs class labels")
         if len(classes) == 1:
-            raise ValueError(f"y has one class ({classes[0]!r}); {type(self).__name__} needs two or more")
+            raise ValueError(f"y has one class ({classes.tolist()[0]!r}); {type(self).__name__} needs two or more")
         if len(classes) > 2 and objective in ("binary:logistic", "reg:logistic"):
             if self.objective not in (None, self._default_objective):
                 raise ValueError(f"y has {len(classes)} classes but objective={objective!r} is binary; use "
