@@ -17,6 +17,7 @@ from .driver import Candidate, Driver, records
 from .external import PagedEllpack
 from .feature_sets import NodeFeatures
 from .monotone import NodeBounds
+from .phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from .split import calc_weight
 from .tree import Tree, TreeBuilder
 
@@ -126,7 +127,11 @@ class _Growth:
 
     def root(self, root_from_bins: bool) -> list[Candidate]:
         backend, k = self.backend, self.k
-        hist = self.comm.allreduce(self._histograms(list(range(k))))
+        mark(HISTOGRAM)
+        hist = self._histograms(list(range(k)))
+        mark(ALLREDUCE)
+        hist = self.comm.allreduce(hist)
+        mark(SPLIT)
         root_sums = _root_sums(backend, self.ell, self.gpair, hist, self.comm, root_from_bins, k)
         sums_d = to_host(root_sums.astype(backend.xp.float64)) * self.scale
         for c in range(k):
@@ -136,6 +141,7 @@ class _Growth:
 
     def evaluate(self, hist, sums, nids, depths) -> list[Candidate]:
         """Best splits of the nodes (histograms and sums row by row), as candidates."""
+        mark(SPLIT)
         _, local, rows = self._by_tree(nids)
         depths = np.asarray(depths)
         mask = None
@@ -164,6 +170,7 @@ class _Growth:
         (the backend's launches); recs: the batch's split records. Returns the children's
         partition ids and a closure that records the splits in the trees, feature sets and
         bounds, which the caller runs once the device has its next work queued."""
+        mark(SPLIT)
         nids = np.array([c.nid for c in batch], dtype=np.int64)
         trees, local, rows_of = self._by_tree(nids)
         sp, eta, k = self.split_params, self.eta, self.k
@@ -201,7 +208,11 @@ class _Growth:
         # Build the child with the smaller hessian sum; its sibling comes by subtraction.
         build_right = recs["right_hess"] < recs["left_hess"]
         build = np.where(build_right, rids, lids).tolist()
-        built = self.comm.allreduce(self._histograms(build))
+        mark(HISTOGRAM)
+        built = self._histograms(build)
+        mark(ALLREDUCE)
+        built = self.comm.allreduce(built)
+        mark(HISTOGRAM)
         ev, rows = _sources(self.backend, [c.source for c in parents])
         return self.backend.children_histograms(ev.hist, rows, built, build_right, ev.left, ev.right)
 
@@ -254,6 +265,7 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
         else:
             record()
         batch = pop()
+    mark(OTHER)
     return [b.build() for b in growth.builders], growth.positions()
 
 

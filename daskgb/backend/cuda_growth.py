@@ -24,6 +24,7 @@ import numpy as np
 
 from ..collective import NcclCommunicator
 from ..feature_sets import ColumnSampler
+from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..tree import FIELDS, Tree
 from . import cupy_backend as cb
 
@@ -122,9 +123,12 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
 
     # The root: its histogram, sums, node and best split.
     tiles, n_tiles, tile_rows = _root_tiles(ell, setup)
+    mark(HISTOGRAM)
     hist = cupy.zeros((1, total_bins, 2), dtype=cupy.int64)
     cb.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
+    mark(ALLREDUCE)
     hist = comm.allreduce(hist)
+    mark(SPLIT)
     sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
     kern("grow_root")((1,), (1,), (sums, cb._device_scale(scale), *p, eta, np.int64(n), words,
                                    np.int32(cap), state, segs))
@@ -153,14 +157,18 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
         cb.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left)
         if not grow_children:
             break
+        mark(HISTOGRAM)
         built = cupy.zeros((k_max, total_bins, 2), dtype=cupy.int64)
         cb.launch_histograms(ell, gpair, ridx, segs, hist_tiles, hist_grid, tile_rows, built, setup)
+        mark(ALLREDUCE)
         built = comm.allreduce(built)
+        mark(HISTOGRAM)
         children = cupy.empty((2 * k_max, total_bins, 2), dtype=cupy.int64)
         sums = cupy.empty((2 * k_max, 2), dtype=cupy.int64)
         cb.launch_children(hist, built, left, right, child_info, k_max, k_max, children, sums)
         hist = children
         del built
+        mark(SPLIT)
         recs, left, right = cb.launch_evaluate(ell.cuts, hist, sums, scale, sp,
                                                None if masks is None else masks[depth + 1], 2 * k_max, k_live)
     del hist
@@ -169,6 +177,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     chunks = int(min(256, max(1, -(-n // (leaves * _LABEL_ROWS)))))
     kern("label_leaves")((cap, chunks), (256,), (words, np.int32(cap), state, segs, ridx, np.int32(n_trees),
                                                  np.int32(tree), positions))
+    mark(OTHER)
     return words
 
 
