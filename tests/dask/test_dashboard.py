@@ -1,0 +1,273 @@
+"""The daskgb dashboard page: the reports' way to the scheduler, the Bokeh document, and the
+page live in a headless Chromium during a LocalCluster training run (the phase clock that
+times the rounds: tests/test_phases.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import daskgb.dask as dgb
+from daskgb import phases
+from daskgb.callback import TrainingCallback
+from daskgb.dask import dashboard
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+import headless  # noqa: E402
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+PARAMS = {"objective": "binary:logistic", "max_depth": 4, "eta": 0.1, "device": "cpu"}
+
+
+def data(n=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8)).astype(np.float32)
+    y = (X[:, 0] - 0.5 * X[:, 1] + rng.normal(size=n) > 0).astype(np.float32)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def dash_client():
+    """2 worker processes and a scheduler with a dashboard (the page needs one)."""
+    pytest.importorskip("bokeh")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address="127.0.0.1:0") as c:
+        with distributed.Client(c) as cl:
+            yield cl
+
+
+def matrices(client, n=4000):
+    X, y = data(n)
+    Xv, yv = data(n // 4, seed=1)
+    dtrain = dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=n // 4), da.from_array(y, chunks=n // 4))
+    dvalid = dgb.DaskQuantileMatrix(client, da.from_array(Xv, chunks=n // 8), da.from_array(yv, chunks=n // 8),
+                                    ref=dtrain)
+    return dtrain, dvalid
+
+
+# ---------------------------------------------------------------- the scheduler's store
+
+def report(store, job, rank, rounds, world=2, metrics=True, rows=100, memory=1000):
+    items = [(r, [0.001, 0.002, 0.003, 0.004], {"valid-logloss": 1.0 / (r + 1)} if metrics and rank == 0 else None)
+             for r in rounds]
+    store.report(worker=f"tcp://w{rank}", job=job, rank=rank, world=world, rounds=10, device="cpu", rows=rows,
+                 memory=memory, memory_kind="process memory (RSS)", items=items)
+
+
+def test_store_rounds_complete_once_every_worker_reported():
+    store = dashboard.TrainingStore()
+    report(store, "a", 0, range(3))
+    fit = store.latest()
+    assert fit.complete == -1 and fit.rounds_after(-1)["round"] == []  # rank 1 not heard from yet
+    report(store, "a", 1, range(2))
+    cols = fit.rounds_after(-1)
+    assert cols["round"] == [0, 1]
+    assert cols["metrics"] == {"valid-logloss": [1.0, 0.5]}
+    assert cols["histogram"] == pytest.approx([0.001, 0.001])  # the mean over the workers
+    report(store, "a", 1, [2])
+    assert fit.rounds_after(1)["round"] == [2]
+    w = fit.worker_rows()
+    assert w["worker"] == ["0: tcp://w0", "1: tcp://w1"] and w["rows"] == [100, 100]
+    assert w["other"] == pytest.approx([0.004, 0.004])
+
+
+def test_store_is_bounded(monkeypatch):
+    monkeypatch.setattr(dashboard, "MAX_ROUNDS", 50)
+    store = dashboard.TrainingStore()
+    for f in range(dashboard.MAX_FITS + 2):
+        report(store, f"fit{f}", 0, range(10), world=1)
+    assert list(store.fits) == [f"fit{f}" for f in range(2, dashboard.MAX_FITS + 2)]
+    report(store, "long", 0, range(120), world=1)
+    fit = store.latest()
+    assert fit.job == "long" and fit.complete == 119
+    cols = fit.rounds_after(-1)
+    assert cols["round"] == list(range(70, 120))  # the latest MAX_ROUNDS rounds
+
+
+# ---------------------------------------------------------------- the page's document
+
+def test_page_document_builds_from_a_store():
+    pytest.importorskip("bokeh")
+    from bokeh.core.json_encoder import serialize_json
+    from bokeh.document import Document
+
+    from daskgb.dask.dashboard_page import TrainingPage, training_doc
+
+    store = dashboard.TrainingStore()
+    page = TrainingPage(lambda: store)
+    page.update()  # no fit yet
+    assert page.phase_source.data["round"] == []
+    report(store, "a", 0, range(4))
+    report(store, "a", 1, range(3))
+    page.update()
+    assert list(page.phase_source.data["round"]) == [0, 1, 2]
+    assert list(page.curves_source.data["valid-logloss"]) == pytest.approx([1.0, 0.5, 1 / 3])
+    assert page.phase_source.data["split"] == pytest.approx([3.0] * 3)  # milliseconds
+    assert list(page.worker_source.data["rows"]) == [100, 100]
+    assert "round 3 of 10" in page.title
+    report(store, "a", 1, [3])
+    page.update()  # only the new round is streamed
+    assert list(page.phase_source.data["round"]) == [0, 1, 2, 3]
+    report(store, "b", 0, range(2), world=1)
+    page.update()  # a new fit starts the page again
+    assert list(page.phase_source.data["round"]) == [0, 1]
+    assert "fit b" in page.title
+
+    doc = Document()
+    training_doc(lambda: store, doc)
+    assert doc.roots and doc.title.startswith("daskgb: round 2 of 10")
+    assert "daskgb-phases" in serialize_json(doc.to_json())  # a document a browser can be sent
+
+
+def test_no_page_without_bokeh_on_the_scheduler(monkeypatch):
+    monkeypatch.setitem(sys.modules, "daskgb.dask.dashboard_page", None)  # its import fails as without bokeh
+
+    class Scheduler:
+        plugins: dict = {}
+
+    plugin = dashboard.DashboardPlugin()
+    asyncio.run(plugin.start(Scheduler()))
+    assert plugin.served is False
+
+
+# ---------------------------------------------------------------- on a cluster
+
+def test_no_page_where_the_scheduler_has_no_dashboard(client):
+    assert dashboard.register(client) is None
+    X, y = data(600)
+    dtrain = dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=300), da.from_array(y, chunks=300))
+    out = dgb.train(client, PARAMS, dtrain, 3, verbose_eval=False)
+    assert out["booster"].num_boosted_rounds() == 3
+
+
+def test_reports_reach_the_scheduler(dash_client):
+    import dask
+
+    with dask.config.set({"daskgb.dashboard": False}):
+        assert dashboard.register(dash_client) is None
+    url = dashboard.register(dash_client)
+    assert url is not None and url.endswith("/daskgb")
+    assert dashboard.register(dash_client) == url  # idempotent
+    dtrain, dvalid = matrices(dash_client)
+    out = dgb.train(dash_client, PARAMS, dtrain, 6, evals=[(dtrain, "train"), (dvalid, "valid")], verbose_eval=False)
+
+    def latest(dask_scheduler):
+        fit = dashboard.store_of(dask_scheduler).latest()
+        return fit.complete, fit.world, fit.rounds_after(-1), fit.worker_rows()
+
+    complete, world, cols, workers = dash_client.run_on_scheduler(latest)
+    assert (complete, world) == (5, 2)
+    assert cols["round"] == list(range(6))
+    assert cols["metrics"]["valid-logloss"] == pytest.approx(out["history"]["valid"]["logloss"])
+    assert all(cols[p][r] >= 0 for p in phases.PHASES for r in range(6))
+    assert all(cols["histogram"][r] > 0 and cols["split"][r] > 0 for r in range(6))
+    assert sum(workers["rows"]) == dtrain.n_rows and min(workers["memory"]) > 0
+
+    # The page is on the scheduler's dashboard, and in the list JupyterLab's Dask extension reads.
+    base = url[: -len("daskgb")]
+    with urllib.request.urlopen(base + "individual-plots.json", timeout=10) as r:
+        plots = json.loads(r.read())
+    assert "/individual-daskgb" in plots.values()
+    for route in ("daskgb", "individual-daskgb"):
+        with urllib.request.urlopen(base + route, timeout=10) as r:
+            assert r.status == 200 and b"bokeh" in r.read().lower()
+
+
+# ---------------------------------------------------------------- in a browser
+
+class SlowRounds(TrainingCallback):
+    """Slows each round down a little and stops training once the test says so (a file)."""
+
+    def __init__(self, stop_file: str, delay: float):
+        self.stop_file, self.delay = stop_file, delay
+
+    def after_iteration(self, model, epoch, evals_log) -> bool:
+        time.sleep(self.delay)
+        return os.path.exists(self.stop_file)
+
+
+def test_page_shows_live_training_in_headless_chromium(dash_client, tmp_path):
+    binary = headless.find_chromium()
+    if binary is None:
+        message = "needs Chromium (Debian: apt-get install chromium)"
+        if headless.require_env():
+            pytest.fail(message + "; DASKGB_REQUIRE_CHROMIUM=1 is set")
+        pytest.skip(message)
+    url = dashboard.register(dash_client)
+    assert url is not None
+    dtrain, dvalid = matrices(dash_client)
+    stop_file = tmp_path / "stop"
+    result: dict = {}
+
+    def fit():
+        try:
+            result["out"] = dgb.train(dash_client, PARAMS, dtrain, 2000, evals=[(dtrain, "train"), (dvalid, "valid")],
+                                      verbose_eval=False, callbacks=[SlowRounds(str(stop_file), 0.03)])
+        except BaseException as e:  # noqa: BLE001 - reported by the test's thread
+            result["error"] = e
+
+    trainer = threading.Thread(target=fit, daemon=True)
+    trainer.start()
+    shot = tmp_path / "dashboard.png"
+    try:
+        seen = headless.run(_watch(binary, url, shot, trainer))
+    finally:
+        stop_file.touch()
+        trainer.join(120)
+    assert not trainer.is_alive(), "training did not stop"
+    assert "error" not in result, result.get("error")
+
+    first, last = seen
+    # Live: the page's own data sources grew while the fit ran, and hold its numbers.
+    assert len(last["sources"]["daskgb-phases"]["round"]) > len(first["sources"]["daskgb-phases"]["round"]) >= 3
+    curves = last["sources"]["daskgb-curves"]
+    assert {"train-logloss", "valid-logloss"} <= set(curves)
+    assert all(v is not None and 0 < v < 1 for v in curves["valid-logloss"])
+    workers = last["sources"]["daskgb-workers"]
+    assert len(workers["worker"]) == 2 and sum(workers["rows"]) == dtrain.n_rows and min(workers["memory"]) > 0
+    assert sum(last["sources"]["daskgb-phases"]["histogram"]) > 0
+    assert last["title"].startswith("daskgb: round ")
+
+    assert shot.stat().st_size > 10_000  # a drawn page, not a blank one
+    ARTIFACTS.mkdir(exist_ok=True)
+    kept = ARTIFACTS / "dashboard.png"
+    shutil.copyfile(shot, kept)
+    print(f"\ndashboard screenshot: {shot}\n                 and: {kept}")
+
+
+async def _watch(binary, url, shot, trainer, timeout=90):
+    """Open the page; return its data twice, a few rounds apart, while training runs; screenshot
+    the second time."""
+    async with headless.Chromium(binary) as browser:
+        await browser.goto(url)
+        first = await _data_with_rounds(browser, 3, trainer, timeout)
+        n = len(first["sources"]["daskgb-phases"]["round"])
+        last = await _data_with_rounds(browser, n + 5, trainer, timeout)
+        await asyncio.sleep(1.0)  # let the browser draw what it just received
+        await browser.screenshot(shot)
+        return first, last
+
+
+async def _data_with_rounds(browser, rounds, trainer, timeout):
+    end = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < end and trainer.is_alive():
+        seen = await browser.evaluate(headless.BOKEH_SOURCES_JS)
+        phases_seen = (seen or {}).get("sources", {}).get("daskgb-phases", {})
+        if len(phases_seen.get("round", [])) >= rounds:
+            return seen
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"the page did not show {rounds} rounds (training alive: {trainer.is_alive()}); "
+                         f"last seen: {json.dumps(seen)[:2000]}")
