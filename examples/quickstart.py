@@ -4,7 +4,7 @@ Starts an embedded cluster (a LocalCUDACluster, one worker per GPU, where
 dask-cuda and GPUs are present; a LocalCluster of 2 CPU workers otherwise),
 makes a seeded synthetic data set on the workers (200,000 rows x 20 features,
 5% missing values), holds out a test set, trains DaskGBClassifier with the test
-set as eval_set, and prints the dashboard link, the fit time and test
+set as eval_set, and prints the dashboard's and daskgb's page's links, the fit time and test
 logloss / AUC / accuracy.
 
     python examples/quickstart.py
@@ -60,12 +60,15 @@ def main():
     from distributed import Client
 
     import daskgb
+    import daskgb.dask.dashboard
     from daskgb.dask.watch import live_workers
     from daskgb.metric import auc_of, logloss
 
     cluster, device = start_cluster()
     with cluster, Client(cluster) as client:
         print(f"Dask dashboard: {client.dashboard_link}")
+        # The fit's learning curves, round times and workers (None where the scheduler has no dashboard).
+        print(f"daskgb page: {daskgb.dask.dashboard.register(client)}")
         print(f"workers: {len(live_workers(client))} ({device})")
         X, y = make_data(device)
         X, y = dask.persist(X, y)
