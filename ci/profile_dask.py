@@ -80,7 +80,7 @@ def profiled_train(job, root, rank, world, params, dtrain, rounds, sync_allreduc
     return out
 
 
-def event_train(job, root, rank, world, params, dtrain, rounds):
+def event_train(job, root, rank, world, params, dtrain, rounds, switch_interval=None, gc_mode="on"):
     """Per-rank device time between CUDA events around each allreduce and each round's trees,
     with no syncs added: an allreduce's span is its NCCL kernel, including the wait for the
     other ranks to reach it; a round's trees span from the first launch to the last."""
@@ -113,12 +113,24 @@ def event_train(job, root, rank, world, params, dtrain, rounds):
     originals = [(collective.NcclCommunicator, "allreduce", wrap(collective.NcclCommunicator, "allreduce",
                                                                  allreduce_label)),
                  (cuda_growth, "grow_forest", wrap(cuda_growth, "grow_forest", lambda a: "trees (grow_forest)"))]
+    import gc
+
+    before = sys.getswitchinterval()
+    if gc_mode == "freeze":  # the worker's objects out of the collector's way while it trains
+        gc.freeze()
+    elif gc_mode == "off":
+        gc.disable()
+    if switch_interval is not None:  # how long another thread may hold the GIL before this one asks for it
+        sys.setswitchinterval(switch_interval)
     cupy.cuda.runtime.deviceSynchronize()
     t = time.perf_counter()
     try:
-        train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
+        result = train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
         cupy.cuda.runtime.deviceSynchronize()
     finally:
+        gc.unfreeze()
+        gc.enable()
+        sys.setswitchinterval(before)
         for owner, name, fn in originals:
             setattr(owner, name, fn)
     total = time.perf_counter() - t
@@ -128,6 +140,9 @@ def event_train(job, root, rank, world, params, dtrain, rounds):
         calls[label] += 1
     out = {f"{k} ({calls[k] / rounds:g}/round)": round(v / rounds, 3) for k, v in spent.most_common()}
     out["total"] = round(1e3 * total / rounds, 2)
+    setup = result["collective"]["setup_s"]  # joining the collective and NCCL's init, once a fit
+    out["setup (ms, once)"] = round(1e3 * setup, 1)
+    out["total without setup"] = round(1e3 * (total - setup) / rounds, 2)
     return out
 
 
@@ -140,6 +155,10 @@ def main():
     ap.add_argument("--cprofile", action="store_true", help="instead: each rank's host profile, no syncs added")
     ap.add_argument("--events", action="store_true",
                     help="instead: device time (CUDA events, no syncs) of each allreduce and each round's trees")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="with --events: sys.setswitchinterval in each worker while it trains")
+    ap.add_argument("--gc", choices=("on", "freeze", "off"), default="on",
+                    help="with --events: the worker's garbage collector while it trains")
     args = ap.parse_args()
     from benchmark_dask_higgs import make_data
     from dask_cuda import LocalCUDACluster
@@ -158,7 +177,8 @@ def main():
         root = client.submit(start_collective, job, workers=[dtrain.workers[0]], pure=False).result()
         if args.events:
             futs = [client.submit(event_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
-                                  args.rounds, workers=[a], pure=False) for r, a in enumerate(dtrain.workers)]
+                                  args.rounds, args.switch_interval, args.gc, workers=[a], pure=False)
+                    for r, a in enumerate(dtrain.workers)]
         else:
             futs = [client.submit(profiled_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
                                   args.rounds, args.sync_allreduce, args.cprofile, workers=[a], pure=False)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import sketch
 from ..backend import array_module
+from ..inputs import check_feature_names, is_numeric_dtype
 from ..matrix import check_paging
 from .watch import gather_watching, live_workers
 
@@ -130,16 +131,38 @@ def _local_groups(parts, ordinals, n_total):
 
 
 def _local_summary(device, missing, budget, *parts):
-    """This worker's weighted quantile summary (host arrays), or None without rows."""
+    """This worker's weighted quantile summary (host arrays, or None without rows) and the
+    seconds its steps took."""
+    import time
+
     from ..inputs import as_vector
 
+    t0 = time.perf_counter()
     X, y, w, _ = _local_arrays(parts, device)
     if X is None or X.shape[0] == 0:
-        return None
+        return None, {}
     xp = array_module(X)
     w = as_vector(w, X.shape[0], "weight", xp, nonnegative=True)
-    as_vector(y, X.shape[0], "y (labels)", xp)  # NaN / inf labels: an error before any training
-    return sketch.summarize(xp.asarray(X, dtype=xp.float32), w, missing, budget).to(np)
+    # NaN / inf labels: an error before any training (its count comes to the host: a sync).
+    as_vector(y, X.shape[0], "y (labels)", xp)
+    t1 = time.perf_counter()
+    summary = sketch.summarize(xp.asarray(X, dtype=xp.float32), w, missing, budget).to(np)
+    return summary, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
+
+
+def _merged_cuts(device, budget, max_bin, *summaries):
+    """The cluster's cuts from every worker's summary, merged in worker order (so every run
+    merges alike) on this worker's device: the merge is many small array steps, which a GPU
+    does in milliseconds where the client's numpy took ~0.1 s a worker."""
+    import daskgb.backend as be
+
+    xp = be.get_backend(device).xp
+    merged = None
+    for s in summaries:
+        if s is not None:
+            s = s.to(xp)
+            merged = s if merged is None else sketch.merge(merged, s)
+    return sketch.make_cuts(sketch.prune(merged, budget), max_bin).to(np)
 
 
 def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
@@ -183,7 +206,7 @@ def _row_blocks(X):
         X = X.rechunk({1: -1})  # whole rows in each block
         return list(X.to_delayed()[:, 0]), X.shape[1], None
     if hasattr(X, "to_delayed") and hasattr(X, "columns"):
-        bad = [str(c) for c, t in zip(X.columns, X.dtypes) if np.dtype(t).kind not in "biuf"]
+        bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not is_numeric_dtype(t)]
         if bad:
             raise ValueError(f"X has non-numeric columns: {bad[:10]}; convert or drop them first")
         return list(X.to_delayed()), len(X.columns), [str(c) for c in X.columns]
@@ -241,9 +264,20 @@ class DaskQuantileMatrix:
     def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
                  spill_dir=None):
+        import time
+
         from distributed import wait
 
         from ..backend import DEVICES
+
+        # Wall seconds of each step, for whoever asks why quantising took as long as it did.
+        self.timings: dict[str, float] = {}
+        clock = [time.perf_counter()]
+
+        def lap(step: str) -> None:
+            now = time.perf_counter()
+            self.timings[step] = self.timings.get(step, 0.0) + now - clock[0]
+            clock[0] = now
 
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
@@ -278,6 +312,7 @@ class DaskQuantileMatrix:
         vec_futs = [v if any(isinstance(b, _GroupSizes) for b in v) else client.compute(v) for v in (ys, ws, ms, qs)]
         wait(x_futs)
         _raise_first_error(x_futs)
+        lap("compute X")
         where = client.who_has(x_futs)
         futures = [client.submit(_part, xf, yf, wf, mf, qf, workers=list(where[xf.key][:1]) or None,
                                  allow_other_workers=not where[xf.key], pure=False)
@@ -288,6 +323,7 @@ class DaskQuantileMatrix:
         holder: dict[str, list] = {}
         for f in futures:
             holder.setdefault(who_has[f.key][0], []).append(f)
+        lap("assemble partitions")
 
         addrs = sorted(holder)
         infos = dict(zip(addrs, gather_watching(
@@ -297,6 +333,7 @@ class DaskQuantileMatrix:
         if len(feats) > 1 or (feats and feats != {n_features}):
             raise ValueError(f"partitions disagree on the number of features: {sorted(feats)} vs {n_features}")
         self.n_rows = sum(i["rows"] for i in infos.values())
+        lap("check partitions")
         if self.n_rows == 0:
             raise ValueError("X has no rows (every partition is empty)")
         ordinals, self.n_groups = (_group_ordinals(holder, infos, group is not None) if self.has_groups
@@ -316,11 +353,17 @@ class DaskQuantileMatrix:
             budget = sketch.sketch_budget(self.n_rows, self.max_bin)
             summaries = [client.submit(_local_summary, device, self.missing, budget, *holder[a], workers=[a],
                                        allow_other_workers=False, pure=False) for a in self.workers]
-            merged = None
-            for s in gather_watching(client, summaries, self.workers, "quantisation"):
-                if s is not None:
-                    merged = s if merged is None else sketch.merge(merged, s)
-            self.cuts = sketch.make_cuts(sketch.prune(merged, budget), self.max_bin)
+            steps = gather_watching(client, [client.submit(_second, s, workers=[a], pure=False)
+                                             for s, a in zip(summaries, self.workers)], self.workers, "quantisation")
+            lap("sketch on workers")
+            for name in ("stack and check", "summarize"):  # the slowest worker's
+                self.timings[f"sketch: {name}"] = max((st.get(name, 0.0) for st in steps), default=0.0)
+            cut_future = client.submit(_merged_cuts, device, budget, self.max_bin,
+                                       *[client.submit(_first, s, workers=[a], pure=False)
+                                         for s, a in zip(summaries, self.workers)],
+                                       workers=[self.workers[0]], allow_other_workers=False, pure=False)
+            self.cuts = gather_watching(client, [cut_future], self.workers, "quantisation")[0]
+            lap("merge sketches")
             self.cuts_token = uuid.uuid4().hex
         else:
             if ref.n_features != n_features:
@@ -328,6 +371,7 @@ class DaskQuantileMatrix:
             self.workers, self.max_bin, self.cuts, self.cuts_token = ref.workers, ref.max_bin, ref.cuts, ref.cuts_token
             if self.feature_names is None:
                 self.feature_names = ref.feature_names
+            check_feature_names(ref.feature_names, self.feature_names, "ref (the training matrix)", "this data")
             holder = _place_on(holder, self.workers)
 
         def groups_of(a):
@@ -347,11 +391,20 @@ class DaskQuantileMatrix:
                 for a in self.workers]
         self.nbytes_per_worker = dict(zip(self.workers, gather_watching(client, done, self.workers, "quantisation")))
         self._has_labels = y is not None
+        lap("ELLPACK on workers")
 
     def __repr__(self):
         groups = f", query_groups={self.n_groups}" if self.has_groups else ""
         return (f"DaskQuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, workers={len(self.workers)}{groups})")
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
 
 
 def _group_blocks(group, X, n_blocks):

@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import time
 
 
 def start_collective(job_id: str) -> str:
@@ -17,15 +18,18 @@ def start_collective(job_id: str) -> str:
 
 def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval,
                     timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None, callbacks=(),
-                    progress_topic=None):
+                    progress_topic=None, dashboard=False):
     """One worker's share of training. Every rank grows the same trees (the histograms are summed
-    across ranks before any decision), so rank 0's booster is the model."""
+    across ranks before any decision), so rank 0's booster is the model. dashboard: report each
+    round to the scheduler's daskgb page (dask/dashboard.py)."""
     from ..booster import train
     from ..collective import DaskCommunicator, NcclCommunicator
 
+    started = time.perf_counter()
     comm = DaskCommunicator.connect(job_id, root_address, rank, world_size, timeout=timeout)
     if params.get("device") == "cuda" and world_size > 1:
         comm = NcclCommunicator(comm)
+    setup_s = time.perf_counter() - started
     # As a context manager the communicator aborts on an exception, so the other
     # ranks fail at once with this rank's error rather than a bare lost connection.
     with comm, heap_kept_while_training():
@@ -36,14 +40,33 @@ def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, eval
             from .progress import RoundReporter
 
             reporter = RoundReporter(progress_topic, num_boost_round)
-        booster = train(params, dtrain, num_boost_round, evals=evals, verbose_eval=verbose_eval,
-                        evals_result=history, comm=comm, obj=obj, custom_metric=custom_metric,
-                        early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks,
-                        _after_round=reporter)
-    stats = {"rank": rank, "communicator": type(comm).__name__,
+        board = None
+        if dashboard:  # every rank: its phase times, rows and memory
+            from .dashboard import RoundBoard
+
+            board = RoundBoard(job_id, rank, world_size, num_boost_round, dtrain.n_rows, params.get("device", "cpu"))
+        with board or contextlib.nullcontext():
+            booster = train(params, dtrain, num_boost_round, evals=evals, verbose_eval=verbose_eval,
+                            evals_result=history, comm=comm, obj=obj, custom_metric=custom_metric,
+                            early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks,
+                            _after_round=_each_round(board, reporter))
+    stats = {"rank": rank, "communicator": type(comm).__name__, "setup_s": setup_s,
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}
     return {"booster": booster if rank == 0 else None, "history": history, "collective": stats}
+
+
+def _each_round(*hooks):
+    """One after-round hook calling the given ones (None where none is given)."""
+    hooks = [h for h in hooks if h is not None]
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+
+    def each(round_index, history):
+        for h in hooks:
+            h(round_index, history)
+
+    return each
 
 
 # glibc's mallopt parameters (malloc.h).
