@@ -116,8 +116,7 @@ class TrainingPage:
                                   color=list(PHASE_COLORS), legend_label=list(phases.PHASES))
         self.phase_fig.add_tools(HoverTool(tooltips=[("round", "@round"), *((p, f"@{p}{{0.00}} ms")
                                                                            for p in phases.PHASES)]))
-        self.phase_fig.legend.location = "top_left"
-        self.phase_fig.legend.orientation = "horizontal"
+        self.phase_fig.add_layout(self.phase_fig.legend[0], "right")  # beside the bars, not over them
 
         empty_workers = {"worker": [], "rows": [], "memory": [], **{p: [] for p in phases.PHASES}}
         self.worker_source = ColumnDataSource(empty_workers, name="daskgb-workers")
