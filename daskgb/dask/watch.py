@@ -6,6 +6,8 @@ import time
 
 # How often the client checks that every worker it waits on is still there.
 WATCH_INTERVAL_S = 1.0
+# How long a rank's report of a peer's failure waits for that peer's own error.
+ERROR_GRACE_S = 2.0
 
 
 def live_workers(client) -> set:
@@ -29,7 +31,7 @@ def gather_watching(client, futures, workers, what: str):
     """
     from distributed import wait
 
-    lost_since = None
+    lost_since = erred_since = None
     while True:
         pending = [f for f in futures if f.status == "pending"]
         if pending:
@@ -37,11 +39,20 @@ def gather_watching(client, futures, workers, what: str):
                 wait(pending, timeout=WATCH_INTERVAL_S, return_when="FIRST_COMPLETED")
             except Exception:  # timeout, or futures cancelled because their worker died: look below
                 pass
-        for f in futures:
-            if f.status == "error":
-                exc, tb = f.exception(), f.traceback()  # before cancelling, which would replace them
-                client.cancel(futures)
-                raise exc.with_traceback(tb)
+        erred = [f for f in futures if f.status == "error"]
+        if erred:
+            # A rank whose peer raised (bad labels, say: a ValueError) fails in its collective with a
+            # RuntimeError that only reports it; the peer's own error is the one to raise, so it is
+            # given a moment to land. Without it (a worker died), the report is the error.
+            cause = next((f for f in erred if not isinstance(f.exception(), RuntimeError)), None)
+            erred_since = erred_since or time.monotonic()
+            if cause is None and any(f.status == "pending" for f in futures) and \
+                    time.monotonic() - erred_since < ERROR_GRACE_S:
+                continue
+            f = cause or erred[0]
+            exc, tb = f.exception(), f.traceback()  # before cancelling, which would replace them
+            client.cancel(futures)
+            raise exc.with_traceback(tb)
         if all(f.status == "finished" for f in futures):
             return client.gather(futures)
         alive = live_workers(client)
