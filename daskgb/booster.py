@@ -13,11 +13,12 @@ from .adaptive import refresh_leaves
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
+from . import checkpoint as _checkpoint
 from . import external as _external
 from .external import PagedEllpack
 from .feature_sets import interaction_sets
 from .grower import grow_forest
-from .inputs import as_features
+from .inputs import as_features, check_feature_names
 from .matrix import QuantileMatrix
 from .monotone import monotone_vector
 from .objective import QuantileError, Softmax, get_objective
@@ -141,6 +142,7 @@ class Booster:
         if features.n_features != self.n_features:
             raise ValueError(f"the model was trained on {self.n_features} features, the data has "
                              f"{features.n_features}")
+        check_feature_names(self.feature_names, features.feature_names, "the model", "the data")
         on_gpu = features.xp is not np
         device = "cuda" if on_gpu else resolve_device(self.params.device)
         backend = get_backend(device)
@@ -203,13 +205,33 @@ class Booster:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Booster":
+        if not isinstance(d, dict):
+            raise ValueError(f"not a daskgb model: a JSON {type(d).__name__}, not an object")
         if d.get("format") != MODEL_FORMAT:
             raise ValueError(f"not a daskgb model (format {d.get('format')!r})")
-        if d.get("version") != MODEL_VERSION:
-            raise ValueError(f"daskgb model version {d.get('version')!r} is not supported (this is version "
+        version = d.get("version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > MODEL_VERSION:
+            raise ValueError(f"daskgb model version {version} was written by a newer daskgb; this daskgb reads "
+                             f"version {MODEL_VERSION}: upgrade daskgb to load it")
+        if version != MODEL_VERSION:
+            raise ValueError(f"daskgb model version {version!r} is not supported (this daskgb reads version "
                              f"{MODEL_VERSION})")
-        b = cls(d["params"], [Tree.from_dict(t) for t in d["trees"]], d["base_score"], d["num_features"],
-                d["feature_names"], d.get("tree_info"))
+        lacks = [k for k in ("params", "base_score", "num_features", "feature_names", "trees") if k not in d]
+        if lacks:
+            raise ValueError(f"corrupted daskgb model: it lacks {lacks}")
+        if not isinstance(d["trees"], list):
+            raise ValueError(f"corrupted daskgb model: trees is a {type(d['trees']).__name__}, not a list")
+        n_features = d["num_features"]
+        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 0:
+            raise ValueError(f"corrupted daskgb model: num_features is {n_features!r}")
+        trees = []
+        for i, t in enumerate(d["trees"]):
+            try:
+                trees.append(Tree.from_dict(t).checked(n_features))
+            except (KeyError, TypeError, ValueError) as exc:
+                what = f"it lacks {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise ValueError(f"corrupted daskgb model: tree {i}: {what}") from None
+        b = cls(d["params"], trees, d["base_score"], n_features, d["feature_names"], d.get("tree_info"))
         b.best_iteration = d.get("best_iteration")
         b.best_score = d.get("best_score")
         return b
@@ -239,7 +261,14 @@ class Booster:
         except UnicodeDecodeError:
             raise ValueError(f"{path} is not a JSON model (an XGBoost .ubj model? save it with a .json name "
                              "to read it here)") from None
-        other = from_xgboost_json(d) if is_xgboost_model(d) else Booster.from_dict(d)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON (a truncated or corrupted model file?): {exc}") from None
+        try:
+            other = from_xgboost_json(d) if is_xgboost_model(d) else Booster.from_dict(d)
+        except (KeyError, TypeError, IndexError, AttributeError) as exc:  # a layout other than the format's
+            what = f"it lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+            kind = "an XGBoost" if is_xgboost_model(d) else "a daskgb"
+            raise ValueError(f"{path} is {kind} model file that is corrupted: {what}") from None
         self.__dict__.update(other.__dict__)
         return self
 
@@ -273,6 +302,7 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
           evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None,
           early_stopping_rounds: int | None = None, maximize: bool | None = None, callbacks=(),
+          checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
           _after_round=None) -> Booster:
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
@@ -298,7 +328,12 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     callbacks: daskgb.callback.TrainingCallback objects (EarlyStopping,
     EvaluationMonitor, LearningRateScheduler, or your own), called as XGBoost calls
     them; any of them may stop training. On Dask they run on every worker.
+
+    checkpoint_dir / checkpoint_every: write the model and eval history to that directory
+    every n rounds (and at the end), atomically; resume=True goes on from the newest
+    checkpoint there, and the finished model equals an unbroken run's (daskgb/checkpoint.py).
     """
+    checkpoint_path = _checkpoint.check_options(checkpoint_dir, checkpoint_every, resume)
     if obj is not None and not callable(obj):
         raise ValueError("obj must be a callable obj(margin, dtrain) -> (grad, hess)")
     if custom_metric is not None and not callable(custom_metric):
@@ -414,7 +449,18 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         row_offset, n_rows_total = int(sum(counts[: comm.rank])), int(sum(counts))
     # Every worker must sum the root the same way, so the choice is made for all at once.
     root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
-    for it in range(num_boost_round):
+    first_round, checkpoints, fingerprint = 0, None, None
+    if checkpoint_path is not None:
+        checkpoints = _checkpoint.Checkpoints(checkpoint_path, checkpoint_every)
+        if comm.rank == 0:  # rank 0 writes them
+            _checkpoint.check_writable(checkpoint_path)
+        fingerprint = _checkpoint.fingerprint(params, dtrain.cuts, n_rows_total, dtrain.n_features,
+                                              dtrain.feature_names)
+        if resume:
+            first_round = _resume(comm, checkpoints, fingerprint, num_boost_round, booster, history, backend,
+                                  dtrain, margin, eval_state, callbacks)
+    for it in range(first_round, num_boost_round):
+        _mark_round(comm, it)
         if _agree(comm, [cb.before_iteration(booster, it, history) for cb in callbacks]):
             break
         p = booster.params  # a callback may have changed the learning rate
@@ -468,10 +514,14 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
                 line.append(f"{name}-{k}:{v:.5f}")
         if every and eval_state and (it % every == 0 or it == num_boost_round - 1):
             print("\t".join(line), flush=True)
-        if _after_round is not None and comm.rank == 0:  # the Dask layer's progress (dask/progress.py)
+        if _after_round is not None:  # the Dask layer's progress and dashboard reports (dask/worker.py)
             _after_round(it, history)
         # Every callback runs (none is skipped because an earlier one asked to stop), as in XGBoost.
-        if _agree(comm, [cb.after_iteration(booster, it, history) for cb in callbacks]):
+        stop = _agree(comm, [cb.after_iteration(booster, it, history) for cb in callbacks])
+        if checkpoints is not None and comm.rank == 0 and (stop or it + 1 == num_boost_round
+                                                           or checkpoints.due(it + 1)):
+            checkpoints.save(booster, history, it + 1, num_boost_round, fingerprint)
+        if stop:
             for cb in callbacks:
                 if every and isinstance(cb, EarlyStopping) and cb.best_round is not None:
                     print(f"Stopping. Best iteration: [{cb.best_round}] {cb.metric}:{cb.best:.5f}", flush=True)
@@ -479,6 +529,68 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
     for cb in callbacks:
         booster = cb.after_training(booster) or booster
     return booster
+
+
+def _mark_round(comm, it: int) -> None:
+    """Tell the communicator (and the host one under NCCL's) which round runs: a collective
+    that fails then says the round, and the Dask layer reads it off the error."""
+    comm.training_round = it
+    host = getattr(comm, "host_comm", None)
+    if host is not None:
+        host.training_round = it
+
+
+def _resume(comm, checkpoints, fingerprint, num_boost_round, booster, history, backend, dtrain, margin, eval_state,
+            callbacks) -> int:
+    """Put the newest checkpoint back into this run (see daskgb/checkpoint.py); returns the
+    rounds it holds (0 without one). Rank 0 reads it and sends it to the other ranks."""
+    state = None
+    if comm.rank == 0:
+        try:
+            state = ("ok", checkpoints.latest())
+        except Exception as exc:  # every rank must hear of it, not wait for rank 0
+            state = ("error", f"{type(exc).__name__}: {exc}")
+    if comm.world_size > 1:
+        state = comm.broadcast(state, root=0)
+    status, state = state
+    if status != "ok":
+        raise ValueError(f"resume: {state}")
+    if state is None:
+        return 0
+    where = state.get("path", str(checkpoints.directory))
+    differs = _checkpoint.mismatch(state.get("fingerprint") or {}, fingerprint)
+    if differs:
+        raise ValueError(f"resume: the checkpoint {where} was written by a run with other {differs}; resume with "
+                         "the same data and parameters, or start afresh (resume=False, or another checkpoint_dir)")
+    rounds = int(state["rounds"])
+    if rounds > num_boost_round:
+        raise ValueError(f"resume: the checkpoint {where} holds {rounds} rounds, more than num_boost_round="
+                         f"{num_boost_round}")
+    saved = Booster.from_dict(state["model"])
+    if saved.base_score != booster.base_score:
+        raise ValueError(f"resume: the checkpoint {where} has base_score {saved.base_score}, this run estimates "
+                         f"{booster.base_score} from its labels: the labels differ from the interrupted run's")
+    if set(state["history"]) != set(history):
+        raise ValueError(f"resume: the checkpoint {where} has eval sets {sorted(state['history'])}, this run "
+                         f"{sorted(history)}: give the same evals")
+    booster.trees[:], booster.tree_info[:] = saved.trees, saved.tree_info
+    booster.best_iteration, booster.best_score = saved.best_iteration, saved.best_score
+    # The margins training had: the trees' leaf values added one tree at a time, in order.
+    for tree, group in zip(saved.trees, saved.tree_info):
+        add_tree_binned(backend, dtrain.ellpack, tree, _column(margin, group))
+        for m, _, em in eval_state:
+            if em is not None:
+                add_tree_binned(backend, m.ellpack, tree, _column(em, group))
+    for name, metrics in state["history"].items():
+        history[name].clear()
+        history[name].update({k: list(v) for k, v in metrics.items()})
+    # Early stopping's best score and round, as the rounds before the checkpoint left them.
+    for cb in callbacks:
+        if isinstance(cb, EarlyStopping):
+            for r in range(rounds):
+                cb.after_iteration(booster, r, {n: {k: v[: r + 1] for k, v in ms.items()}
+                                                for n, ms in history.items()})
+    return rounds
 
 
 def _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, booster, objective, obj, refit,

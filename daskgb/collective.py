@@ -27,11 +27,13 @@ reported after the per-operation timeout (600 s, or ``DASKGB_COLLECTIVE_TIMEOUT`
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import operator
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -585,6 +587,12 @@ class DaskCommunicator(Communicator):
                 # The ranks may now be out of step: no later collective can be trusted.
                 if self._failed is None:
                     self._failed = f"{kind} #{self._seq} failed on rank {self.rank}: {exc!r}"
+                # The round that training was in (booster.train sets it), for the caller's message.
+                if getattr(self, "training_round", None) is not None and not hasattr(exc, "daskgb_round"):
+                    try:
+                        exc.daskgb_round = self.training_round
+                    except AttributeError:
+                        pass
                 raise
         finally:
             self._lock.release()
@@ -808,16 +816,31 @@ class NcclCommunicator(Communicator):
     machine sets them.
 
     Failures: host-side collectives fail fast as in :class:`DaskCommunicator`. An NCCL kernel
-    whose peer died waits on the GPU; ``abort()`` (``ncclCommAbort``) releases it.
-    ``close()`` destroys the NCCL communicator and closes ``host_comm``.
+    whose peer died or hangs waits on the GPU, and the host with it, at its next wait for the
+    device. Two things release it, both through ``ncclCommAbort``: ``interrupt(reason)``,
+    which another thread may call (the Dask layer does, from the worker's event loop, when the
+    client sees a rank's worker die), and a watchdog thread that interrupts when an NCCL call
+    has not completed ``timeout`` seconds after it was enqueued (``timeout``: the host
+    communicator's, i.e. ``DASKGB_COLLECTIVE_TIMEOUT`` or 600 s). After an interrupt every
+    collective raises the reason. ``close()`` destroys the NCCL communicator and closes
+    ``host_comm``.
     """
 
-    def __init__(self, host_comm: Communicator):
+    # How often the watchdog looks at the oldest NCCL call not yet done.
+    WATCH_INTERVAL_S = 0.5
+
+    def __init__(self, host_comm: Communicator, timeout: float | None = None):
         self.host_comm = host_comm
         self.rank = host_comm.rank
         self.world_size = host_comm.world_size
         self._comm = None
         self._device = None
+        self._interrupted: str | None = None
+        self._lock = threading.Lock()
+        self._pending: collections.deque = collections.deque()  # (done event, enqueued at, description)
+        self._stop = threading.Event()
+        self._watchdog = None
+        self.timeout = resolve_timeout(timeout if timeout is not None else getattr(host_comm, "timeout", None))
         # What went through NCCL, for reports: calls and bytes reduced.
         self.nccl_allreduce_calls = 0
         self.nccl_allreduce_bytes = 0
@@ -843,9 +866,59 @@ class NcclCommunicator(Communicator):
         except Exception as exc:
             raise RuntimeError(f"rank {self.rank}: NCCL communicator init failed on device "
                                f"{self._device}: {exc}") from exc
+        self._watchdog = threading.Thread(target=self._watch, name=f"daskgb-nccl-watchdog-{self.rank}", daemon=True)
+        self._watchdog.start()
+
+    def interrupt(self, reason: str) -> None:
+        """Abort the NCCL communicator from any thread: a kernel waiting on a peer returns, and
+        every later collective raises ``reason``. No host I/O (safe on the event loop)."""
+        with self._lock:
+            if self._interrupted is not None:
+                return
+            self._interrupted = f"rank {self.rank}: {reason}"
+            comm, self._comm = self._comm, None
+        if comm is not None:
+            try:
+                comm.abort()
+            except Exception:
+                pass
+        self._stop.set()
+
+    def _watch(self) -> None:
+        """The watchdog thread: interrupt when the oldest NCCL call is not done after timeout."""
+        import cupy
+
+        with cupy.cuda.Device(self._device):
+            while not self._stop.wait(self.WATCH_INTERVAL_S):
+                while True:
+                    with self._lock:
+                        oldest = self._pending[0] if self._pending else None
+                    if oldest is None:
+                        break
+                    event, enqueued, what = oldest
+                    try:
+                        done = event.done
+                    except Exception:  # the context is going away with the worker
+                        return
+                    if done:
+                        with self._lock:
+                            if self._pending and self._pending[0] is oldest:
+                                self._pending.popleft()
+                        continue
+                    waited = time.monotonic() - enqueued
+                    if waited > self.timeout:
+                        self.interrupt(f"{what} was not done {waited:.0f} s after it was enqueued (timeout "
+                                       f"{self.timeout:g} s): another rank is stuck or gone")
+                        return
+                    break
+
+    def _check_interrupted(self) -> None:
+        if self._interrupted is not None:
+            raise RuntimeError(self._interrupted)
 
     def allreduce(self, x, op: str = "sum"):
         _check_op(op)
+        self._check_interrupted()
         if self._comm is None:
             _check_reducible(x, op)
             return x
@@ -868,22 +941,39 @@ class NcclCommunicator(Communicator):
                                      getattr(self._nccl, _NCCL_OPS[op]), stream.ptr)
                 self.nccl_allreduce_calls += 1
                 self.nccl_allreduce_bytes += src.nbytes
+                # For the watchdog: an event that completes when this call has.
+                done = cupy.cuda.Event(block=False, disable_timing=True)
+                done.record(stream)
+                with self._lock:
+                    self._pending.append((done, time.monotonic(), f"NCCL allreduce #{self.nccl_allreduce_calls} "
+                                                                  f"({src.nbytes} bytes)"))
         return out
 
     def allgather(self, obj) -> list:
+        self._check_interrupted()
         return self.host_comm.allgather(obj)
 
     def broadcast(self, obj, root: int = 0):
+        self._check_interrupted()
         return self.host_comm.broadcast(obj, root)
 
+    def _stop_watchdog(self) -> None:
+        self._stop.set()
+        if self._watchdog is not None and self._watchdog is not threading.current_thread():
+            self._watchdog.join(timeout=5)
+
     def close(self) -> None:
-        comm, self._comm = self._comm, None
+        self._stop_watchdog()
+        with self._lock:
+            comm, self._comm = self._comm, None
         if comm is not None:
             comm.destroy()
         self.host_comm.close()
 
     def abort(self, reason: str) -> None:
-        comm, self._comm = self._comm, None
+        self._stop_watchdog()
+        with self._lock:
+            comm, self._comm = self._comm, None
         if comm is not None:
             comm.abort()
-        self.host_comm.abort(reason)
+        self.host_comm.abort(self._interrupted or reason)

@@ -7,18 +7,19 @@ import uuid
 import numpy as np
 
 from ..feature_sets import interaction_sets
+from ..inputs import check_feature_names
 from ..monotone import monotone_vector
 from ..params import TrainParams
-from . import progress
+from . import dashboard, progress
 from .data import DaskQuantileMatrix
 from .watch import gather_watching, live_workers
-from .worker import start_collective, train_on_worker
+from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
 
-__all__ = ["DaskQuantileMatrix", "train", "predict"]
+__all__ = ["DaskQuantileMatrix", "WorkerLostError", "train", "predict"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
           verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None,
-          callbacks=()) -> dict:
+          callbacks=(), checkpoint_dir=None, checkpoint_every=None, resume=False) -> dict:
     """Train on the workers holding dtrain's rows.
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
@@ -37,7 +38,15 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
     params say "cpu" or "cuda". A worker that dies mid-training is an error
     within seconds; training never hangs on it.
+
+    checkpoint_dir / checkpoint_every / resume: as in daskgb.train. Rank 0's worker writes the
+    checkpoints, so the directory must be a path it can write. After a lost worker, build the
+    DaskQuantileMatrix again and call train with the same arguments and resume=True: the
+    finished model equals an unbroken run's.
     """
+    from ..checkpoint import check_options
+
+    checkpoint_path = check_options(checkpoint_dir, checkpoint_every, resume)
     p = TrainParams.from_dict(params)
     from ..callback import TrainingCallback
 
@@ -46,6 +55,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
     if not isinstance(dtrain, DaskQuantileMatrix):
         raise ValueError("dtrain must be a daskgb.dask.DaskQuantileMatrix")
+    for m in [dtrain] + [item[0] for item in evals or () if isinstance(item, (tuple, list)) and item]:
+        if getattr(m, "released", False):
+            raise ValueError("a DaskQuantileMatrix given to train was released (release() freed its rows)")
     if not dtrain._has_labels:
         raise ValueError("dtrain has no labels (y)")
     evals = list(evals or [])
@@ -68,6 +80,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     if missing:
         raise RuntimeError(f"workers holding training data have left the cluster: {missing}")
 
+    if checkpoint_path is not None:  # a bad directory fails here, before any training
+        client.submit(checkpoint_dir_ready, str(checkpoint_path), workers=[workers[0]], allow_other_workers=False,
+                      pure=False).result()
     job = uuid.uuid4().hex
     root = client.submit(start_collective, job, workers=[workers[0]], allow_other_workers=False,
                          pure=False).result()
@@ -80,17 +95,35 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     display = progress.ProgressDisplay(num_boost_round, every) if verbose_eval else None
     if display is not None:
         client.subscribe_topic(topic, display.on_event)
+    # Every worker reports its rounds to the scheduler's daskgb page, where it is served.
+    board = dashboard.register(client) is not None
     results = None
     try:
         futures = [
             client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
                           [(m._local[a], name) for m, name in evals], num_boost_round, False, timeout,
                           obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()),
-                          topic if display is not None else None,
+                          topic if display is not None else None, dashboard=board,
+                          checkpoint=(None if checkpoint_path is None else str(checkpoint_path), checkpoint_every,
+                                      bool(resume)),
                           workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
             for rank, a in enumerate(workers)
         ]
-        results = gather_watching(client, futures, workers, "training")
+        try:
+            results = gather_watching(client, futures, workers, "training")
+        except Exception as exc:
+            alive = live_workers(client)
+            lost = [a for a in workers if a not in alive]
+            # A rank whose NCCL kernels wait on the failed one would hold its worker until the
+            # watchdog's timeout: release it now (dask/worker.py interrupt_job).
+            rounds = _interrupt(client, job, [a for a in workers if a in alive], f"training failed elsewhere: {exc}")
+            if not lost:
+                raise
+            r = getattr(exc, "daskgb_round", None)
+            if r is None and rounds:  # a survivor held in NCCL said where it was
+                r = max(rounds)
+            raise WorkerLostError(_lost_message(r, lost, workers, num_boost_round, checkpoint_path),
+                                  lost, r) from exc
     finally:
         if display is not None:
             client.unsubscribe_topic(topic)
@@ -101,6 +134,49 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             display.close(history, None if booster is None else booster.best_iteration, stopped)
     return {"booster": results[0]["booster"], "history": results[0]["history"],
             "collective": [r["collective"] for r in results]}
+
+
+class WorkerLostError(RuntimeError):
+    """Training stopped because a worker it ran on died or left the cluster.
+
+    workers: the lost workers' addresses; round: the round training was in, where known."""
+
+    def __init__(self, message: str, workers: list, round: int | None):
+        super().__init__(message)
+        self.workers, self.round = list(workers), round
+
+
+def _interrupt(client, job: str, workers: list, reason: str) -> list:
+    """Release the NCCL waits of the job's ranks on these workers (dask/worker.py
+    interrupt_job), within a few seconds at most; the rounds they were in."""
+    if not workers:
+        return []
+    try:
+        answers = client.sync(client._run, interrupt_job, job, reason, workers=workers, nanny=False,
+                              on_error="return", callback_timeout=5)
+    except Exception:
+        return []
+    return [r for r in answers.values() if isinstance(r, int)]
+
+
+def _lost_message(r, lost, workers, num_boost_round, checkpoint_path) -> str:
+    """Which worker, which round, and how to go on."""
+    names = ", ".join(f"{a} (rank {workers.index(a)})" for a in lost)
+    when = f"in round {r} of {num_boost_round}" if r is not None else "during training"
+    text = f"daskgb: worker {names} died or left the cluster {when}; its rows are gone, so training stopped"
+    if checkpoint_path is None:
+        return (text + ". No checkpoint_dir was given, so training must start again; pass checkpoint_dir= "
+                "(and checkpoint_every=) to be able to resume after a lost worker")
+    from ..checkpoint import Checkpoints
+
+    try:
+        saved = Checkpoints(checkpoint_path, None).files()
+    except OSError:
+        saved = []
+    last = (f"the newest checkpoint in {str(checkpoint_path)!r} holds {saved[0][0]} rounds" if saved
+            else f"checkpoint_dir is {str(checkpoint_path)!r}")
+    return (text + f". To go on: {last}; build the DaskQuantileMatrix again from the same data and call train with "
+            "the same arguments and resume=True")
 
 
 def _check_query_groups(p, dtrain, evals, obj) -> None:
@@ -148,6 +224,8 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     elif hasattr(X, "to_dask_array"):
         if len(X.columns) != booster.num_features:
             raise ValueError(f"the model was trained on {booster.num_features} features, X has {len(X.columns)}")
+        # The blocks go to the workers as arrays, without their column names: checked here.
+        check_feature_names(booster.feature_names, list(X.columns), "the model", "X")
         arr = X.to_dask_array()
     else:
         raise ValueError(f"X must be a dask array or dataframe, got {type(X).__name__}")

@@ -290,6 +290,7 @@ class DaskQuantileMatrix:
         if not workers:
             raise ValueError("the Dask cluster has no workers")
         self.client = client
+        self.released = False
         self.missing = float(missing)
         blocks, n_features, names = _row_blocks(X)
         self.n_features = n_features
@@ -392,6 +393,14 @@ class DaskQuantileMatrix:
         self.nbytes_per_worker = dict(zip(self.workers, gather_watching(client, done, self.workers, "quantisation")))
         self._has_labels = y is not None
         lap("ELLPACK on workers")
+
+    def release(self) -> None:
+        """Free this matrix's memory on the workers now, rather than when the client's garbage
+        collector drops its futures; the matrix cannot be trained on afterwards."""
+        futures, self._local = list(self._local.values()), {}
+        self.released = True
+        if futures:
+            self.client.cancel(futures)
 
     def __repr__(self):
         groups = f", query_groups={self.n_groups}" if self.has_groups else ""

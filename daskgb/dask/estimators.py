@@ -17,6 +17,17 @@ from . import DaskQuantileMatrix, predict, train
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
 
 
+def _release(matrices) -> None:
+    """Free the workers' memory of the matrices a fit made, as the fit ends or fails: a failed
+    fit's traceback keeps them referenced (in a notebook, until the next error), and their
+    futures would hold the rows and the ELLPACK matrices on the workers until then."""
+    for m in matrices:
+        try:
+            m.release()
+        except Exception:  # the cluster may be gone: nothing left to free
+            pass
+
+
 def _as_dask_vector(y, what):
     import dask.array as da
 
@@ -75,18 +86,25 @@ class _DaskModel:
         labels = self._dask_labels(y, fit=True)
         params = self._train_params()  # after the labels: the class count picks the objective
         device = None if self.device in (None, "auto") else self.device
-        dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
-                                    missing=self.missing, max_bin=self.max_bin, device=device)
         eval_set = list(eval_set or ())
         if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
             raise ValueError(f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
                              f"eval_set has {len(eval_set)}")
-        evals = []
-        for i, (X_eval, y_eval) in enumerate(eval_set):
-            w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
-            evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
-                                             missing=self.missing, ref=dtrain, device=device), f"validation_{i}"))
-        return self._train(params, dtrain, evals, verbose, X)
+        built: list = []
+        try:
+            dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
+                                        missing=self.missing, max_bin=self.max_bin, device=device)
+            built.append(dtrain)
+            evals = []
+            for i, (X_eval, y_eval) in enumerate(eval_set):
+                w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+                evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
+                                                 missing=self.missing, ref=dtrain, device=device),
+                              f"validation_{i}"))
+                built.append(evals[-1][0])
+            return self._train(params, dtrain, evals, verbose, X)
+        finally:
+            _release(built)
 
     def _fit_matrix(self, dtrain, y, sample_weight, eval_set, sample_weight_eval_set, verbose):
         """fit on a DaskQuantileMatrix built once: no quantising, the rows stay where they are."""
@@ -261,13 +279,19 @@ class DaskGBRanker(_DaskModel, GBRanker):
         client = self._get_client()
         device = None if self.device in (None, "auto") else self.device
 
-        def matrix(X, y, weight, qid, group, ref):
-            return DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
-                                      max_bin=self.max_bin, ref=ref, device=device, qid=_as_dask_vector(qid, "qid"),
-                                      group=group)
+        built: list = []
 
-        return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group,
-                                 eval_qid, verbose, sample_weight_eval_set)
+        def matrix(X, y, weight, qid, group, ref):
+            built.append(DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
+                                            max_bin=self.max_bin, ref=ref, device=device,
+                                            qid=_as_dask_vector(qid, "qid"), group=group))
+            return built[-1]
+
+        try:
+            return self._fit_ranking(matrix, _split_qid, X, y, group, qid, sample_weight, eval_set, eval_group,
+                                     eval_qid, verbose, sample_weight_eval_set)
+        finally:
+            _release(built)
 
     def predict(self, X, output_margin=False, iteration_range=None):
         """Lazy dask array of ranking scores (a qid column in X is ignored)."""

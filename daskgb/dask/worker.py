@@ -9,6 +9,24 @@ import sys
 import time
 
 
+# The communicator of each training job running on this worker, so that the client can
+# interrupt a rank whose NCCL kernels wait on a peer that is gone (interrupt_job).
+_RUNNING: dict = {}
+
+
+async def interrupt_job(job_id: str, reason: str):
+    """Run on the worker's event loop by the client (Client.run) when training failed elsewhere:
+    release this rank's NCCL waits so its task ends and the worker is free. Returns the round
+    this rank was in (None where it runs no such job)."""
+    comm = _RUNNING.get(job_id)
+    if comm is None:
+        return None
+    interrupt = getattr(comm, "interrupt", None)
+    if interrupt is not None:
+        interrupt(reason)
+    return getattr(comm, "training_round", None)
+
+
 def start_collective(job_id: str) -> str:
     """Run on rank 0's worker before training: open the rendezvous and return its address."""
     from ..collective import start_root
@@ -18,11 +36,11 @@ def start_collective(job_id: str) -> str:
 
 def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval,
                     timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None, callbacks=(),
-                    progress_topic=None, dashboard=False):
+                    progress_topic=None, dashboard=False, checkpoint=(None, None, False)):
     """One worker's share of training. Every rank grows the same trees (the histograms are summed
     across ranks before any decision), so rank 0's booster is the model. dashboard: report each
-    round to the scheduler's daskgb page (dask/dashboard.py)."""
-    from ..booster import train
+    round to the scheduler's daskgb page (dask/dashboard.py). checkpoint: (checkpoint_dir,
+    checkpoint_every, resume) as booster.train takes them; rank 0 writes and reads the files."""
     from ..collective import DaskCommunicator, NcclCommunicator
 
     started = time.perf_counter()
@@ -30,8 +48,23 @@ def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, eval
     if params.get("device") == "cuda" and world_size > 1:
         comm = NcclCommunicator(comm)
     setup_s = time.perf_counter() - started
+    _RUNNING[job_id] = comm
     # As a context manager the communicator aborts on an exception, so the other
     # ranks fail at once with this rank's error rather than a bare lost connection.
+    try:
+        result = _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boost_round,
+                               verbose_eval, obj, custom_metric, early_stopping_rounds, maximize, callbacks,
+                               progress_topic, dashboard, checkpoint)
+    finally:
+        _RUNNING.pop(job_id, None)
+    result["collective"]["setup_s"] = setup_s
+    return result
+
+
+def _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval, obj,
+                  custom_metric, early_stopping_rounds, maximize, callbacks, progress_topic, dashboard, checkpoint):
+    from ..booster import train
+
     with comm, heap_kept_while_training():
         history: dict = {}
         # With a progress topic, rank 0 reports each round to the client (dask/progress.py).
@@ -49,11 +82,21 @@ def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, eval
             booster = train(params, dtrain, num_boost_round, evals=evals, verbose_eval=verbose_eval,
                             evals_result=history, comm=comm, obj=obj, custom_metric=custom_metric,
                             early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks,
+                            checkpoint_dir=checkpoint[0], checkpoint_every=checkpoint[1], resume=checkpoint[2],
                             _after_round=_each_round(board, reporter))
-    stats = {"rank": rank, "communicator": type(comm).__name__, "setup_s": setup_s,
+    stats = {"rank": rank, "communicator": type(comm).__name__,
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}
     return {"booster": booster if rank == 0 else None, "history": history, "collective": stats}
+
+
+def checkpoint_dir_ready(path: str) -> None:
+    """On rank 0's worker before training: the checkpoint directory exists and takes files."""
+    from pathlib import Path
+
+    from ..checkpoint import check_writable
+
+    check_writable(Path(path))
 
 
 def _each_round(*hooks):

@@ -1,0 +1,122 @@
+"""Memory over many fits on one cluster (issue 8): device and host memory after each fit.
+
+    python ci/repeated_fits.py --fits 100                 # LocalCUDACluster, one worker per GPU
+    python ci/repeated_fits.py --fits 30 --cpu            # LocalCluster of 2 CPU workers
+
+Each fit is a DaskGBClassifier.fit on the same dask arrays (a DaskQuantileMatrix is built and
+dropped each time, as a user's loop does), then a predict. After every fit each worker
+reports the bytes in use in CuPy's memory pool, the device's used bytes (cudaMemGetInfo:
+total - free, which counts what the pool holds cached too) and its resident set size.
+After the last fit one more fit is made to fail mid-training (a callback raises), and the
+same figures are taken again: a failed fit must give its device memory back too.
+Prints one JSON line a fit and a summary with last/first ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+
+def worker_memory():
+    import os
+
+    out = {"rss": _rss(os.getpid())}
+    try:
+        import cupy
+
+        pool = cupy.get_default_memory_pool()
+        free, total = cupy.cuda.runtime.memGetInfo()
+        out.update(pool_used=pool.used_bytes(), pool_held=pool.total_bytes(), device_used=total - free)
+    except Exception:
+        pass
+    return out
+
+
+def _rss(pid) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class FailAt:
+    """A training callback that raises after round `at` (a fit that fails mid-training)."""
+
+    def __new__(cls, at):
+        from daskgb.callback import TrainingCallback
+
+        class _Fail(TrainingCallback):
+            def after_iteration(self, model, epoch, evals_log):
+                if epoch == at:
+                    raise RuntimeError(f"planned failure in round {epoch}")
+                return False
+
+        return _Fail()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fits", type=int, default=100)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--cpu", action="store_true")
+    args = ap.parse_args()
+
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from daskgb import DaskGBClassifier
+
+    if args.cpu:
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None)
+    else:
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster(dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        rng = da.random.default_rng(0)
+        X = rng.standard_normal((args.rows, 20), chunks=(args.rows // 8, 20)).astype("float32")
+        y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype("float32")
+        if not args.cpu:
+            import cupy
+
+            X, y = X.map_blocks(cupy.asarray), y.map_blocks(cupy.asarray)
+        X, y = client.persist([X, y])
+        device = "cpu" if args.cpu else "cuda"
+        rows = []
+        for i in range(args.fits):
+            model = DaskGBClassifier(n_estimators=args.rounds, max_depth=6, device=device, client=client)
+            model.fit(X, y, verbose=False)
+            model.predict_proba(X).compute()
+            del model
+            mem = client.run(worker_memory)
+            rows.append(mem)
+            print(json.dumps({"fit": i + 1, **{a: m for a, m in sorted(mem.items())}}), flush=True)
+        failed = None
+        try:
+            model = DaskGBClassifier(n_estimators=args.rounds, max_depth=6, device=device, client=client,
+                                     callbacks=[FailAt(args.rounds // 2)])
+            model.fit(X, y, verbose=False)
+        except Exception as exc:
+            failed = f"{type(exc).__name__}: {str(exc)[:120]}"
+        del model
+        after_failure = client.run(worker_memory)
+        print(json.dumps({"after a failed fit": after_failure, "error": failed}), flush=True)
+
+    first, last = rows[0], rows[-1]
+    print(f"\n| worker | figure | after fit 1 | after fit {args.fits} | ratio | after a failed fit |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for a in sorted(first):
+        for k in sorted(first[a]):
+            f, last_v, fail_v = first[a][k], last[a][k], after_failure.get(a, {}).get(k)
+            ratio = f"{last_v / f:.3f}" if f else "-"
+            print(f"| {a} | {k} | {f / 2**20:.1f} MiB | {last_v / 2**20:.1f} MiB | {ratio} | "
+                  f"{'' if fail_v is None else f'{fail_v / 2**20:.1f} MiB'} |")
+
+
+if __name__ == "__main__":
+    main()

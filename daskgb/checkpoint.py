@@ -1,0 +1,188 @@
+"""Checkpoints of a training run, so that a run cut short goes on where it stopped.
+
+Every ``checkpoint_every`` rounds (and at the end) the model so far and its eval history
+are written to ``checkpoint_dir`` as one JSON file, atomically: the file is written under
+a temporary name, flushed to disk and renamed, so a crash mid-write leaves the previous
+checkpoint intact and never a half-written one under a checkpoint's name. The last
+``KEEP`` checkpoints are kept.
+
+``resume=True`` starts from the newest readable checkpoint: its trees are put back, each
+training and eval row's margin is rebuilt by adding the trees' leaf values one tree at a
+time in round order (the same float32 additions training made), the eval history is
+restored and EarlyStopping callbacks are replayed over it. Row sampling, column sampling
+and learning-rate schedules are keyed by the round and the seed, so the rounds after the
+checkpoint grow the trees an unbroken run grows, and the resumed model equals it.
+Callbacks of the user's own start afresh at the resumed round.
+
+A checkpoint records a fingerprint of what shapes the model: the parameters, the cuts
+the data was quantised with, the number of rows and the features. Resuming with other
+parameters or other data is an error that says which of them differs.
+
+On Dask, rank 0 writes and reads the checkpoints on its worker and sends what it read to
+the other ranks, so ``checkpoint_dir`` must be a path that rank 0's worker can write (on
+a cluster of several hosts, storage they share if rank 0 may land on another host).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "daskgb-checkpoint"
+VERSION = 1
+KEEP = 2
+_NAME = re.compile(r"^checkpoint-(\d{8})\.json$")
+
+# Parameters that do not change the trees a round grows: a resumed run may set them anew.
+_NOT_IN_FINGERPRINT = {"verbosity", "nthread", "n_jobs", "silent"}
+
+
+def check_options(checkpoint_dir, checkpoint_every, resume) -> Path | None:
+    """The checkpoint directory as a Path (None without one); bad options are a ValueError."""
+    if not isinstance(resume, (bool, np.bool_)):
+        raise ValueError(f"resume must be True or False, got {resume!r}")
+    if checkpoint_dir is None:
+        if resume:
+            raise ValueError("resume=True needs checkpoint_dir: the directory the interrupted run wrote "
+                             "its checkpoints to")
+        if checkpoint_every is not None:
+            raise ValueError("checkpoint_every needs checkpoint_dir")
+        return None
+    if not isinstance(checkpoint_dir, (str, os.PathLike)) or str(checkpoint_dir) == "":
+        raise ValueError(f"checkpoint_dir must be a path, got {checkpoint_dir!r}")
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool)
+                                         or not isinstance(checkpoint_every, (int, np.integer))
+                                         or checkpoint_every < 1):
+        raise ValueError(f"checkpoint_every must be an integer >= 1 (rounds), got {checkpoint_every!r}")
+    return Path(checkpoint_dir)
+
+
+def check_writable(directory: Path) -> None:
+    """Make the directory and prove it takes a file, so that a bad path fails before training."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"checkpoint_dir {str(directory)!r} is not a writable directory: {exc}") from None
+
+
+def fingerprint(params: dict, cuts, n_rows: int, n_features: int, feature_names) -> dict:
+    """What a resumed run must share with the run that wrote the checkpoint, as short digests."""
+    kept = {str(k): v for k, v in (params or {}).items() if k not in _NOT_IN_FINGERPRINT}
+    cut_bytes = np.asarray(cuts.ptrs, dtype=np.int64).tobytes() + np.asarray(
+        _host(cuts.values), dtype=np.float32).tobytes()
+    return {
+        "params": _digest(json.dumps(kept, sort_keys=True, default=_jsonable).encode()),
+        "cuts": _digest(cut_bytes),
+        "rows": int(n_rows),
+        "features": int(n_features),
+        "feature_names": None if feature_names is None else [str(n) for n in feature_names],
+    }
+
+
+def mismatch(saved: dict, now: dict) -> str | None:
+    """A sentence naming what differs between a checkpoint's fingerprint and this run's, or None."""
+    what = {"params": "the parameters", "cuts": "the data's quantile cuts (other rows or max_bin)",
+            "rows": "the number of training rows", "features": "the number of features",
+            "feature_names": "the feature names"}
+    differs = [what[k] for k in what if saved.get(k) != now.get(k)]
+    return None if not differs else " and ".join(differs)
+
+
+class Checkpoints:
+    """The checkpoints of one run in one directory."""
+
+    def __init__(self, directory: Path, every: int | None):
+        self.directory = Path(directory)
+        self.every = every
+
+    def due(self, rounds_done: int) -> bool:
+        return self.every is not None and rounds_done % self.every == 0
+
+    def files(self) -> list[tuple[int, Path]]:
+        """(rounds done, path) of the checkpoint files here, newest first."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for p in self.directory.iterdir():
+            m = _NAME.match(p.name)
+            if m:
+                found.append((int(m.group(1)), p))
+        return sorted(found, reverse=True)
+
+    def latest(self) -> dict | None:
+        """The newest checkpoint that reads whole, or None. A file that does not read (cut
+        short by a full disk, say) is passed over with a warning for the one before it."""
+        for rounds, path in self.files():
+            try:
+                state = json.loads(path.read_text())
+                if not isinstance(state, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                warnings.warn(f"daskgb: skipping checkpoint {path.name}: it does not read ({exc})", stacklevel=3)
+                continue
+            if state.get("format") != FORMAT:
+                warnings.warn(f"daskgb: skipping {path.name}: not a daskgb checkpoint", stacklevel=3)
+                continue
+            version = state.get("version")
+            if not isinstance(version, int) or version > VERSION:
+                raise ValueError(f"checkpoint {path} has version {version!r}, written by a newer daskgb; this "
+                                 f"daskgb reads version {VERSION}")
+            if state.get("rounds") != rounds:
+                warnings.warn(f"daskgb: skipping {path.name}: its name and contents disagree", stacklevel=3)
+                continue
+            state["path"] = str(path)
+            return state
+        return None
+
+    def save(self, booster, history: dict, rounds_done: int, num_boost_round: int, fp: dict) -> Path:
+        """Write the checkpoint after `rounds_done` rounds; keep the newest KEEP."""
+        state = {"format": FORMAT, "version": VERSION, "rounds": int(rounds_done),
+                 "num_boost_round": int(num_boost_round), "fingerprint": fp,
+                 "model": booster.to_dict(), "history": history}
+        path = self.directory / f"checkpoint-{rounds_done:08d}.json"
+        text = json.dumps(state, default=_jsonable)
+        fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        for _, old in self.files()[KEEP:]:
+            try:
+                old.unlink()
+            except OSError:
+                pass
+        return path
+
+
+def _digest(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()[:16]
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def _jsonable(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)

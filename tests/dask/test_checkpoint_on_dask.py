@@ -1,0 +1,138 @@
+"""A worker killed mid-training: a clear error within the timeout, and a resume that ends with
+the model an unbroken run makes (issue 8's LocalCluster case)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+import daskgb.dask as dgb
+from daskgb.callback import TrainingCallback
+
+distributed = pytest.importorskip("distributed")
+pytest.importorskip("dask.array")
+
+from placement import on_workers  # noqa: E402
+
+ROUNDS, EVERY, KILL_AT = 200, 20, 50
+# Row and column sampling on: both continue by round in the resumed run.
+PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.1, "subsample": 0.9, "colsample_bytree": 0.8,
+          "seed": 5, "device": "cpu"}
+
+
+class KillWorkerAt(TrainingCallback):
+    """Kills the worker process at `address` (SIGKILL: no goodbye to anyone) after round `at`."""
+
+    def __init__(self, address: str, at: int):
+        self.address, self.at = address, at
+
+    def after_iteration(self, model, epoch, evals_log):
+        from distributed import get_worker
+
+        if epoch == self.at and get_worker().address == self.address:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        return False
+
+
+def _data(n=3000, seed=21):
+    rng = np.random.default_rng(seed)
+    X = (np.round(rng.normal(size=(n, 5)) * 4) / 4).astype(np.float32)
+    y = (X[:, 0] - 0.5 * X[:, 1] * X[:, 2] + rng.normal(size=n) > 0).astype(np.float32)
+    return X, y
+
+
+def _matrix(client, X, y):
+    """Block i of the rows on the i-th worker (by address), so rank i holds block i, whatever
+    the addresses. Fresh keys on every call: the keys of blocks lost with a killed worker stay
+    pinned to its old address, and a rebuild under the same keys would wait for it forever."""
+    import dask
+    import dask.array as da
+
+    from daskgb.dask.watch import live_workers
+
+    addrs = sorted(live_workers(client))
+    half = X.shape[0] // 2
+    parts = []
+    for a in (X, y):
+        blocks = []
+        for i, (lo, hi) in enumerate([(0, half), (half, X.shape[0])]):
+            with dask.annotate(workers=[addrs[i]], allow_other_workers=False):
+                blocks.append(client.persist(da.from_array(a[lo:hi], chunks=-1, name=False), optimize_graph=False))
+        parts.append(da.concatenate(blocks, axis=0))
+    return dgb.DaskQuantileMatrix(client, *parts)
+
+
+def _cluster(kind):
+    if kind == "cpu":
+        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    cupy = pytest.importorskip("cupy")
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    return dask_cuda.LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES="0,1", dashboard_address=None)
+
+
+@pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_killed_worker_then_resume_gives_the_unbroken_model(tmp_path, kind):
+    """On GPUs the surviving rank waits in an NCCL kernel when its peer dies; the client
+    interrupts it (ncclCommAbort), so the worker is free for the resumed run."""
+    import dask
+
+    X, y = _data()
+    params = {**PARAMS, "device": kind}
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        with _cluster(kind) as cluster, distributed.Client(cluster) as client:
+            dtrain = _matrix(client, X, y)
+            unbroken = dgb.train(client, params, dtrain, ROUNDS, evals=[(dtrain, "train")], verbose_eval=False)
+
+            victim = dtrain.workers[1]
+            started = time.monotonic()
+            with pytest.raises(dgb.WorkerLostError) as info:
+                dgb.train(client, params, dtrain, ROUNDS, evals=[(dtrain, "train")], verbose_eval=False,
+                          callbacks=[KillWorkerAt(victim, KILL_AT)], checkpoint_dir=tmp_path, checkpoint_every=EVERY)
+            elapsed = time.monotonic() - started
+            message = str(info.value)
+            assert elapsed < 60, f"the error took {elapsed:.1f} s"
+            assert victim in message and "rank 1" in message, message
+            assert info.value.workers == [victim]
+            # The peer fails in the collective after the kill: in round 50, or 51 if rank 0 got there first.
+            assert info.value.round in (KILL_AT, KILL_AT + 1), message
+            assert f"in round {info.value.round} of {ROUNDS}" in message
+            assert "holds 40 rounds" in message and "resume=True" in message, message
+            assert sorted(os.listdir(tmp_path)) == ["checkpoint-00000020.json", "checkpoint-00000040.json"]
+
+            # The nanny restarts the killed worker (empty); the data is placed again and training goes on.
+            client.wait_for_workers(2, timeout=60)
+            dtrain = _matrix(client, X, y)
+            resumed = dgb.train(client, params, dtrain, ROUNDS, evals=[(dtrain, "train")], verbose_eval=False,
+                                checkpoint_dir=tmp_path, checkpoint_every=EVERY, resume=True)
+            assert json.dumps(resumed["booster"].to_dict()) == json.dumps(unbroken["booster"].to_dict())
+            assert resumed["history"] == unbroken["history"]
+
+
+def test_without_checkpoints_the_error_says_how_to_get_them():
+    X, y = _data(n=2000, seed=22)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, [1000, 1000], [0, 1]),
+                                        on_workers(client, y, [1000, 1000], [0, 1]))
+        victim = dtrain.workers[0]
+        with pytest.raises(dgb.WorkerLostError, match="pass checkpoint_dir=") as info:
+            dgb.train(client, PARAMS, dtrain, 100, verbose_eval=False, callbacks=[KillWorkerAt(victim, 3)])
+        assert "rank 0" in str(info.value)
+
+
+def test_an_unwritable_checkpoint_dir_fails_before_training(client, tmp_path):
+    X, y = _data(n=1000, seed=23)
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, [500, 500], [0, 1]),
+                                    on_workers(client, y, [500, 500], [0, 1]))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="is not a writable directory"):
+        dgb.train(client, PARAMS, dtrain, 5, verbose_eval=False, checkpoint_dir=blocker / "sub")
