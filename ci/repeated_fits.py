@@ -23,10 +23,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 
-def worker_memory():
+def worker_memory(dask_worker):
+    import gc
     import os
 
-    out = {"rss": _rss(os.getpid())}
+    gc.collect()
+    out = {"rss": _rss(os.getpid()), "keys": len(dask_worker.data)}
     try:
         import cupy
 
@@ -36,6 +38,19 @@ def worker_memory():
     except Exception:
         pass
     return out
+
+
+def settled(client, baseline, timeout=10.0):
+    """The workers' figures once the fit's keys are gone from them (the client's releases
+    reach the workers asynchronously), or at the timeout."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        mem = client.run(worker_memory)
+        if all(m["keys"] <= baseline.get(a, 0) for a, m in mem.items()) or time.monotonic() > deadline:
+            return mem
+        time.sleep(0.1)
 
 
 def _rss(pid) -> int:
@@ -67,7 +82,7 @@ def main():
     args = ap.parse_args()
 
     import dask.array as da
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, wait
 
     from daskgb import DaskGBClassifier
 
@@ -86,6 +101,8 @@ def main():
 
             X, y = X.map_blocks(cupy.asarray), y.map_blocks(cupy.asarray)
         X, y = client.persist([X, y])
+        wait([X, y])
+        baseline = {a: m["keys"] for a, m in client.run(worker_memory).items()}  # X's and y's blocks
         device = "cpu" if args.cpu else "cuda"
         rows = []
         for i in range(args.fits):
@@ -93,7 +110,7 @@ def main():
             model.fit(X, y, verbose=False)
             model.predict_proba(X).compute()
             del model
-            mem = client.run(worker_memory)
+            mem = settled(client, baseline)
             rows.append(mem)
             print(json.dumps({"fit": i + 1, **{a: m for a, m in sorted(mem.items())}}), flush=True)
         failed = None
@@ -104,7 +121,7 @@ def main():
         except Exception as exc:
             failed = f"{type(exc).__name__}: {str(exc)[:120]}"
         del model
-        after_failure = client.run(worker_memory)
+        after_failure = settled(client, baseline)
         print(json.dumps({"after a failed fit": after_failure, "error": failed}), flush=True)
 
     first, last = rows[0], rows[-1]
@@ -114,8 +131,11 @@ def main():
         for k in sorted(first[a]):
             f, last_v, fail_v = first[a][k], last[a][k], after_failure.get(a, {}).get(k)
             ratio = f"{last_v / f:.3f}" if f else "-"
-            print(f"| {a} | {k} | {f / 2**20:.1f} MiB | {last_v / 2**20:.1f} MiB | {ratio} | "
-                  f"{'' if fail_v is None else f'{fail_v / 2**20:.1f} MiB'} |")
+
+            def show(v, k=k):
+                return "" if v is None else (str(v) if k == "keys" else f"{v / 2**20:.1f} MiB")
+
+            print(f"| {a} | {k} | {show(f)} | {show(last_v)} | {ratio} | {show(fail_v)} |")
 
 
 if __name__ == "__main__":

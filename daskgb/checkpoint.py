@@ -78,7 +78,7 @@ def check_writable(directory: Path) -> None:
 def fingerprint(params: dict, cuts, n_rows: int, n_features: int, feature_names) -> dict:
     """What a resumed run must share with the run that wrote the checkpoint, as short digests."""
     kept = {str(k): v for k, v in (params or {}).items() if k not in _NOT_IN_FINGERPRINT}
-    cut_bytes = np.asarray(cuts.ptrs, dtype=np.int64).tobytes() + np.asarray(
+    cut_bytes = np.asarray(_host(cuts.ptrs), dtype=np.int64).tobytes() + np.asarray(
         _host(cuts.values), dtype=np.float32).tobytes()
     return {
         "params": _digest(json.dumps(kept, sort_keys=True, default=_jsonable).encode()),

@@ -56,9 +56,12 @@ class _Rounds(TrainingCallback):
         return False
 
 
-def _matrices(X, y):
-    dtrain = daskgb.QuantileMatrix(X[:450], y[:450], device="cpu")
-    dvalid = daskgb.QuantileMatrix(X[450:], y[450:], ref=dtrain, device="cpu")
+def _matrices(X, y, device="cpu"):
+    xp = np
+    if device == "cuda":
+        import cupy as xp
+    dtrain = daskgb.QuantileMatrix(xp.asarray(X[:450]), xp.asarray(y[:450]), device=device)
+    dvalid = daskgb.QuantileMatrix(xp.asarray(X[450:]), xp.asarray(y[450:]), ref=dtrain, device=device)
     return dtrain, dvalid
 
 
@@ -67,22 +70,25 @@ def _train(params, dtrain, dvalid, rounds, history=None, callbacks=(), **kw):
                         evals_result=history, callbacks=list(callbacks), **kw)
 
 
-def test_resumed_run_equals_an_unbroken_one(tmp_path):
+@pytest.mark.parametrize("sampling", ["uniform", "gradient_based"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_resumed_run_equals_an_unbroken_one(tmp_path, device, sampling):
     X, y = _data()
-    dtrain, dvalid = _matrices(X, y)
+    params = {**PARAMS, "device": device, "sampling_method": sampling}
+    dtrain, dvalid = _matrices(X, y, device)
     whole_history: dict = {}
-    whole = _train(PARAMS, dtrain, dvalid, 30, whole_history)
+    whole = _train(params, dtrain, dvalid, 30, whole_history)
 
     with pytest.raises(_Interrupt):
-        _train(PARAMS, dtrain, dvalid, 30, callbacks=[_StopAt(17)], checkpoint_dir=tmp_path, checkpoint_every=7)
+        _train(params, dtrain, dvalid, 30, callbacks=[_StopAt(17)], checkpoint_dir=tmp_path, checkpoint_every=7)
     names = sorted(os.listdir(tmp_path))
     assert names == ["checkpoint-00000007.json", "checkpoint-00000014.json"], names
 
     # A fresh process would rebuild its matrices from the same data.
-    dtrain2, dvalid2 = _matrices(X, y)
+    dtrain2, dvalid2 = _matrices(X, y, device)
     history: dict = {}
     rounds = _Rounds()
-    resumed = _train(PARAMS, dtrain2, dvalid2, 30, history, callbacks=[rounds], checkpoint_dir=tmp_path,
+    resumed = _train(params, dtrain2, dvalid2, 30, history, callbacks=[rounds], checkpoint_dir=tmp_path,
                      checkpoint_every=7, resume=True)
     assert rounds.seen == list(range(14, 30))  # only the rounds after the newest checkpoint
     assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())

@@ -57,8 +57,24 @@ def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, eval
                                progress_topic, dashboard, checkpoint)
     finally:
         _RUNNING.pop(job_id, None)
+        if params.get("device") == "cuda":
+            _give_back_device_memory()
     result["collective"]["setup_s"] = setup_s
     return result
+
+
+def _give_back_device_memory() -> None:
+    """Return the blocks CuPy's pools cached during training to the device, as the fit ends
+    or fails: a worker holds the cluster's GPU between fits, and the cache would otherwise keep
+    the training peak (and grow with fragmentation from fit to fit). Blocks in use (the
+    worker's data, a matrix the user keeps) stay."""
+    import gc
+
+    import cupy
+
+    gc.collect()  # arrays held only by reference cycles (a failed round's frames) go first
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
 def _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval, obj,
