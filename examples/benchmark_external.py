@@ -184,10 +184,16 @@ def make_rows(xp, n, seed, features):
 
     X, y = make_higgs(xp, n, seed)
     if features != X.shape[1]:
-        reps = -(-features // X.shape[1])
+        # Filled in place, a block of columns at a time: concatenating copies and slicing
+        # held about twice the batch at once, which made the widest batches fail first.
+        wide = xp.empty((n, features), dtype=xp.float32)
         rs = xp.random.RandomState(seed + 1)
-        X = xp.concatenate([X if i == 0 else X + 0.1 * rs.standard_normal(X.shape).astype(xp.float32)
-                            for i in range(reps)], axis=1)[:, :features]
+        for i in range(0, features, X.shape[1]):
+            w = min(X.shape[1], features - i)
+            wide[:, i : i + w] = X[:, :w]
+            if i:
+                wide[:, i : i + w] += 0.1 * rs.standard_normal((n, w)).astype(xp.float32)
+        X = wide
     return X, y
 
 
