@@ -358,3 +358,43 @@ def test_nccl_world_of_one_on_gpu():
     x = cupy.arange(4, dtype=cupy.int64)
     assert comm.allreduce(x) is x
     comm.close()
+
+
+def _nccl_stuck_peer(job_id, root, rank, world_size, timeout, nap):
+    """Rank 1 sleeps before its allreduce (a stuck peer); rank 0's NCCL kernel waits for it.
+    Each rank's watchdog must release its own wait after `timeout` with a clear error."""
+    import cupy
+
+    cupy.cuda.Device(rank).use()
+    host = DaskCommunicator.connect(job_id, root, rank, world_size, timeout=120)
+    comm = NcclCommunicator(host, timeout=timeout)
+    start = time.monotonic()
+    try:
+        comm.allreduce(cupy.ones(4, dtype=cupy.int64)).get()  # warm: both ranks arrive
+        if rank == 1:
+            time.sleep(nap)
+        out = comm.allreduce(cupy.ones(4, dtype=cupy.int64))
+        out.get()  # rank 0 waits on the device here until its watchdog aborts NCCL
+        comm.allreduce(cupy.ones(4, dtype=cupy.int64))  # an interrupted communicator raises
+        return None, time.monotonic() - start
+    except RuntimeError as exc:
+        return str(exc), time.monotonic() - start
+    finally:
+        comm.abort("test over")
+
+
+@pytest.mark.gpu
+def test_nccl_watchdog_releases_a_wait_on_a_stuck_peer():
+    cupy = pytest.importorskip("cupy")
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    timeout, nap = 2.0, 8.0
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        futures, _ = _launch(c, _nccl_stuck_peer, timeout, nap, world_size=2)
+        results = c.gather(futures)
+    message, elapsed = results[0]
+    assert message is not None and "NCCL allreduce" in message and "another rank is stuck or gone" in message, \
+        message
+    assert elapsed < timeout + nap, f"rank 0 waited {elapsed:.1f} s"  # released before the peer woke
+    assert results[1][0] is not None, "the stuck rank must fail too once it wakes"
