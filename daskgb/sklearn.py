@@ -226,9 +226,13 @@ class _GBModel:
             params[key] = value
         return params
 
-    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False):
-        """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs."""
+    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False, *,
+            checkpoint_dir=None, checkpoint_every=None, resume=False):
+        """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
+        checkpoint_dir / checkpoint_every / resume: as daskgb.train takes them."""
         from . import QuantileMatrix
+
+        self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -287,7 +291,8 @@ class _GBModel:
         import copy
 
         return {"early_stopping_rounds": self.early_stopping_rounds,
-                "callbacks": [copy.deepcopy(cb) for cb in (self.callbacks or [])]}
+                "callbacks": [copy.deepcopy(cb) for cb in (self.callbacks or [])],
+                **getattr(self, "_checkpointing", {})}
 
     @property
     def best_iteration(self):
@@ -501,14 +506,17 @@ class GBRanker(_GBModel):
         return tags
 
     def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
-            verbose=False, sample_weight_eval_set=None):
+            verbose=False, sample_weight_eval_set=None, checkpoint_dir=None, checkpoint_every=None, resume=False):
         """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column;
         with none of them, all rows are one query).
 
         eval_set is a list of (X, y) pairs, with their groups in eval_group or
         eval_qid (lists like eval_set) or in their X's qid column;
-        sample_weight and sample_weight_eval_set hold one weight per query group."""
+        sample_weight and sample_weight_eval_set hold one weight per query group.
+        checkpoint_dir / checkpoint_every / resume: as daskgb.train takes them."""
         from . import QuantileMatrix
+
+        self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
 
         def matrix(X, y, weight, qid, group, ref):
             return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,
@@ -569,6 +577,17 @@ class GBRanker(_GBModel):
         groups = None if qid is None else groups_from_qid(qid, y.shape[0])
         return evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=booster.params.ndcg_exp_gain,
                         rank_default_k=k)
+
+
+def _checkpointing(checkpoint_dir, checkpoint_every, resume) -> dict:
+    """fit's checkpoint arguments for train(), checked now (before any quantising); none
+    given: nothing, so that a fit without them calls train as before."""
+    from .checkpoint import check_options
+
+    check_options(checkpoint_dir, checkpoint_every, resume)
+    if checkpoint_dir is None:
+        return {}
+    return {"checkpoint_dir": checkpoint_dir, "checkpoint_every": checkpoint_every, "resume": resume}
 
 
 def _score_metric(booster):

@@ -56,6 +56,18 @@ class _Rounds(TrainingCallback):
         return False
 
 
+_SEEN: list = []
+
+
+class _RoundsSeen(TrainingCallback):
+    """The rounds a run trained, kept outside the object: an estimator fits with copies of its
+    callbacks."""
+
+    def after_iteration(self, model, epoch, evals_log):
+        _SEEN.append(epoch)
+        return False
+
+
 def _matrices(X, y, device="cpu"):
     xp = np
     if device == "cuda":
@@ -231,3 +243,18 @@ def test_an_unwritable_checkpoint_dir_fails_before_training(tmp_path):
     with pytest.raises(ValueError, match="is not a writable directory"):
         _train(PARAMS, dtrain, dvalid, 3, callbacks=[Count()], checkpoint_dir=blocker / "sub", checkpoint_every=1)
     assert seen == []
+
+
+def test_estimators_fit_with_checkpoints_and_resume(tmp_path):
+    X, y = _data(seed=14)
+    common = dict(n_estimators=12, max_depth=3, subsample=0.8, random_state=2, device="cpu")
+    whole = daskgb.GBClassifier(**common).fit(X, y)
+    with pytest.raises(_Interrupt):
+        daskgb.GBClassifier(**common, callbacks=[_StopAt(8)]).fit(X, y, checkpoint_dir=tmp_path, checkpoint_every=4)
+    _SEEN.clear()
+    resumed = daskgb.GBClassifier(**common, callbacks=[_RoundsSeen()]).fit(X, y, checkpoint_dir=tmp_path,
+                                                                           checkpoint_every=4, resume=True)
+    assert _SEEN == [8, 9, 10, 11]
+    assert json.dumps(resumed.get_booster().to_dict()) == json.dumps(whole.get_booster().to_dict())
+    with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
+        daskgb.GBRegressor(**common).fit(X, y, resume=True)

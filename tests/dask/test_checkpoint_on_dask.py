@@ -136,3 +136,15 @@ def test_an_unwritable_checkpoint_dir_fails_before_training(client, tmp_path):
     blocker.write_text("")
     with pytest.raises(ValueError, match="is not a writable directory"):
         dgb.train(client, PARAMS, dtrain, 5, verbose_eval=False, checkpoint_dir=blocker / "sub")
+
+
+def test_dask_estimator_fit_checkpoints_and_resumes(client, tmp_path):
+    import daskgb
+
+    X, y = _data(n=1000, seed=24)
+    Xd, yd = (on_workers(client, a, [500, 500], [0, 1]) for a in (X, y))
+    common = dict(n_estimators=6, max_depth=3, device="cpu", client=client)
+    first = daskgb.DaskGBRegressor(**common).fit(Xd, yd, verbose=False, checkpoint_dir=tmp_path, checkpoint_every=3)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint-00000003.json", "checkpoint-00000006.json"]
+    again = daskgb.DaskGBRegressor(**common).fit(Xd, yd, verbose=False, checkpoint_dir=tmp_path, resume=True)
+    assert json.dumps(again.get_booster().to_dict()) == json.dumps(first.get_booster().to_dict())
