@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
+from dataclasses import replace as _dc_replace
 
 import numpy as np
 
@@ -247,6 +248,53 @@ class QuantileMatrix:
                 setattr(m, name, None if v is None else (xp.asarray(v) if xp is not np else _host(v)))
             m.groups = None if self.groups is None else self.groups.to(xp)
             self._on[device] = m
+        return m
+
+    def take(self, rows) -> "QuantileMatrix":
+        """The given rows (indices into this matrix's rows, in the order given) as a matrix of
+        their own, binned as this one: nothing is quantised again, and the two share their cuts
+        (shares_cuts_with), so either may be the other's eval set. The packed rows are gathered
+        without unpacking (backend.gather_rows). A paged matrix gives its rows in ascending
+        order, as one in-core matrix. A cross-validation split of a matrix is this.
+
+        Not for ranking matrices: a subset of rows would cut query groups apart."""
+        if self.groups is not None:
+            raise ValueError("take() of a matrix with query groups would cut the groups apart; split by "
+                             "query (e.g. GroupKFold on the qid) and build a matrix per split")
+        idx = np.asarray(_host(rows))
+        if idx.dtype == bool:
+            if idx.shape != (self.n_rows,):
+                raise ValueError(f"a boolean row mask must have {self.n_rows} entries, got shape {idx.shape}")
+            idx = np.flatnonzero(idx)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"rows must be a 1-D array of row indices, got {idx.dtype} of shape {idx.shape}")
+        idx = idx.astype(np.int64)
+        if idx.size and (idx.min() < -self.n_rows or idx.max() >= self.n_rows):
+            raise ValueError(f"row indices must lie in [-{self.n_rows}, {self.n_rows}), got "
+                             f"{int(idx.min())}..{int(idx.max())}")
+        idx = np.where(idx < 0, idx + self.n_rows, idx)
+        backend = get_backend(self.device)
+        xp = backend.xp
+        if self.paged:
+            from .external import compact_rows
+
+            idx = np.sort(idx)
+            ellpack = compact_rows(backend, self.ellpack, xp.asarray(idx))
+        else:
+            ell = self.ellpack
+            words = xp.zeros(_ellpack.n_words(idx.size * ell.row_stride, ell.bits), dtype=xp.uint32)
+            backend.gather_rows(ell, xp.asarray(idx), words, 0)
+            ellpack = _dc_replace(ell, words=words, n_rows=int(idx.size))
+        m = object.__new__(QuantileMatrix)
+        m.__dict__.update(self.__dict__)
+        m.ellpack, m.n_rows = ellpack, int(idx.size)
+        rows_d = xp.asarray(idx)
+        for name in ("label", "weight", "base_margin"):
+            v = getattr(self, name)
+            setattr(m, name, None if v is None else v[rows_d])
+        if m.weight is not None and idx.size and float(m.weight.sum()) <= 0:
+            raise ValueError("the rows taken have weights that are all zero: no row carries any weight")
+        m._on = {self.device: m}
         return m
 
     def __repr__(self):

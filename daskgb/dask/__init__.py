@@ -215,6 +215,8 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     """
     import dask.array as da
 
+    if isinstance(X, DaskQuantileMatrix):
+        return _predict_matrix(client, booster, X, output_margin, iteration_range)
     if isinstance(X, da.Array):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-dimensional, got {X.ndim} dimension(s)")
@@ -242,6 +244,37 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     meta = meta_from_array(arr._meta, ndim=1, dtype=np.float32)
     return arr.map_blocks(_predict_block, handle, output_margin, tuple(iteration_range), 0, drop_axis=1,
                           dtype=np.float32, meta=meta)
+
+
+def _predict_matrix(client, booster, m, output_margin, iteration_range):
+    """Predictions for a DaskQuantileMatrix built with the model's cuts (a split of the training
+    matrix, or an eval set): each worker routes its binned rows, in the matrix's row order."""
+    import dask.array as da
+
+    from .data import _empty_like_kind
+
+    if m.released:
+        raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
+    if m.n_features != booster.num_features:
+        raise ValueError(f"the model was trained on {booster.num_features} features, the matrix has {m.n_features}")
+    handle = client.scatter(booster, broadcast=True, hash=False)
+    k = booster.n_groups
+    columns = k if k > 1 and (output_margin or getattr(booster.objective, "output_prob", True)) else 0
+    meta = _empty_like_kind("cupy" if m.device == "cuda" else "numpy")
+    parts = []
+    for a in m.workers:
+        n = m.rows_per_worker[a]
+        if n == 0:
+            continue
+        fut = client.submit(_predict_local, handle, m._local[a], output_margin, tuple(iteration_range), workers=[a],
+                            allow_other_workers=False, pure=False)
+        parts.append(da.from_delayed(fut, shape=(n, columns) if columns else (n,), dtype=np.float32,
+                                     meta=meta.reshape((0, 0)) if columns else meta))
+    return da.concatenate(parts)
+
+
+def _predict_local(booster, m, output_margin, iteration_range):
+    return booster.predict(m, output_margin=output_margin, iteration_range=iteration_range)
 
 
 def _predict_block(block, booster, output_margin, iteration_range, columns):

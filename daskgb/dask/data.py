@@ -388,11 +388,101 @@ class DaskQuantileMatrix:
             for a in self.workers
         }
         # Only wait here: the matrices stay on their workers.
-        done = [client.submit(_nbytes, self._local[a], workers=[a], allow_other_workers=False, pure=False)
+        done = [client.submit(_size, self._local[a], workers=[a], allow_other_workers=False, pure=False)
                 for a in self.workers]
-        self.nbytes_per_worker = dict(zip(self.workers, gather_watching(client, done, self.workers, "quantisation")))
+        sizes = gather_watching(client, done, self.workers, "quantisation")
+        self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
+        # The matrix's rows are the workers' rows in worker (rank) order: take() indexes them so.
+        self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
         self._has_labels = y is not None
         lap("ELLPACK on workers")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_rows, self.n_features)
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    def take(self, rows) -> "DaskQuantileMatrix":
+        """The given rows as a matrix of their own, binned as this one: each worker gathers its
+        own rows from its quantised matrix (QuantileMatrix.take), so nothing is quantised again
+        and no row moves between workers. The rows are numbered as the workers' rows taken in
+        worker order; each worker keeps the order given for its own rows. The two matrices share
+        their cuts, so either may be the other's eval set; a cross-validation split (what
+        scikit-learn's GridSearchCV asks for, through m[indices]) is this."""
+        if self.released:
+            raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
+        if self.has_groups:
+            raise ValueError("take() of a matrix with query groups would cut the groups apart; split by "
+                             "query (e.g. GroupKFold on the qid) and build a matrix per split")
+        idx = np.asarray(rows)
+        if idx.dtype == bool:
+            if idx.shape != (self.n_rows,):
+                raise ValueError(f"a boolean row mask must have {self.n_rows} entries, got shape {idx.shape}")
+            idx = np.flatnonzero(idx)
+        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"rows must be a 1-D array of row indices, got {idx.dtype} of shape {idx.shape}")
+        idx = idx.astype(np.int64)
+        if idx.size and (idx.min() < -self.n_rows or idx.max() >= self.n_rows):
+            raise ValueError(f"row indices must lie in [-{self.n_rows}, {self.n_rows}), got "
+                             f"{int(idx.min())}..{int(idx.max())}")
+        idx = np.where(idx < 0, idx + self.n_rows, idx)
+        if idx.size == 0:
+            raise ValueError("take() of no rows: a matrix needs at least one row")
+        starts = np.cumsum([0] + [self.rows_per_worker[a] for a in self.workers])
+        owner = np.searchsorted(starts, idx, side="right") - 1
+        out = object.__new__(DaskQuantileMatrix)
+        out.__dict__.update(self.__dict__)
+        out._local, out.rows_per_worker, out.nbytes_per_worker = {}, {}, {}
+        for w, a in enumerate(self.workers):
+            local = idx[owner == w] - starts[w]
+            # Every worker keeps a matrix, even of no rows: it still takes part in training.
+            out._local[a] = self.client.submit(_take_local, self._local[a], local, workers=[a],
+                                               allow_other_workers=False, pure=False)
+            out.rows_per_worker[a] = int(local.size)
+        out.n_rows = int(idx.size)
+        sizes = gather_watching(self.client, [self.client.submit(_size, out._local[a], workers=[a],
+                                                                 allow_other_workers=False, pure=False)
+                                              for a in self.workers], self.workers, "take")
+        out.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
+        out.timings = {}
+        return out
+
+    def labels(self):
+        """The labels as a lazy dask array, in the matrix's row order (the workers' rows in
+        worker order); None without labels."""
+        return self._vector("label") if self._has_labels else None
+
+    def weights(self):
+        """The weights as a lazy dask array in row order; None without weights."""
+        return self._vector("weight")
+
+    def _vector(self, name: str):
+        import dask.array as da
+
+        if self.released:
+            raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
+        parts = [self.client.submit(_local_vector, self._local[a], name, workers=[a], allow_other_workers=False,
+                                    pure=False) for a in self.workers if self.rows_per_worker[a]]
+        kinds = gather_watching(self.client, [self.client.submit(_vector_kind, f, pure=False) for f in parts],
+                                [a for a in self.workers if self.rows_per_worker[a]], "reading the matrix")
+        if any(k is None for k in kinds):
+            return None
+        meta = _empty_like_kind(kinds[0])
+        return da.concatenate([da.from_delayed(f, shape=(self.rows_per_worker[a],), dtype=np.float32, meta=meta)
+                               for f, a in zip(parts, [a for a in self.workers if self.rows_per_worker[a]])])
+
+    def __getitem__(self, key):
+        """m[rows] (and m[rows, ...], as scikit-learn indexes arrays): take(rows)."""
+        if isinstance(key, tuple):
+            if len(key) == 2 and key[1] is Ellipsis:
+                key = key[0]
+            else:
+                raise IndexError("a DaskQuantileMatrix is indexed by rows only: m[rows]")
+        if isinstance(key, slice):
+            key = np.arange(self.n_rows)[key]
+        return self.take(key)
 
     def release(self) -> None:
         """Free this matrix's memory on the workers now, rather than when the client's garbage
@@ -472,9 +562,33 @@ def _group_ordinals(holder, infos, from_sizes: bool):
     return {k: np.searchsorted(unique, v) for k, v in keys.items()}, int(unique.size)
 
 
-def _nbytes(m) -> int:
-    """The ELLPACK bytes a worker's matrix holds (what is waited on, small to send back)."""
-    return int(m.ellpack.nbytes)
+def _size(m) -> tuple[int, int]:
+    """The ELLPACK bytes and the rows a worker's matrix holds (what is waited on, small to send back)."""
+    return int(m.ellpack.nbytes), int(m.n_rows)
+
+
+def _local_vector(m, name):
+    return getattr(m, name)
+
+
+def _vector_kind(v):
+    """"cupy" or "numpy" for a worker's vector (None when it has none): the dask array's meta."""
+    if v is None:
+        return None
+    return "numpy" if isinstance(v, np.ndarray) else "cupy"
+
+
+def _empty_like_kind(kind: str):
+    if kind == "cupy":
+        import cupy
+
+        return cupy.empty(0, dtype=np.float32)
+    return np.empty(0, dtype=np.float32)
+
+
+def _take_local(m, rows):
+    """A worker's share of DaskQuantileMatrix.take: its matrix's rows `rows` (local indices)."""
+    return m.take(rows)
 
 
 def _raise_first_error(futures) -> None:

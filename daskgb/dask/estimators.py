@@ -18,6 +18,20 @@ from . import DaskQuantileMatrix, predict, train
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
 
 
+def _score_targets(X, y, sample_weight):
+    """y and sample_weight for score(): a DaskQuantileMatrix carries its own."""
+    if not isinstance(X, DaskQuantileMatrix):
+        if y is None:
+            raise ValueError("score needs y (or X a DaskQuantileMatrix, which carries its labels)")
+        return y, sample_weight
+    if y is not None or sample_weight is not None:
+        raise ValueError("a DaskQuantileMatrix carries its labels and weights: score(matrix) with y=None and no "
+                         "sample_weight")
+    if not X._has_labels:
+        raise ValueError("the DaskQuantileMatrix has no labels (y) to score against")
+    return X.labels(), X.weights()
+
+
 def _release(matrices) -> None:
     """Free the workers' memory of the matrices a fit made, as the fit ends or fails: a failed
     fit's traceback keeps them referenced (in a notebook, until the next error), and their
@@ -157,10 +171,12 @@ class DaskGBRegressor(_DaskModel, GBRegressor):
     def _dask_labels(self, y, fit):
         return _as_dask_vector(y, "y")
 
-    def score(self, X, y, sample_weight=None):
-        """R² of predict(X) against y, computed on the workers."""
+    def score(self, X, y=None, sample_weight=None):
+        """R² of predict(X) against y, computed on the workers. X may be a DaskQuantileMatrix
+        (y=None: its labels and weights are used), as a parameter search scores a split."""
         import dask.array as da
 
+        y, sample_weight = _score_targets(X, y, sample_weight)
         y = _as_dask_vector(y, "y").astype(np.float64)
         p = self.predict(X).astype(np.float64)
         w = da.ones_like(y) if sample_weight is None else _as_dask_vector(sample_weight, "sample_weight")
@@ -243,10 +259,12 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
             return p.map_blocks(to_labels, drop_axis=1, dtype=classes.dtype)
         return p.map_blocks(to_labels, dtype=classes.dtype)
 
-    def score(self, X, y, sample_weight=None):
-        """Accuracy of predict(X) against y, computed on the workers."""
+    def score(self, X, y=None, sample_weight=None):
+        """Accuracy of predict(X) against y, computed on the workers. X may be a
+        DaskQuantileMatrix (y=None: its labels, class indices, and weights are used)."""
         import dask.array as da
 
+        y, sample_weight = _score_targets(X, y, sample_weight)
         y = _as_dask_vector(y, "y")
         correct = (self.predict(X) == y).astype(np.float64)
         if sample_weight is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,51 @@ def test_a_parameter_search_on_a_matrix_quantised_once(client, monkeypatch):
     np.testing.assert_array_equal(model.classes_, [0, 1, 2])
     with pytest.raises(ValueError, match="carries its labels"):
         clone(base).fit(dtrain, yd)
+
+
+def test_grid_search_cv_on_a_matrix_quantised_once(client, monkeypatch):
+    """scikit-learn's GridSearchCV on a DaskQuantileMatrix: each fold's rows are taken from
+    the quantised matrix on the workers (m[indices]), never quantised again; each fold's model
+    equals one trained on a matrix built from those rows with the same cuts; the best model
+    is refitted on the whole matrix."""
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    X, y = multiclass_data(k=3, seed=12)
+    chunks, placement = [700, 800], [0, 1]
+    Xd, yd = on_workers(client, X, chunks, placement), on_workers(client, y, chunks, placement)
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    assert dtrain.shape == (1500, X.shape[1]) and len(dtrain) == 1500
+    built = []
+    real_init = dgb.DaskQuantileMatrix.__init__
+    monkeypatch.setattr(dgb.DaskQuantileMatrix, "__init__",
+                        lambda self, *a, **k: built.append(1) or real_init(self, *a, **k))
+    base = daskgb.DaskGBClassifier(client=client, n_estimators=3, device="cpu")
+    folds = KFold(3, shuffle=True, random_state=0)
+    search = GridSearchCV(base, {"max_depth": [2, 4], "learning_rate": [0.3, 0.1]}, cv=folds)
+    search.fit(dtrain, verbose=False)
+    assert built == [], "a fold quantised its rows again"
+    monkeypatch.undo()
+    assert len(search.cv_results_["mean_test_score"]) == 4
+    assert 0.4 < search.best_score_ <= 1.0
+    assert search.best_estimator_.get_booster().num_boosted_rounds() == 3
+
+    # One fold by hand: the split's model equals one trained on the same rows quantised with
+    # the same cuts, and its score is the accuracy of its predictions on the held-out rows.
+    train_idx, test_idx = next(folds.split(np.zeros(1500)))
+    params = dict(search.best_params_)
+    sub = daskgb.DaskGBClassifier(client=client, n_estimators=3, device="cpu", **params).fit(dtrain[train_idx],
+                                                                                             verbose=False)
+    def in_matrix_order(idx):
+        """take() keeps each worker's rows in the order given, workers in order (here: rank 0
+        holds rows 0-699)."""
+        return np.concatenate([idx[idx < 700], idx[idx >= 700]])
+
+    rows = in_matrix_order(train_idx)
+    split = [int((rows < 700).sum()), int((rows >= 700).sum())]
+    same = dgb.DaskQuantileMatrix(client, on_workers(client, X[rows], split, [0, 1]),
+                                  on_workers(client, y[rows], split, [0, 1]), ref=dtrain)
+    again = daskgb.DaskGBClassifier(client=client, n_estimators=3, device="cpu", **params).fit(same, verbose=False)
+    assert json.dumps(sub.get_booster().to_dict()) == json.dumps(again.get_booster().to_dict())
+    held_out = dtrain[test_idx]
+    accuracy = float((sub.predict(held_out).compute() == y[in_matrix_order(test_idx)]).mean())
+    assert sub.score(held_out) == pytest.approx(accuracy)
