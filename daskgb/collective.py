@@ -918,8 +918,9 @@ class NcclCommunicator(Communicator):
 
     def allreduce(self, x, op: str = "sum"):
         _check_op(op)
+        comm = self._comm  # once: interrupt() may clear it from another thread
         self._check_interrupted()
-        if self._comm is None:
+        if comm is None:
             _check_reducible(x, op)
             return x
         if not _is_cupy(x):
@@ -936,9 +937,8 @@ class NcclCommunicator(Communicator):
             out = cupy.empty_like(src)
             if src.size:
                 stream = cupy.cuda.get_current_stream()
-                self._comm.allReduce(src.data.ptr, out.data.ptr, src.size,
-                                     getattr(self._nccl, _NCCL_DTYPES[src.dtype]),
-                                     getattr(self._nccl, _NCCL_OPS[op]), stream.ptr)
+                comm.allReduce(src.data.ptr, out.data.ptr, src.size, getattr(self._nccl, _NCCL_DTYPES[src.dtype]),
+                               getattr(self._nccl, _NCCL_OPS[op]), stream.ptr)
                 self.nccl_allreduce_calls += 1
                 self.nccl_allreduce_bytes += src.nbytes
                 # For the watchdog: an event that completes when this call has.

@@ -55,15 +55,16 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
     if not isinstance(dtrain, DaskQuantileMatrix):
         raise ValueError("dtrain must be a daskgb.dask.DaskQuantileMatrix")
-    for m in [dtrain] + [item[0] for item in evals or () if isinstance(item, (tuple, list)) and item]:
-        if getattr(m, "released", False):
-            raise ValueError("a DaskQuantileMatrix given to train was released (release() freed its rows)")
     if not dtrain._has_labels:
         raise ValueError("dtrain has no labels (y)")
     evals = list(evals or [])
     for item in evals:
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], DaskQuantileMatrix)):
             raise ValueError("evals must be a list of (DaskQuantileMatrix, name) pairs")
+    for m in [dtrain] + [m for m, _ in evals]:
+        if m.released:
+            raise ValueError("a DaskQuantileMatrix given to train was released (release() freed its rows)")
+    for item in evals:
         if item[0].cuts_token != dtrain.cuts_token:
             raise ValueError(f"eval set {item[1]!r} has its own cuts; build it with DaskQuantileMatrix(..., ref=dtrain)")
         if not item[0]._has_labels:
@@ -141,8 +142,8 @@ class WorkerLostError(RuntimeError):
 
     workers: the lost workers' addresses; round: the round training was in, where known."""
 
-    def __init__(self, message: str, workers: list, round: int | None):
-        super().__init__(message)
+    def __init__(self, message: str, workers=(), round: int | None = None):
+        super().__init__(message)  # args = (message,): it pickles, its attributes with it
         self.workers, self.round = list(workers), round
 
 
