@@ -29,7 +29,15 @@ def _daskgb_objects(dask_worker):
     gc.collect()
     live = collections.Counter(type(o).__name__ for o in gc.get_objects()
                                if str(type(o).__dict__.get("__module__", "")).startswith("daskgb"))
-    return {"objects": dict(live), "keys": len(dask_worker.data), "jobs": len(training._RUNNING)}
+    return {"objects": dict(live), "keys": sorted(str(k) for k in dask_worker.data), "jobs": len(training._RUNNING)}
+
+
+def _summary(state: dict) -> dict:
+    """What the cluster holds, whichever worker holds it: Dask may move a block of X from one
+    worker to another between fits (a dependency fetched, then the first copy dropped)."""
+    return {"objects": {a: s["objects"] for a, s in state.items()},
+            "keys": sorted({k for s in state.values() for k in s["keys"]}),
+            "jobs": sum(s["jobs"] for s in state.values())}
 
 
 class _FailAt(TrainingCallback):
@@ -48,7 +56,7 @@ def _settled(client, before, timeout=15.0):
     import time
 
     deadline = time.monotonic() + timeout
-    while (now := client.run(_daskgb_objects)) != before and time.monotonic() < deadline:
+    while (now := _summary(client.run(_daskgb_objects))) != before and time.monotonic() < deadline:
         time.sleep(0.2)
     return now
 
@@ -61,8 +69,9 @@ def test_repeated_fits_leave_nothing_behind(client):
     yn = (Xn[:, 0] + Xn[:, 1] * Xn[:, 2] > 0).astype(np.float32)
     X, y = client.persist([da.from_array(Xn, chunks=(1000, 8)), da.from_array(yn, chunks=1000)])
     wait([X, y])
-    before = client.run(_daskgb_objects)
-    assert sum(b["keys"] for b in before.values()) == 8  # X's and y's blocks, nothing else
+    before = _summary(client.run(_daskgb_objects))
+    assert len(before["keys"]) == 8  # X's and y's blocks, nothing else
+    assert all(v == {} for v in before["objects"].values()) and before["jobs"] == 0
     for i in range(12):
         model = daskgb.DaskGBClassifier(n_estimators=5, max_depth=4, device="cpu", client=client)
         model.fit(X, y, verbose=False)
