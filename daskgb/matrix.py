@@ -258,21 +258,7 @@ class QuantileMatrix:
         order, as one in-core matrix. A cross-validation split of a matrix is this.
 
         Not for ranking matrices: a subset of rows would cut query groups apart."""
-        if self.groups is not None:
-            raise ValueError("take() of a matrix with query groups would cut the groups apart; split by "
-                             "query (e.g. GroupKFold on the qid) and build a matrix per split")
-        idx = np.asarray(_host(rows))
-        if idx.dtype == bool:
-            if idx.shape != (self.n_rows,):
-                raise ValueError(f"a boolean row mask must have {self.n_rows} entries, got shape {idx.shape}")
-            idx = np.flatnonzero(idx)
-        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-            raise ValueError(f"rows must be a 1-D array of row indices, got {idx.dtype} of shape {idx.shape}")
-        idx = idx.astype(np.int64)
-        if idx.size and (idx.min() < -self.n_rows or idx.max() >= self.n_rows):
-            raise ValueError(f"row indices must lie in [-{self.n_rows}, {self.n_rows}), got "
-                             f"{int(idx.min())}..{int(idx.max())}")
-        idx = np.where(idx < 0, idx + self.n_rows, idx)
+        idx = row_indices(rows, self.n_rows, self.groups is not None)
         backend = get_backend(self.device)
         xp = backend.xp
         if self.paged:
@@ -301,6 +287,25 @@ class QuantileMatrix:
         pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
+
+
+def row_indices(rows, n_rows: int, has_groups: bool = False) -> np.ndarray:
+    """take()'s rows as non-negative int64 host indices: indices (negative ones count from the
+    end) or a boolean mask; a matrix with query groups refuses, as a subset would cut them."""
+    if has_groups:
+        raise ValueError("take() of a matrix with query groups would cut the groups apart; split by "
+                         "query (e.g. GroupKFold on the qid) and build a matrix per split")
+    idx = np.asarray(_host(rows))
+    if idx.dtype == bool:
+        if idx.shape != (n_rows,):
+            raise ValueError(f"a boolean row mask must have {n_rows} entries, got shape {idx.shape}")
+        idx = np.flatnonzero(idx)
+    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+        raise ValueError(f"rows must be a 1-D array of row indices, got {idx.dtype} of shape {idx.shape}")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < -n_rows or idx.max() >= n_rows):
+        raise ValueError(f"row indices must lie in [-{n_rows}, {n_rows}), got {int(idx.min())}..{int(idx.max())}")
+    return np.where(idx < 0, idx + n_rows, idx)
 
 
 def _budget_if_too_large(n_rows: int, n_features: int, max_bin: int):

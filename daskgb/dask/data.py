@@ -413,21 +413,9 @@ class DaskQuantileMatrix:
         scikit-learn's GridSearchCV asks for, through m[indices]) is this."""
         if self.released:
             raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
-        if self.has_groups:
-            raise ValueError("take() of a matrix with query groups would cut the groups apart; split by "
-                             "query (e.g. GroupKFold on the qid) and build a matrix per split")
-        idx = np.asarray(rows)
-        if idx.dtype == bool:
-            if idx.shape != (self.n_rows,):
-                raise ValueError(f"a boolean row mask must have {self.n_rows} entries, got shape {idx.shape}")
-            idx = np.flatnonzero(idx)
-        if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-            raise ValueError(f"rows must be a 1-D array of row indices, got {idx.dtype} of shape {idx.shape}")
-        idx = idx.astype(np.int64)
-        if idx.size and (idx.min() < -self.n_rows or idx.max() >= self.n_rows):
-            raise ValueError(f"row indices must lie in [-{self.n_rows}, {self.n_rows}), got "
-                             f"{int(idx.min())}..{int(idx.max())}")
-        idx = np.where(idx < 0, idx + self.n_rows, idx)
+        from ..matrix import row_indices
+
+        idx = row_indices(rows, self.n_rows, self.has_groups)
         if idx.size == 0:
             raise ValueError("take() of no rows: a matrix needs at least one row")
         starts = np.cumsum([0] + [self.rows_per_worker[a] for a in self.workers])
