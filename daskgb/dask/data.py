@@ -150,7 +150,7 @@ def _local_summary(device, missing, budget, *parts):
     return summary, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
 
 
-def _merged_cuts(device, budget, max_bin, *summaries):
+def _merged_cuts(device, budget, max_bin, *pairs):
     """The cluster's cuts from every worker's summary, merged in worker order (so every run
     merges alike) on this worker's device: the merge is many small array steps, which a GPU
     does in milliseconds where the client's numpy took ~0.1 s a worker."""
@@ -158,7 +158,7 @@ def _merged_cuts(device, budget, max_bin, *summaries):
 
     xp = be.get_backend(device).xp
     merged = None
-    for s in summaries:
+    for s, _ in pairs:  # each worker's (_local_summary) summary and timings
         if s is not None:
             s = s.to(xp)
             merged = s if merged is None else sketch.merge(merged, s)
@@ -359,9 +359,7 @@ class DaskQuantileMatrix:
             lap("sketch on workers")
             for name in ("stack and check", "summarize"):  # the slowest worker's
                 self.timings[f"sketch: {name}"] = max((st.get(name, 0.0) for st in steps), default=0.0)
-            cut_future = client.submit(_merged_cuts, device, budget, self.max_bin,
-                                       *[client.submit(_first, s, workers=[a], pure=False)
-                                         for s, a in zip(summaries, self.workers)],
+            cut_future = client.submit(_merged_cuts, device, budget, self.max_bin, *summaries,
                                        workers=[self.workers[0]], allow_other_workers=False, pure=False)
             self.cuts = gather_watching(client, [cut_future], self.workers, "quantisation")[0]
             lap("merge sketches")
@@ -484,10 +482,6 @@ class DaskQuantileMatrix:
         groups = f", query_groups={self.n_groups}" if self.has_groups else ""
         return (f"DaskQuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, workers={len(self.workers)}{groups})")
-
-
-def _first(pair):
-    return pair[0]
 
 
 def _second(pair):
