@@ -111,7 +111,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             for rank, a in enumerate(workers)
         ]
         try:
-            results = gather_watching(client, futures, workers, "training")
+            results = gather_watching(client, futures, workers, "training",
+                                      on_error=lambda e: _interrupt(client, job, workers, f"training failed: {e}"))
         except Exception as exc:
             alive = live_workers(client)
             lost = [a for a in workers if a not in alive]

@@ -6,8 +6,9 @@ import time
 
 # How often the client checks that every worker it waits on is still there.
 WATCH_INTERVAL_S = 1.0
-# How long a rank's report of a peer's failure waits for that peer's own error.
-ERROR_GRACE_S = 2.0
+# How long a rank's report of a peer's failure waits for that peer's own error (which is
+# raised as soon as the failing rank's task has unwound; on a loaded machine that took over 2 s).
+ERROR_GRACE_S = 10.0
 
 
 def live_workers(client) -> set:
@@ -20,14 +21,15 @@ def live_workers(client) -> set:
     return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
-def gather_watching(client, futures, workers, what: str):
+def gather_watching(client, futures, workers, what: str, on_error=None):
     """Results of futures[i], pinned to workers[i]; raises as soon as one fails or its worker leaves.
 
     A task pinned to a worker that died never runs anywhere else, so waiting on it
     alone would hang. When a worker dies during training its peers' collectives
     fail within milliseconds with an error naming it, so a failed future is
     reported first; a task lost or cancelled without any peer error is reported
-    by rank and address.
+    by rank and address. on_error(exception) is called once, at the first failed future
+    (the training layer releases the other ranks' NCCL waits there, so that they report too).
     """
     from distributed import wait
 
@@ -45,9 +47,13 @@ def gather_watching(client, futures, workers, what: str):
             # RuntimeError that only reports it; the peer's own error is the one to raise, so it is
             # given a moment to land. Without it (a worker died), the report is the error.
             cause = next((f for f in erred if not isinstance(f.exception(), RuntimeError)), None)
-            erred_since = erred_since or time.monotonic()
+            if erred_since is None:
+                erred_since = time.monotonic()
+                if on_error is not None:
+                    on_error(erred[0].exception())
             if cause is None and any(f.status == "pending" for f in futures) and \
-                    time.monotonic() - erred_since < ERROR_GRACE_S:
+                    time.monotonic() - erred_since < ERROR_GRACE_S and \
+                    set(workers) <= live_workers(client):  # a dead worker's own error never comes
                 continue
             f = cause or erred[0]
             exc, tb = f.exception(), f.traceback()  # before cancelling, which would replace them
