@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
 from .adaptive import refresh_leaves
+from . import phases as _phases
 from .backend import get_backend, resolve_device, to_host
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
@@ -29,6 +31,11 @@ from .tree import Tree
 
 MODEL_FORMAT = "daskgb-model"
 MODEL_VERSION = 1
+
+
+# Off (DASKGB_QUEUE_ROUNDS=0): the host reads each round's trees before it queues the next
+# round, as every other training path does; for comparing the two (docs/performance_notes.md).
+_QUEUE_ROUNDS = os.environ.get("DASKGB_QUEUE_ROUNDS", "1") != "0"
 
 
 class Booster:
@@ -459,42 +466,19 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
         if resume:
             first_round = _resume(comm, checkpoints, fingerprint, num_boost_round, booster, history, backend,
                                   dtrain, margin, eval_state, callbacks)
-    for it in range(first_round, num_boost_round):
-        _mark_round(comm, it)
-        if _agree(comm, [cb.before_iteration(booster, it, history) for cb in callbacks]):
-            break
-        p = booster.params  # a callback may have changed the learning rate
-        if obj is None:
-            gpair_all = objective.gradient_of(xp, margin, dtrain, it)
-        else:
-            gpair_all = _custom_gradient(xp, obj, margin, dtrain)
-        # One tree per output group (class), each from its own column of gradients; the
-        # groups' trees grow together, sharing each step's backend calls (grower.grow_forest).
-        gpairs = []
-        for group in range(n_groups):
-            gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
-            if p.subsample < 1.0 and p.sampling_method == "gradient_based":
-                # One output: the pairs are this round's own, sampled where they lie (device memory).
-                gpair = mvs_sample(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed, it * n_groups + group,
-                                   comm, inplace=n_groups == 1)
-            elif p.subsample < 1.0:
-                gpair = gpair * row_sample(xp, ell.n_rows, row_offset, p.seed, it * n_groups + group,
-                                           p.subsample)[:, None]
-            gpairs.append(gpair)
-        refit = obj is None and any(objective.leaf_quantile_alpha(g) is not None for g in range(n_groups))
-        if dtrain.paged and p.subsample < 1.0 and not refit and _external.COMPACT_SAMPLED:
-            # Out of core with sampling: each tree trains on its sampled rows gathered into one
-            # in-core matrix (external.compact_rows); every row then moves by its bins.
-            del gpair_all, gpair
-            new_trees = _grow_compacted(backend, dtrain, gpairs, margin, p, comm, root_from_bins, len(booster.trees),
-                                        interaction, monotone)
-            for group, tree in enumerate(new_trees):
-                booster.trees.append(tree)
-                booster.tree_info.append(group)
-        else:
-            del gpair_all, gpair  # the gradients live on in gpairs, which the call empties (device memory)
-            new_trees = _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, booster, objective,
-                                    obj, refit, interaction, monotone)
+    refit = obj is None and any(objective.leaf_quantile_alpha(g) is not None for g in range(n_groups))
+    # With nothing to look at between rounds, the host queues round it+1 before it reads round
+    # it's trees, so the device never idles while the host turns trees into Python objects.
+    queue_rounds = (_QUEUE_ROUNDS and backend.name == "cuda" and not dtrain.paged and obj is None and not refit
+                    and not eval_state and not callbacks and not _phases.clock_running()
+                    and backend.grows_on_device(p, n_groups, interaction, monotone, comm))
+
+    def finish_round(it, new_trees) -> bool:
+        """The host's part of round it, once its trees are known: the model, the eval log, the
+        callbacks and the checkpoint. True to stop."""
+        for group, tree in enumerate(new_trees):
+            booster.trees.append(tree)
+            booster.tree_info.append(group)
         line = [f"[{it}]"]
         for m, name, em in eval_state:
             if em is None:
@@ -525,7 +509,44 @@ def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals
             for cb in callbacks:
                 if every and isinstance(cb, EarlyStopping) and cb.best_round is not None:
                     print(f"Stopping. Best iteration: [{cb.best_round}] {cb.metric}:{cb.best:.5f}", flush=True)
-            break
+        return stop
+
+    graphs = None
+    if queue_rounds:
+        from .backend import cuda_growth
+
+        graphs = cuda_growth.ForestGraphs()
+    try:
+        queued = None  # (round, QueuedForest): a round on the device whose trees the host has not read
+        for it in range(first_round, num_boost_round):
+            _mark_round(comm, it)
+            if _agree(comm, [cb.before_iteration(booster, it, history) for cb in callbacks]):
+                break
+            p = booster.params  # a callback may have changed the learning rate
+            gpairs = _round_gradients(xp, objective, obj, margin, dtrain, it, n_groups, p, n_rows_total, row_offset,
+                                      comm)
+            first = len(booster.trees) + (n_groups if queued is not None else 0)  # the round's first tree index
+            if queue_rounds:
+                forest = _queue_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first, graphs)
+                if queued is not None:
+                    finish_round(queued[0], queued[1].trees())  # no callbacks: nothing can stop here
+                queued = (it, forest)
+                continue
+            if dtrain.paged and p.subsample < 1.0 and not refit and _external.COMPACT_SAMPLED:
+                # Out of core with sampling: each tree trains on its sampled rows gathered into one
+                # in-core matrix (external.compact_rows); every row then moves by its bins.
+                new_trees = _grow_compacted(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first,
+                                            interaction, monotone)
+            else:
+                new_trees = _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first, objective,
+                                        obj, refit, interaction, monotone)
+            if finish_round(it, new_trees):
+                break
+        if queued is not None:
+            finish_round(queued[0], queued[1].trees())
+    finally:
+        if graphs is not None:
+            graphs.close()
     for cb in callbacks:
         booster = cb.after_training(booster) or booster
     return booster
@@ -593,29 +614,70 @@ def _resume(comm, checkpoints, fingerprint, num_boost_round, booster, history, b
     return rounds
 
 
-def _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, booster, objective, obj, refit,
-                interaction, monotone):
-    """A round's trees from each group's (sampled) gradient pairs, grown together on dtrain's
-    matrix (grower.grow_forest); appended to the booster, the training margins moved by the
-    rows' leaves. Returns the trees. It empties the list gpairs, so that the float gradients
-    are freed before the trees grow unless the leaves are refitted from them."""
-    xp, ell, n_groups = backend.xp, dtrain.ellpack, len(gpairs)
-    gpairs, given = list(gpairs), gpairs
-    given.clear()
-    gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
+def _round_gradients(xp, objective, obj, margin, dtrain, it, n_groups, p, n_rows_total, row_offset, comm) -> list:
+    """Round it's gradient pairs, one (n_rows, 2) array per output group, sampled as p says."""
+    if obj is None:
+        gpair_all = objective.gradient_of(xp, margin, dtrain, it)
+    else:
+        gpair_all = _custom_gradient(xp, obj, margin, dtrain)
+    # One tree per output group (class), each from its own column of gradients; the
+    # groups' trees grow together, sharing each step's backend calls (grower.grow_forest).
+    gpairs = []
+    for group in range(n_groups):
+        gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
+        if p.subsample < 1.0 and p.sampling_method == "gradient_based":
+            # One output: the pairs are this round's own, sampled where they lie (device memory).
+            gpair = mvs_sample(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed, it * n_groups + group,
+                               comm, inplace=n_groups == 1)
+        elif p.subsample < 1.0:
+            gpair = gpair * row_sample(xp, dtrain.n_rows, row_offset, p.seed, it * n_groups + group,
+                                       p.subsample)[:, None]
+        gpairs.append(gpair)
+    return gpairs
+
+
+def _fixed_gradients(backend, gpair, comm, wait: bool):
+    """prepare_gradients of the round's gradient pairs with the scale every worker shares."""
     abs_sum = None
     if comm.world_size > 1:
         # The fixed-point scale must be the same on every worker: size it from global sums.
         abs_sum = comm.allreduce(backend.gradient_abs_sums(gpair))
+    return backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=wait)
+
+
+def _queue_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first, graphs):
+    """_grow_round's trees queued on the device (graphs: a backend/cuda_growth.ForestGraphs)
+    and the training margins moved there by their leaves, nothing waited for: returns the
+    QueuedForest, whose trees() the host reads later. It empties the list gpairs."""
+    n_groups = len(gpairs)
+    gpair = gpairs[0] if n_groups == 1 else backend.xp.concatenate(gpairs)
+    gpairs.clear()
+    gnative, scale = _fixed_gradients(backend, gpair, comm, wait=False)
+    del gpair  # device memory: the trees grow from the fixed-point pairs
+    forest = graphs.queue(dtrain.ellpack, gnative, scale, p, comm, root_from_bins, range(first, first + n_groups))
+    forest.add_to(margin)
+    return forest
+
+
+def _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first, objective, obj, refit,
+                interaction, monotone):
+    """A round's trees (model indices first, first + 1, ...) from each group's (sampled)
+    gradient pairs, grown together on dtrain's matrix (grower.grow_forest); the training
+    margins moved by the rows' leaves. Returns the trees. It empties the list gpairs, so
+    that the float gradients are freed before the trees grow unless the leaves are refitted
+    from them."""
+    xp, ell, n_groups = backend.xp, dtrain.ellpack, len(gpairs)
+    gpairs, given = list(gpairs), gpairs
+    given.clear()
+    gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
     # The device grower reads the scale on the device: no host wait for it here.
     on_device = (backend.name == "cuda" and not dtrain.paged
                  and backend.grows_on_device(p, n_groups, interaction, monotone, comm))
-    gnative, scale = backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=not on_device)
+    gnative, scale = _fixed_gradients(backend, gpair, comm, wait=not on_device)
     # Device memory: the float gradients are done with unless leaves are refitted below.
     del gpair
     if not refit:
         gpairs = None
-    first = len(booster.trees)
     new_trees, positions = grow_forest(backend, ell, gnative, scale, p, comm, root_from_bins,
                                        tree_indices=range(first, first + n_groups), interaction=interaction,
                                        monotone=monotone)
@@ -630,8 +692,6 @@ def _grow_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, booste
                            dtrain.weight, alpha, p.learning_rate, comm)
         # Training margins come from the rows' final leaves: no re-prediction.
         _column(margin, group)[...] += backend.to_device(tree.value)[leaves]
-        booster.trees.append(tree)
-        booster.tree_info.append(group)
     return new_trees
 
 

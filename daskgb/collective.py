@@ -941,13 +941,22 @@ class NcclCommunicator(Communicator):
                                getattr(self._nccl, _NCCL_OPS[op]), stream.ptr)
                 self.nccl_allreduce_calls += 1
                 self.nccl_allreduce_bytes += src.nbytes
-                # For the watchdog: an event that completes when this call has.
-                done = cupy.cuda.Event(block=False, disable_timing=True)
-                done.record(stream)
-                with self._lock:
-                    self._pending.append((done, time.monotonic(), f"NCCL allreduce #{self.nccl_allreduce_calls} "
-                                                                  f"({src.nbytes} bytes)"))
+                if not stream.is_capturing():  # a captured call is watched as part of its graph's replay
+                    self.track(f"NCCL allreduce #{self.nccl_allreduce_calls} ({src.nbytes} bytes)")
         return out
+
+    def track(self, what: str) -> None:
+        """Have the watchdog wait for the work queued so far on the current stream (an NCCL
+        call, or a CUDA graph's replay holding some), described as `what` if it times out."""
+        import cupy
+
+        if self._comm is None:
+            return
+        with cupy.cuda.Device(self._device):
+            done = cupy.cuda.Event(block=False, disable_timing=True)
+            done.record(cupy.cuda.get_current_stream())
+        with self._lock:
+            self._pending.append((done, time.monotonic(), what))
 
     def allgather(self, obj) -> list:
         self._check_interrupted()

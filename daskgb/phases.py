@@ -36,6 +36,11 @@ def mark(phase: int) -> None:
         clock.mark(phase)
 
 
+def clock_running() -> bool:
+    """Whether a clock runs in this context (its laps read a round's events as they come)."""
+    return _running.get() is not None
+
+
 class PhaseClock:
     """Host time per phase, from time.perf_counter."""
 

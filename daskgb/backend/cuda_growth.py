@@ -19,7 +19,11 @@ tests/test_device_growth.py checks that both grow the same trees.
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import cupy
+import cupyx
 import numpy as np
 
 from ..collective import NcclCommunicator
@@ -30,6 +34,8 @@ from . import cupy_backend as cb
 
 # False: every tree takes grower.grow_forest (for comparisons).
 ENABLED = True
+# Off (DASKGB_CUDA_GRAPHS=0): queued rounds are launched call by call, never as CUDA graphs.
+GRAPHS = os.environ.get("DASKGB_CUDA_GRAPHS", "1") != "0"
 # Deepest tree grown here: a level's splits fit kernels/level.cu's kMaxSplits = 2 ** (MAX_DEPTH - 1).
 MAX_DEPTH = 12
 _PLAN_THREADS = 1024
@@ -86,15 +92,193 @@ def grow_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indi
     leaf of every virtual row), as grower.grow_forest returns them: tree c's leaf of row r is
     positions[c * n + r] // K. scale: on the host or the device (prepare_gradients(wait=False),
     whose gradients are checked for NaN once the trees are read)."""
+    forest = queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+    return forest.trees(), forest.positions
+
+
+def queue_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,)) -> "QueuedForest":
+    """grow_forest's trees queued on the device, nothing waited for: the host may queue the
+    next round (whose gradients need only QueuedForest.add_to's margins) before it reads
+    these trees with QueuedForest.trees()."""
+    words, positions = _queue_trees(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+    return QueuedForest(words, positions, getattr(gpair, "abs_sum", None))
+
+
+def _queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices):
+    """(words (K, len(FIELDS) + 1, cap), positions (K * n,)) of the round's K trees, queued."""
     tree_indices = list(tree_indices)
     k, n = len(tree_indices), ell.n_rows
     positions = cupy.empty(k * n, dtype=cupy.int32)
     words = [grow_tree(ell, gpair[c * n : (c + 1) * n], scale, params, comm, root_from_bins, t,
                        positions[c * n : (c + 1) * n], k, c)
              for c, t in enumerate(tree_indices)]
-    host = (words[0][None] if k == 1 else cupy.stack(words)).get()  # the one wait
-    gpair.check_finite()  # a scale made on the device is checked here, before the trees are used
-    return [_host_tree(h) for h in host], positions
+    return (words[0][None] if k == 1 else cupy.stack(words)), positions
+
+
+class ForestGraphs:
+    """A training run's rounds as CUDA graphs: the launches of a round's trees (about 20 a
+    level, each ~25 us of host time, on data whose level takes the device less) captured
+    once and replayed each round with one launch, so that the host stays ahead of the device
+    and, on several GPUs, no rank's host delays the others' collectives.
+
+    A round's launches depend only on the matrix, the tree parameters and the number of trees
+    (every launch is sized for the most nodes its level can have), so one graph serves every
+    round with the same ones: its inputs (the round's fixed-point gradient pairs and scale)
+    are copied into buffers the graph reads, and its outputs (the trees' words, the rows'
+    leaves) are read before the next replay overwrites them (QueuedForest copies the words in
+    stream order; the margins move in stream order). The first round with given parameters
+    runs launch by launch (it compiles the kernels and fills the caches the capture must
+    find full); the second is captured. Everything the graph touches is allocated from a
+    memory pool of its own, so no array outside the graph is ever given memory a replay
+    writes. NCCL calls are captured too (NCCL supports stream capture); the watchdog then
+    watches each replay as one call. Per-node column sampling, level masks and any capture
+    failure take queue_forest, launch by launch (a failure is remembered for the run).
+    close() frees the graphs and their memory.
+    """
+
+    def __init__(self, enabled: bool | None = None):
+        self._graphs: dict = {}
+        self._seen: set = set()
+        self.failure: str | None = None if (GRAPHS if enabled is None else enabled) else "off"
+
+    def queue(self, ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices) -> "QueuedForest":
+        tree_indices = list(tree_indices)
+        key = self._key(ell, gpair, scale, params, comm, root_from_bins, len(tree_indices))
+        if key is None:
+            return queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+        graph = self._graphs.get(key)
+        if graph is None:
+            if key not in self._seen:
+                self._seen.add(key)
+                return queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+            try:
+                graph = _ForestGraph(ell, gpair.values.shape[0], params, comm, root_from_bins, tree_indices)
+            except Exception as exc:  # launches one by one do the same work, only slower
+                self.failure = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"daskgb: a round's launches could not be captured as a CUDA graph ({self.failure}); "
+                              "training goes on launching them one by one (slower, same trees)", RuntimeWarning,
+                              stacklevel=2)
+                return queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+            self._graphs[key] = graph
+        words, positions = graph.launch(gpair)
+        if isinstance(comm, NcclCommunicator):
+            comm.track("a round's NCCL allreduces (one CUDA graph)")
+        return QueuedForest(words, positions, gpair.abs_sum)
+
+    def _key(self, ell, gpair, scale, params, comm, root_from_bins, n_trees):
+        """What a round's launches depend on, or None where no graph is made."""
+        if (self.failure is not None or params.colsample_bytree != 1.0 or params.colsample_bylevel != 1.0
+                or not isinstance(scale, cupy.ndarray) or not isinstance(gpair, cb.FixedGradients)):
+            return None
+        sp = params.split_params()
+        return (id(ell), id(comm), int(params.max_depth), n_trees, bool(root_from_bins), gpair.values.shape,
+                float(sp.reg_lambda), float(sp.reg_alpha), float(sp.min_child_weight), float(sp.max_delta_step),
+                float(sp.min_split_loss), float(np.float32(params.learning_rate)))
+
+    def close(self) -> None:
+        for graph in self._graphs.values():
+            graph.close()
+        self._graphs.clear()
+
+
+def _calls(comm) -> int:
+    return getattr(comm, "nccl_allreduce_calls", 0)
+
+
+def _bytes(comm) -> int:
+    return getattr(comm, "nccl_allreduce_bytes", 0)
+
+
+class _ForestGraph:
+    """One captured round (see ForestGraphs)."""
+
+    def __init__(self, ell, n_values: int, params, comm, root_from_bins: bool, tree_indices):
+        self.pool = cupy.cuda.MemoryPool()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.graph = self.comm = None
+        # The split kernel's block counters for this stream, made before the capture (a
+        # capture would record their zeroing, not do it) and outside the graph's pool.
+        with self.stream:
+            cb._split_counters(2 ** int(params.max_depth))
+        with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
+            self.values = cupy.empty((n_values, 2), dtype=cupy.float32)
+            self.inv_scale = cupy.empty(2, dtype=cupy.float64)
+            self.scale = cupy.empty(2, dtype=cupy.float64)
+            gpair = cb.FixedGradients(self.values, None, self.inv_scale, self.scale)
+            self.stream.synchronize()
+            # The communicator counts the NCCL calls it makes: a capture makes none, each replay all.
+            counted = (_calls(comm), _bytes(comm))
+            self.stream.begin_capture()
+            try:
+                self.words, self.positions = _queue_trees(ell, gpair, self.scale, params, comm, root_from_bins,
+                                                          tree_indices)
+            except BaseException:
+                try:
+                    self.stream.end_capture()
+                except Exception:
+                    pass
+                self.close()
+                raise
+            self.graph = self.stream.end_capture()
+        self.comm, self.calls, self.bytes = comm, _calls(comm) - counted[0], _bytes(comm) - counted[1]
+        if self.calls:
+            comm.nccl_allreduce_calls, comm.nccl_allreduce_bytes = counted
+
+    def launch(self, gpair):
+        """Replay on the current stream with this round's gradient pairs: (words, positions)."""
+        self.values[...] = gpair.values
+        self.inv_scale[...] = gpair.inv_scale_d
+        self.scale[...] = gpair.scale_d
+        self.graph.launch(stream=cupy.cuda.get_current_stream())
+        if self.calls:
+            self.comm.nccl_allreduce_calls += self.calls
+            self.comm.nccl_allreduce_bytes += self.bytes
+        return self.words, self.positions
+
+    def close(self) -> None:
+        self.graph = self.comm = None
+        self.words = self.positions = self.values = self.inv_scale = self.scale = None
+        cb._forget_split_counters(self.stream)
+        self.pool.free_all_blocks()
+
+
+_VALUE_ROW = list(FIELDS).index("value")
+
+
+class QueuedForest:
+    """A round's trees in level.cu's layout on the device, copied to page-locked host memory
+    by the stream as soon as they are grown: trees() waits for that copy and for nothing
+    queued after it, so the device can grow the next round while the host reads these."""
+
+    def __init__(self, words, positions, sums):
+        self.words, self.positions = words, positions  # words: (K, len(FIELDS) + 1, cap) int32
+        self._host = cupy.asnumpy(words, out=cupyx.empty_pinned(words.shape, words.dtype), blocking=False)
+        # The sums the fixed-point scale was sized by (None: checked already): read with the
+        # trees, to check for NaN.
+        self._sums = None if sums is None else cupy.asnumpy(
+            sums, out=cupyx.empty_pinned(sums.shape, sums.dtype), blocking=False)
+        self._copied = cupy.cuda.Event(disable_timing=True)
+        self._copied.record()
+
+    def add_to(self, margin) -> None:
+        """Move each row's margin (margin[:, c] for tree c; (n,) for one tree) by its leaf's
+        value, on the device: the float32 additions _grow_round makes from the host trees.
+        Then forgets the device arrays (a CUDA graph's next replay writes them again)."""
+        k = self.words.shape[0]
+        n = self.positions.size // k
+        values = self.words[:, _VALUE_ROW].view(cupy.float32)
+        for c in range(k):
+            leaves = self.positions[c * n : (c + 1) * n]
+            column = margin if margin.ndim == 1 else margin[:, c]
+            column[...] += values[c][leaves // k if k > 1 else leaves]
+        self.words = self.positions = None
+
+    def trees(self) -> list[Tree]:
+        """The host Trees (waits for this round's copy only); NaN gradients raise here."""
+        self._copied.synchronize()
+        if self._sums is not None:
+            cb._check_finite(self._sums)
+        return [_host_tree(h) for h in self._host]
 
 
 def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int, positions, n_trees: int = 1,

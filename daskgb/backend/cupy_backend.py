@@ -911,6 +911,11 @@ def _split_counters(k: int):
     return c
 
 
+def _forget_split_counters(stream) -> None:
+    """Drop a stream's counters (a CUDA graph's capture stream, when the graph goes)."""
+    _COUNTERS.pop((cupy.cuda.runtime.getDevice(), stream.ptr), None)
+
+
 @functools.lru_cache(maxsize=16)
 def _all_features_on(device: int, n_features: int):
     return cupy.ones(n_features, dtype=cupy.uint8)

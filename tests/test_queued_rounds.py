@@ -1,0 +1,185 @@
+"""Rounds queued ahead of the host (booster.train with cuda_growth.queue_forest): the host
+queues round r+1 before it reads round r's trees, and the model is the one training gives
+when the host reads every round's trees first, bit for bit (GPU only)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import daskgb
+from daskgb import booster as booster_module
+
+pytestmark = pytest.mark.gpu
+
+CASES = [
+    dict(objective="binary:logistic", max_depth=6),
+    dict(objective="reg:squarederror", max_depth=4, subsample=0.7, colsample_bytree=0.8),
+    dict(objective="binary:logistic", max_depth=5, subsample=0.3, sampling_method="gradient_based"),
+    dict(objective="multi:softprob", num_class=3, max_depth=4),
+]
+
+
+def _matrix(objective, n=4000, f=8, seed=0):
+    import cupy
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    score = np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2]) + rng.normal(size=n) * 0.3
+    if objective == "binary:logistic":
+        y = (score > 0).astype(np.float32)
+    elif objective.startswith("multi:"):
+        y = np.digitize(score, [-0.5, 0.7]).astype(np.float32)
+    else:
+        y = score.astype(np.float32)
+    return X, daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y), max_bin=64, device="cuda")
+
+
+def _order_of_calls(monkeypatch):
+    """Log ("queue", round index) and ("read", round index) as training makes the calls."""
+    from daskgb.backend import cuda_growth
+
+    log = []
+    real_queue, real_trees = cuda_growth.queue_forest, cuda_growth.QueuedForest.trees
+    monkeypatch.setattr(cuda_growth, "GRAPHS", False)  # every round then takes queue_forest
+
+    def queue(*a, **k):
+        forest = real_queue(*a, **k)
+        forest._index = sum(1 for e in log if e[0] == "queue")
+        log.append(("queue", forest._index))
+        return forest
+
+    def trees(self):
+        log.append(("read", getattr(self, "_index", None)))
+        return real_trees(self)
+
+    monkeypatch.setattr(cuda_growth, "queue_forest", queue)
+    monkeypatch.setattr(cuda_growth.QueuedForest, "trees", trees)
+    return log
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_queued_rounds_give_the_model_of_rounds_read_one_by_one(case, monkeypatch):
+    params = {**CASES[case], "device": "cuda", "seed": 7, "max_bin": 64}
+    X, m = _matrix(params["objective"], seed=case)
+    log = _order_of_calls(monkeypatch)
+    queued = daskgb.train(params, m, 8, verbose_eval=False)
+    # The host read round r's trees only once round r + 1 was queued.
+    assert log[:4] == [("queue", 0), ("queue", 1), ("read", 0), ("queue", 2)]
+    assert log[-2:] == [("read", 6), ("read", 7)]
+    monkeypatch.setattr(booster_module, "_QUEUE_ROUNDS", False)
+    log.clear()
+    one_by_one = daskgb.train(params, m, 8, verbose_eval=False)
+    assert all(kind == "queue" for kind, _ in log[::2]) and all(
+        a[1] == b[1] for a, b in zip(log[::2], log[1::2])), "with queuing off each round is read before the next"
+    assert json.dumps(queued.to_dict()) == json.dumps(one_by_one.to_dict())
+    np.testing.assert_array_equal(np.asarray(queued.predict(X, output_margin=True)),
+                                  np.asarray(one_by_one.predict(X, output_margin=True)))
+
+
+def test_rounds_are_read_one_by_one_where_the_host_looks_at_each(monkeypatch):
+    """Eval sets, callbacks and custom objectives see each round before the next is queued."""
+    X, m = _matrix("binary:logistic")
+    log = _order_of_calls(monkeypatch)
+    res = {}
+    daskgb.train({"device": "cuda", "max_depth": 3, "objective": "binary:logistic"}, m, 4, evals=[(m, "train")],
+                 evals_result=res, verbose_eval=False)
+    assert log == [("queue", 0), ("read", 0), ("queue", 1), ("read", 1), ("queue", 2), ("read", 2),
+                   ("queue", 3), ("read", 3)]
+    assert len(res["train"]["logloss"]) == 4
+
+
+def test_queued_rounds_write_the_same_checkpoints(tmp_path, monkeypatch):
+    from daskgb.checkpoint import Checkpoints
+
+    params = {"device": "cuda", "max_depth": 4, "objective": "binary:logistic", "max_bin": 64}
+    _, m = _matrix("binary:logistic", seed=3)
+    daskgb.train(params, m, 9, verbose_eval=False, checkpoint_dir=tmp_path / "queued", checkpoint_every=4)
+    monkeypatch.setattr(booster_module, "_QUEUE_ROUNDS", False)
+    daskgb.train(params, m, 9, verbose_eval=False, checkpoint_dir=tmp_path / "one", checkpoint_every=4)
+    a, b = Checkpoints(tmp_path / "queued", 4).latest(), Checkpoints(tmp_path / "one", 4).latest()
+    assert a["rounds"] == b["rounds"] == 9
+    assert json.dumps(a["model"]) == json.dumps(b["model"])
+    assert sorted(p.name for p in (tmp_path / "queued").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+
+
+def _graph_launches(monkeypatch):
+    from daskgb.backend import cuda_growth
+
+    launches = []
+    real = cuda_growth._ForestGraph.launch
+
+    def launch(self, gpair):
+        launches.append(1)
+        return real(self, gpair)
+
+    monkeypatch.setattr(cuda_growth._ForestGraph, "launch", launch)
+    return launches
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_rounds_replayed_as_cuda_graphs_give_the_same_model(case, monkeypatch):
+    from daskgb.backend import cuda_growth
+
+    params = {**CASES[case], "device": "cuda", "seed": 11, "max_bin": 64}
+    X, m = _matrix(params["objective"], seed=10 + case)
+    launches = _graph_launches(monkeypatch)
+    graphed = daskgb.train(params, m, 7, verbose_eval=False)
+    # Round 0 runs launch by launch, round 1 is captured, and every round from there replays
+    # it; column sampling draws other features each tree, so it never takes a graph.
+    assert len(launches) == (0 if params.get("colsample_bytree", 1.0) < 1 else 6)
+    monkeypatch.setattr(cuda_growth, "GRAPHS", False)
+    launches.clear()
+    plain = daskgb.train(params, m, 7, verbose_eval=False)
+    assert not launches
+    assert json.dumps(graphed.to_dict()) == json.dumps(plain.to_dict())
+    np.testing.assert_array_equal(np.asarray(graphed.predict(X, output_margin=True)),
+                                  np.asarray(plain.predict(X, output_margin=True)))
+
+
+def test_a_failed_capture_warns_and_training_goes_on(monkeypatch):
+    from daskgb.backend import cuda_growth
+
+    params = {"device": "cuda", "max_depth": 5, "objective": "binary:logistic", "max_bin": 64}
+    _, m = _matrix("binary:logistic", seed=4)
+    expected = daskgb.train(params, m, 5, verbose_eval=False)
+
+    def refuse(*a, **k):
+        raise RuntimeError("capture refused (test)")
+
+    monkeypatch.setattr(cuda_growth._ForestGraph, "__init__", refuse)
+    with pytest.warns(RuntimeWarning, match="capture refused"):
+        got = daskgb.train(params, m, 5, verbose_eval=False)
+    assert json.dumps(got.to_dict()) == json.dumps(expected.to_dict())
+
+
+def test_graphs_follow_a_learning_rate_that_changes():
+    """A callback that changes the learning rate each round: each rate is its own launches
+    (no queuing with callbacks, so this drives ForestGraphs directly)."""
+    import cupy
+
+    from daskgb.backend import cuda_growth
+    from daskgb.backend import cupy_backend as cb
+    from daskgb.collective import LocalCommunicator
+    from daskgb.params import TrainParams
+
+    X, m = _matrix("reg:squarederror", seed=5)
+    rng = np.random.default_rng(0)
+    g = cupy.asarray(np.stack([rng.normal(size=X.shape[0]), np.ones(X.shape[0])], axis=1).astype(np.float32))
+    graphs = cuda_growth.ForestGraphs(enabled=True)
+    comm = LocalCommunicator()
+    try:
+        for eta in (0.3, 0.3, 0.3, 0.1, 0.1, 0.3):
+            params = TrainParams.from_dict({"max_depth": 4, "learning_rate": eta})
+            fixed, scale = cb.prepare_gradients(g, wait=False)
+            got = graphs.queue(m.ellpack, fixed, scale, params, comm, True, [0]).trees()[0]
+            fixed, scale = cb.prepare_gradients(g, wait=False)
+            want = cuda_growth.queue_forest(m.ellpack, fixed, scale, params, comm, True, [0]).trees()[0]
+            for name in ("left", "right", "feature", "bin", "value", "gain", "cover"):
+                np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"eta {eta} {name}")
+        assert len(graphs._graphs) == 2 and graphs.failure is None
+    finally:
+        graphs.close()
