@@ -646,15 +646,15 @@ def _fixed_gradients(backend, gpair, comm, wait: bool):
 
 
 def _queue_round(backend, dtrain, gpairs, margin, p, comm, root_from_bins, first, graphs):
-    """_grow_round's trees queued on the device (graphs: a backend/cuda_growth.ForestGraphs)
-    and the training margins moved there by their leaves, nothing waited for: returns the
-    QueuedForest, whose trees() the host reads later. It empties the list gpairs."""
+    """_grow_round's trees queued on the device (graphs: a backend/cuda_growth.ForestGraphs,
+    which also makes the fixed-point pairs) and the training margins moved there by their
+    leaves, nothing waited for: returns the QueuedForest, whose trees() the host reads later.
+    It empties the list gpairs."""
+    gpair = gpairs[0] if len(gpairs) == 1 else backend.xp.concatenate(gpairs)
     n_groups = len(gpairs)
-    gpair = gpairs[0] if n_groups == 1 else backend.xp.concatenate(gpairs)
     gpairs.clear()
-    gnative, scale = _fixed_gradients(backend, gpair, comm, wait=False)
-    del gpair  # device memory: the trees grow from the fixed-point pairs
-    forest = graphs.queue(dtrain.ellpack, gnative, scale, p, comm, root_from_bins, range(first, first + n_groups))
+    forest = graphs.queue(dtrain.ellpack, gpair, p, comm, root_from_bins, range(first, first + n_groups))
+    del gpair
     forest.add_to(margin)
     return forest
 

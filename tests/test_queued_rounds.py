@@ -174,8 +174,7 @@ def test_graphs_follow_a_learning_rate_that_changes():
     try:
         for eta in (0.3, 0.3, 0.3, 0.1, 0.1, 0.3):
             params = TrainParams.from_dict({"max_depth": 4, "learning_rate": eta})
-            fixed, scale = cb.prepare_gradients(g, wait=False)
-            got = graphs.queue(m.ellpack, fixed, scale, params, comm, True, [0]).trees()[0]
+            got = graphs.queue(m.ellpack, g, params, comm, True, [0]).trees()[0]
             fixed, scale = cb.prepare_gradients(g, wait=False)
             want = cuda_growth.queue_forest(m.ellpack, fixed, scale, params, comm, True, [0]).trees()[0]
             for name in ("left", "right", "feature", "bin", "value", "gain", "cover"):

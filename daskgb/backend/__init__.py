@@ -21,7 +21,14 @@ def array_module(*arrays):
 
 def to_host(a):
     """A numpy copy of a numpy or cupy array (no copy for numpy)."""
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+    if hasattr(a, "get") and not isinstance(a, np.ndarray):
+        import cupy
+
+        # Wait for the device with the GIL released first: CuPy's copy keeps the GIL while it
+        # waits, and the NCCL watchdog thread must be able to run during a wait on a peer.
+        cupy.cuda.get_current_stream().synchronize()
+        return a.get()
+    return np.asarray(a)
 
 
 @functools.lru_cache(maxsize=None)

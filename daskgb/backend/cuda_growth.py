@@ -115,6 +115,14 @@ def _queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_ind
     return (words[0][None] if k == 1 else cupy.stack(words)), positions
 
 
+def fixed_gradients(gpair, comm):
+    """prepare_gradients(wait=False) of the round's float gradient pairs, with the scale every
+    worker shares (sized by the |g| and |h| sums of all workers' rows, allreduced on the device)."""
+    g = cupy.ascontiguousarray(gpair, dtype=cupy.float32)
+    abs_sum = comm.allreduce(cb.gradient_abs_sums(g)) if comm.world_size > 1 else None
+    return cb.prepare_gradients(g, abs_sum=abs_sum, wait=False)
+
+
 class ForestGraphs:
     """A training run's rounds as CUDA graphs: the launches of a round's trees (about 20 a
     level, each ~25 us of host time, on data whose level takes the device less) captured
@@ -123,17 +131,19 @@ class ForestGraphs:
 
     A round's launches depend only on the matrix, the tree parameters and the number of trees
     (every launch is sized for the most nodes its level can have), so one graph serves every
-    round with the same ones: its inputs (the round's fixed-point gradient pairs and scale)
-    are copied into buffers the graph reads, and its outputs (the trees' words, the rows'
-    leaves) are read before the next replay overwrites them (QueuedForest copies the words in
-    stream order; the margins move in stream order). The first round with given parameters
-    runs launch by launch (it compiles the kernels and fills the caches the capture must
-    find full); the second is captured. Everything the graph touches is allocated from a
-    memory pool of its own, so no array outside the graph is ever given memory a replay
-    writes. NCCL calls are captured too (NCCL supports stream capture); the watchdog then
-    watches each replay as one call. Per-node column sampling, level masks and any capture
-    failure take queue_forest, launch by launch (a failure is remembered for the run).
-    close() frees the graphs and their memory.
+    round with the same ones. It starts from the round's float gradient pairs, copied into a
+    buffer the graph reads: the fixed-point scale (the |g|, |h| sums, their allreduce, the
+    scale) is part of the graph, so a round makes no NCCL call of its own. Its outputs (the
+    trees' words, the rows' leaves, the sums) are read before the next replay overwrites them
+    (QueuedForest copies the words and sums in stream order; the margins move in stream
+    order). The first round with given parameters runs launch by launch (it compiles the
+    kernels and fills the caches the capture must find full); the second is captured.
+    Everything the graph touches is allocated from a memory pool of its own, so no array
+    outside the graph is ever given memory a replay writes. NCCL calls are captured too
+    (NCCL supports stream capture); the watchdog then watches each replay as one call.
+    Per-level column sampling and any capture failure take queue_forest, launch by launch
+    (a failure is remembered for the run, with a warning). close() frees the graphs and
+    their memory.
     """
 
     def __init__(self, enabled: bool | None = None):
@@ -141,37 +151,36 @@ class ForestGraphs:
         self._seen: set = set()
         self.failure: str | None = None if (GRAPHS if enabled is None else enabled) else "off"
 
-    def queue(self, ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices) -> "QueuedForest":
+    def queue(self, ell, gpair, params, comm, root_from_bins: bool, tree_indices) -> "QueuedForest":
+        """The round's trees from its float gradient pairs ((K * n, 2)), queued (QueuedForest)."""
         tree_indices = list(tree_indices)
-        key = self._key(ell, gpair, scale, params, comm, root_from_bins, len(tree_indices))
-        if key is None:
-            return queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
-        graph = self._graphs.get(key)
-        if graph is None:
-            if key not in self._seen:
-                self._seen.add(key)
-                return queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+        key = self._key(ell, gpair, params, comm, root_from_bins, len(tree_indices))
+        graph = None if key is None else self._graphs.get(key)
+        if graph is None and key is not None and key in self._seen:
             try:
-                graph = _ForestGraph(ell, gpair.values.shape[0], params, comm, root_from_bins, tree_indices)
+                graph = self._graphs[key] = _ForestGraph(ell, gpair.shape[0], params, comm, root_from_bins,
+                                                         tree_indices)
             except Exception as exc:  # launches one by one do the same work, only slower
                 self.failure = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"daskgb: a round's launches could not be captured as a CUDA graph ({self.failure}); "
                               "training goes on launching them one by one (slower, same trees)", RuntimeWarning,
                               stacklevel=2)
-                return queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
-            self._graphs[key] = graph
-        words, positions = graph.launch(gpair)
+        if graph is None:
+            if key is not None:
+                self._seen.add(key)
+            fixed, scale = fixed_gradients(gpair, comm)
+            return queue_forest(ell, fixed, scale, params, comm, root_from_bins, tree_indices)
+        words, positions, sums = graph.launch(gpair)
         if isinstance(comm, NcclCommunicator):
             comm.track("a round's NCCL allreduces (one CUDA graph)")
-        return QueuedForest(words, positions, gpair.abs_sum)
+        return QueuedForest(words, positions, sums)
 
-    def _key(self, ell, gpair, scale, params, comm, root_from_bins, n_trees):
+    def _key(self, ell, gpair, params, comm, root_from_bins, n_trees):
         """What a round's launches depend on, or None where no graph is made."""
-        if (self.failure is not None or params.colsample_bytree != 1.0 or params.colsample_bylevel != 1.0
-                or not isinstance(scale, cupy.ndarray) or not isinstance(gpair, cb.FixedGradients)):
+        if self.failure is not None or params.colsample_bytree != 1.0 or params.colsample_bylevel != 1.0:
             return None
         sp = params.split_params()
-        return (id(ell), id(comm), int(params.max_depth), n_trees, bool(root_from_bins), gpair.values.shape,
+        return (id(ell), id(comm), int(params.max_depth), n_trees, bool(root_from_bins), tuple(gpair.shape),
                 float(sp.reg_lambda), float(sp.reg_alpha), float(sp.min_child_weight), float(sp.max_delta_step),
                 float(sp.min_split_loss), float(np.float32(params.learning_rate)))
 
@@ -202,15 +211,14 @@ class _ForestGraph:
             cb._split_counters(2 ** int(params.max_depth))
         with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
             self.values = cupy.empty((n_values, 2), dtype=cupy.float32)
-            self.inv_scale = cupy.empty(2, dtype=cupy.float64)
-            self.scale = cupy.empty(2, dtype=cupy.float64)
-            gpair = cb.FixedGradients(self.values, None, self.inv_scale, self.scale)
             self.stream.synchronize()
             # The communicator counts the NCCL calls it makes: a capture makes none, each replay all.
             counted = (_calls(comm), _bytes(comm))
             self.stream.begin_capture()
             try:
-                self.words, self.positions = _queue_trees(ell, gpair, self.scale, params, comm, root_from_bins,
+                fixed, scale = fixed_gradients(self.values, comm)
+                self.sums = fixed.abs_sum
+                self.words, self.positions = _queue_trees(ell, fixed, scale, params, comm, root_from_bins,
                                                           tree_indices)
             except BaseException:
                 try:
@@ -225,19 +233,18 @@ class _ForestGraph:
             comm.nccl_allreduce_calls, comm.nccl_allreduce_bytes = counted
 
     def launch(self, gpair):
-        """Replay on the current stream with this round's gradient pairs: (words, positions)."""
-        self.values[...] = gpair.values
-        self.inv_scale[...] = gpair.inv_scale_d
-        self.scale[...] = gpair.scale_d
+        """Replay on the current stream from this round's float gradient pairs: (words,
+        positions, the |g|, |h| sums its scale was sized by)."""
+        self.values[...] = gpair
         self.graph.launch(stream=cupy.cuda.get_current_stream())
         if self.calls:
             self.comm.nccl_allreduce_calls += self.calls
             self.comm.nccl_allreduce_bytes += self.bytes
-        return self.words, self.positions
+        return self.words, self.positions, self.sums
 
     def close(self) -> None:
         self.graph = self.comm = None
-        self.words = self.positions = self.values = self.inv_scale = self.scale = None
+        self.words = self.positions = self.values = self.sums = None
         cb._forget_split_counters(self.stream)
         self.pool.free_all_blocks()
 
