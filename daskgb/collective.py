@@ -30,10 +30,13 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import json
 import operator
 import os
+import socket
 import threading
 import time
+import uuid
 
 import numpy as np
 
@@ -802,6 +805,51 @@ _NCCL_DTYPES = {  # numpy dtype -> name of the cupy.cuda.nccl constant
 _NCCL_OPS = {"sum": "NCCL_SUM", "max": "NCCL_MAX", "min": "NCCL_MIN"}
 
 
+# NCCL communicators kept between fits, one per device: a fit on the same worker processes
+# and devices, in the same rank order, takes the communicator the last one left instead of
+# making its own. On 4 x H200 a fit otherwise paid ~75 ms of ncclCommInitRank, ~0.3 s of
+# connections made at its first collectives and ~0.45 s of ncclCommDestroy
+# (ci/stamp_rounds.py), most of a short fit's multi-GPU overhead. A communicator is kept
+# only after a fit that ended cleanly; one that was interrupted or aborted is never
+# reused. DASKGB_KEEP_NCCL=0 destroys each fit's communicator at its end;
+# release_kept_nccl() destroys the kept ones (their buffers hold device memory).
+KEEP_NCCL = os.environ.get("DASKGB_KEEP_NCCL", "1") != "0"
+_KEPT: dict = {}  # device -> (key: the ranks' [host, pid, device] in rank order as JSON, generation, communicator)
+_KEPT_LOCK = threading.Lock()
+
+
+def _take_kept(device: int):
+    with _KEPT_LOCK:
+        return _KEPT.pop(device, None)
+
+
+def _keep(device: int, entry) -> None:
+    with _KEPT_LOCK:
+        old = _KEPT.pop(device, None)
+        _KEPT[device] = entry
+    if old is not None:
+        _drop(old[2])
+
+
+def _drop(comm) -> None:
+    """Free a kept communicator that will not be used again. Abort, not destroy: destroy
+    waits on the peers, which may have dropped theirs already or be gone."""
+    try:
+        comm.abort()
+    except Exception:
+        pass
+
+
+def release_kept_nccl() -> int:
+    """Free the NCCL communicators this process keeps between fits; returns how many."""
+    with _KEPT_LOCK:
+        kept = list(_KEPT.values())
+        _KEPT.clear()
+    for entry in kept:
+        _drop(entry[2])
+    return len(kept)
+
+
 class NcclCommunicator(Communicator):
     """GPU collectives: cupy arrays through NCCL, everything else through ``host_comm``.
 
@@ -844,28 +892,49 @@ class NcclCommunicator(Communicator):
         # What went through NCCL, for reports: calls and bytes reduced.
         self.nccl_allreduce_calls = 0
         self.nccl_allreduce_bytes = 0
+        self.reused = False  # the NCCL communicator is one an earlier fit kept (KEEP_NCCL)
+        self._key = self._generation = None
         if self.world_size == 1:
             return
         import cupy
         from cupy.cuda import nccl
 
         self._nccl = nccl
-        if self.rank == 0:
-            try:
-                uid = ("ok", nccl.get_unique_id())
-            except Exception as exc:
-                uid = ("error", f"rank 0 could not make an NCCL unique id: {exc!r}")
-        else:
-            uid = None
-        status, uid = host_comm.broadcast(uid, root=0)
-        if status != "ok":
-            raise RuntimeError(uid)
         self._device = cupy.cuda.runtime.getDevice()
+        # Every rank offers the communicator it kept from an earlier fit (taken out of the
+        # keep, so that no concurrent fit takes it too); it is used only if every rank offers
+        # one of the same making, among the same processes and devices in the same order.
+        offered = _take_kept(self._device) if KEEP_NCCL else None
+        me = [socket.gethostname(), os.getpid(), int(self._device)]
         try:
-            self._comm = nccl.NcclCommunicator(self.world_size, uid, self.rank)
-        except Exception as exc:
-            raise RuntimeError(f"rank {self.rank}: NCCL communicator init failed on device "
-                               f"{self._device}: {exc}") from exc
+            views = host_comm.allgather([me, None if offered is None else [offered[0], offered[1]]])
+        except BaseException:
+            if offered is not None:
+                _drop(offered[2])
+            raise
+        # As text: the host collectives may hand tuples back as lists.
+        self._key = json.dumps([list(v[0]) for v in views])
+        if offered is not None and all(v[1] is not None and list(v[1]) == [self._key, offered[1]] for v in views):
+            self._comm, self._generation, self.reused = offered[2], offered[1], True
+        else:
+            if offered is not None:
+                _drop(offered[2])
+            if self.rank == 0:
+                try:
+                    uid = ("ok", (nccl.get_unique_id(), uuid.uuid4().hex))
+                except Exception as exc:
+                    uid = ("error", f"rank 0 could not make an NCCL unique id: {exc!r}")
+            else:
+                uid = None
+            status, uid = host_comm.broadcast(uid, root=0)
+            if status != "ok":
+                raise RuntimeError(uid)
+            uid, self._generation = uid
+            try:
+                self._comm = nccl.NcclCommunicator(self.world_size, uid, self.rank)
+            except Exception as exc:
+                raise RuntimeError(f"rank {self.rank}: NCCL communicator init failed on device "
+                                   f"{self._device}: {exc}") from exc
         self._watchdog = threading.Thread(target=self._watch, name=f"daskgb-nccl-watchdog-{self.rank}", daemon=True)
         self._watchdog.start()
 
@@ -972,11 +1041,16 @@ class NcclCommunicator(Communicator):
             self._watchdog.join(timeout=5)
 
     def close(self) -> None:
+        """End the fit: the NCCL communicator is kept for the next fit on the same ranks (see
+        KEEP_NCCL; the one kept before on this device is dropped), or destroyed."""
         self._stop_watchdog()
         with self._lock:
             comm, self._comm = self._comm, None
         if comm is not None:
-            comm.destroy()
+            if KEEP_NCCL and self._key is not None and self._interrupted is None:
+                _keep(self._device, (self._key, self._generation, comm))
+            else:
+                comm.destroy()
         self.host_comm.close()
 
     def abort(self, reason: str) -> None:

@@ -119,7 +119,12 @@ def fixed_gradients(gpair, comm):
     """prepare_gradients(wait=False) of the round's float gradient pairs, with the scale every
     worker shares (sized by the |g| and |h| sums of all workers' rows, allreduced on the device)."""
     g = cupy.ascontiguousarray(gpair, dtype=cupy.float32)
-    abs_sum = comm.allreduce(cb.gradient_abs_sums(g)) if comm.world_size > 1 else None
+    abs_sum = None
+    if comm.world_size > 1:
+        abs_sum = cb.gradient_abs_sums(g)
+        mark(ALLREDUCE)
+        abs_sum = comm.allreduce(abs_sum)
+        mark(OTHER)
     return cb.prepare_gradients(g, abs_sum=abs_sum, wait=False)
 
 

@@ -130,11 +130,12 @@ def _local_groups(parts, ordinals, n_total):
     return ranking.concat_groups(pieces, n_total)
 
 
-def _local_summary(device, missing, max_bin, *parts):
+def _local_summary(device, missing, budget, *parts):
     """This worker's weighted quantile summary (host arrays, or None without rows) and the
-    seconds its steps took. The summary keeps the entries its own rows call for (as each
-    XGBoost worker sizes its sketch by its rows): merging keeps the largest error of the
-    merged summaries, and the cluster's rows only size the one prune after the merge."""
+    seconds its steps took. budget: the entries a feature keeps, sized by the cluster's rows
+    (sizing it by the worker's own rows made the cuts coarser for the same error bound on
+    paper: an AUC test with max_bin 32 moved 0.003 from in-process, and the sketch was no
+    faster)."""
     import time
 
     from ..inputs import as_vector
@@ -148,7 +149,6 @@ def _local_summary(device, missing, max_bin, *parts):
     # NaN / inf labels: an error before any training (its count comes to the host: a sync).
     as_vector(y, X.shape[0], "y (labels)", xp)
     t1 = time.perf_counter()
-    budget = sketch.sketch_budget(X.shape[0], max_bin)
     summary = sketch.summarize(xp.asarray(X, dtype=xp.float32), w, missing, budget).to(np)
     return summary, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
 
@@ -355,7 +355,7 @@ class DaskQuantileMatrix:
             self.workers = sorted(a for a, i in infos.items() if i["rows"] > 0)
             self.max_bin = int(max_bin)
             budget = sketch.sketch_budget(self.n_rows, self.max_bin)
-            summaries = [client.submit(_local_summary, device, self.missing, self.max_bin, *holder[a], workers=[a],
+            summaries = [client.submit(_local_summary, device, self.missing, budget, *holder[a], workers=[a],
                                        allow_other_workers=False, pure=False) for a in self.workers]
             steps = gather_watching(client, [client.submit(_second, s, workers=[a], pure=False)
                                              for s, a in zip(summaries, self.workers)], self.workers, "quantisation")

@@ -100,7 +100,7 @@ def _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boo
                             early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks,
                             checkpoint_dir=checkpoint[0], checkpoint_every=checkpoint[1], resume=checkpoint[2],
                             _after_round=_each_round(board, reporter))
-    stats = {"rank": rank, "communicator": type(comm).__name__,
+    stats = {"rank": rank, "communicator": type(comm).__name__, "nccl_reused": getattr(comm, "reused", False),
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}
     return {"booster": booster if rank == 0 else None, "history": history, "collective": stats}

@@ -53,3 +53,49 @@ def test_two_gpus_grow_the_trees_of_one(policy):
     for i, (a, b) in enumerate(zip(dist.trees, local.trees)):
         for name in ("left", "right", "feature", "bin", "threshold", "default_left", "value", "cover"):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"tree {i} {name}")
+
+
+def test_a_second_fit_takes_the_nccl_communicator_the_first_kept():
+    """A clean fit keeps its NCCL communicator for the next fit on the same workers
+    (collective.KEEP_NCCL); a failed fit's is never reused, and the fit after it makes its own.
+    The models do not depend on which communicator summed the histograms."""
+    cupy = pytest.importorskip("cupy")
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from distributed import Client
+    from placement import on_workers
+
+    import daskgb.dask as dgb
+    from daskgb.callback import TrainingCallback
+
+    class FailOnRankOne(TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            from daskgb.dask.worker import _RUNNING
+
+            if epoch == 2 and any(getattr(c, "rank", 0) == 1 for c in _RUNNING.values()):
+                raise RuntimeError("rank 1 fails on purpose")
+            return False
+
+    X, y = _data(20_000, seed=3)
+    params = {"objective": "binary:logistic", "max_depth": 5, "device": "cuda"}
+    with dask_cuda.LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES="0,1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        chunks, placement = [10_000, 10_000], [0, 1]
+        dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement),
+                                        on_workers(client, y, chunks, placement))
+
+        def fit(**kw):
+            return dgb.train(client, params, dtrain, 6, verbose_eval=False, **kw)
+
+        first, second = fit(), fit()
+        assert [s["nccl_reused"] for s in first["collective"]] == [False, False]
+        assert [s["nccl_reused"] for s in second["collective"]] == [True, True]
+        assert first["booster"].to_dict() == second["booster"].to_dict()
+        with pytest.raises(Exception, match="fails on purpose"):
+            fit(callbacks=[FailOnRankOne()])
+        third = fit()
+        assert [s["nccl_reused"] for s in third["collective"]] == [False, False]
+        assert third["booster"].to_dict() == first["booster"].to_dict()
+        fourth = fit()
+        assert [s["nccl_reused"] for s in fourth["collective"]] == [True, True]
