@@ -15,7 +15,7 @@ from .data import DaskQuantileMatrix
 from .watch import gather_watching, live_workers
 from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
 
-__all__ = ["DaskQuantileMatrix", "WorkerLostError", "train", "predict"]
+__all__ = ["DaskQuantileMatrix", "WorkerLostError", "train", "predict", "release_nccl"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
           verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None,
@@ -146,6 +146,18 @@ class WorkerLostError(RuntimeError):
     def __init__(self, message: str, workers=(), round: int | None = None):
         super().__init__(message)  # args = (message,): it pickles, its attributes with it
         self.workers, self.round = list(workers), round
+
+
+def release_nccl(client) -> dict:
+    """Free the NCCL communicators the workers keep between fits ({worker: how many}).
+
+    A multi-GPU fit that ends cleanly leaves its communicator on each worker for the next fit
+    on the same workers, which then skips NCCL's setup and teardown (daskgb.collective
+    KEEP_NCCL; DASKGB_KEEP_NCCL=0 turns keeping off). A kept communicator holds NCCL's
+    buffers in device memory until this is called or the worker ends."""
+    from ..collective import release_kept_nccl
+
+    return client.run(release_kept_nccl)
 
 
 def _interrupt(client, job: str, workers: list, reason: str) -> list:

@@ -403,3 +403,24 @@ def test_nccl_watchdog_releases_a_wait_on_a_stuck_peer():
     # or return is NCCL's business once the peer has aborted (on 4 x H200 they returned); in
     # training the Dask layer interrupts it as soon as rank 0's error reaches the client.
     assert results[1][1] < nap + timeout + 30, f"the stuck rank took {results[1][1]:.1f} s"
+
+
+def test_release_nccl_frees_what_workers_keep(client):
+    """daskgb.dask.release_nccl reaches every worker; CPU workers keep no NCCL communicator."""
+    import daskgb.dask as dgb
+    from daskgb import collective
+
+    freed = dgb.release_nccl(client)
+    assert set(freed) == set(client.scheduler_info()["workers"]) and set(freed.values()) == {0}
+
+    class Fake:
+        aborted = 0
+
+        def abort(self):
+            Fake.aborted += 1
+
+    collective._keep(99, ("key", "gen", Fake()))
+    collective._keep(99, ("other", "gen2", Fake()))  # a new keep on a device drops the old one
+    assert Fake.aborted == 1
+    assert collective.release_kept_nccl() == 1 and Fake.aborted == 2
+    assert collective._take_kept(99) is None
