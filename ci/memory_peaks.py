@@ -31,17 +31,19 @@ def main():
     import daskgb
 
     n_rows, X, y, qid, params = benchmark.make_set(args.data, cupy, args.rows)
+    from daskgb.backend.cuda_growth import graph_memory_bytes
+
     pool = cupy.get_default_memory_pool()
 
     class Peak(memory_hook.MemoryHook):
         name = "Peak"
 
         def __init__(self):
-            self.base = pool.used_bytes()
+            self.base = pool.used_bytes() + graph_memory_bytes()
             self.peak, self.stack, self.size = self.base, None, 0
 
         def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
-            used = pool.used_bytes()
+            used = pool.used_bytes() + graph_memory_bytes()  # CUDA graphs' blocks are in pools of their own
             if used > self.peak:
                 self.peak, self.size = used, mem_size
                 self.stack = [f for f in traceback.extract_stack()[:-2] if "daskgb" in f.filename][-4:]

@@ -82,7 +82,8 @@ class PeakMemory:
     """Peak device memory above the level at entry, measured in a separate, untimed run so
     that measuring never slows the timed one.
 
-    pool=True (daskgb): bytes in live CuPy arrays (the memory pool's used bytes), read
+    pool=True (daskgb): bytes in live CuPy arrays (the memory pool's used bytes) plus the
+    blocks held by training's CUDA graphs (backend/cuda_growth.graph_memory_bytes), read
     after every allocation through a CuPy memory hook, so the pool's caching neither
     hides nor inflates the working set. pool=False (XGBoost, its own allocator): the
     device's used memory (cudaMemGetInfo), sampled by a thread every 2 ms.
@@ -98,15 +99,21 @@ class PeakMemory:
         if self.pool:
             from cupy.cuda import memory_hook
 
+            from daskgb.backend.cuda_growth import graph_memory_bytes
+
             mempool = xp.get_default_memory_pool()
-            self.base = self._max = mempool.used_bytes()
+
+            def used():  # live arrays, and the blocks training's CUDA graphs hold in their own pools
+                return mempool.used_bytes() + graph_memory_bytes()
+
+            self.base = self._max = used()
             outer = self
 
             class Hook(memory_hook.MemoryHook):
                 name = "PeakMemory"
 
                 def malloc_postprocess(self, **kwargs):
-                    outer._max = max(outer._max, mempool.used_bytes())
+                    outer._max = max(outer._max, used())
 
             self._hook = Hook()
             self._hook.__enter__()

@@ -182,3 +182,24 @@ def test_graphs_follow_a_learning_rate_that_changes():
         assert len(graphs._graphs) == 2 and graphs.failure is None
     finally:
         graphs.close()
+
+
+def test_graph_memory_is_counted_while_training_and_freed_after(monkeypatch):
+    """The graphs' blocks live outside CuPy's default pool: graph_memory_bytes() reports them
+    (memory figures add it), and training's end frees them."""
+    from daskgb.backend import cuda_growth
+
+    seen = []
+    real = cuda_growth._ForestGraph.launch
+
+    def launch(self, gpair):
+        seen.append(cuda_growth.graph_memory_bytes())
+        return real(self, gpair)
+
+    monkeypatch.setattr(cuda_growth._ForestGraph, "launch", launch)
+    X, m = _matrix("binary:logistic", n=20_000, seed=6)
+    daskgb.train({"device": "cuda", "max_depth": 6, "objective": "binary:logistic", "max_bin": 64}, m, 4,
+                 verbose_eval=False)
+    # At least the row index, scratch and leaves (4 bytes a row each) and the pairs (8 a row).
+    assert seen and min(seen) >= 20 * X.shape[0]
+    assert cuda_growth.graph_memory_bytes() == 0

@@ -195,6 +195,17 @@ class ForestGraphs:
         self._graphs.clear()
 
 
+# The memory pools of the graphs alive in this process (by graph id): their blocks are the
+# graphs' own, outside CuPy's default pool, so memory figures add graph_memory_bytes().
+_GRAPH_POOLS: dict = {}
+
+
+def graph_memory_bytes() -> int:
+    """Device bytes the live CUDA graphs of training hold (all their pools' blocks: a block
+    free in a pool is still written by the replays that captured it)."""
+    return sum(pool.total_bytes() for pool in list(_GRAPH_POOLS.values()))
+
+
 def _calls(comm) -> int:
     return getattr(comm, "nccl_allreduce_calls", 0)
 
@@ -208,6 +219,7 @@ class _ForestGraph:
 
     def __init__(self, ell, n_values: int, params, comm, root_from_bins: bool, tree_indices):
         self.pool = cupy.cuda.MemoryPool()
+        _GRAPH_POOLS[id(self)] = self.pool
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.graph = self.comm = None
         # The split kernel's block counters for this stream, made before the capture (a
@@ -252,6 +264,7 @@ class _ForestGraph:
         self.words = self.positions = self.values = self.sums = None
         cb._forget_split_counters(self.stream)
         self.pool.free_all_blocks()
+        _GRAPH_POOLS.pop(id(self), None)
 
 
 _VALUE_ROW = list(FIELDS).index("value")
