@@ -2,8 +2,10 @@
 
     python ci/profile_sketch.py --rows 10000000            # Higgs-shaped, 28 features
 
-Times sketch.summarize (repeated; medians) and profiles one call's host side with
-cProfile: the sketch is a sequence of small CuPy steps, so its host time is its time.
+Times sketch.summarize (repeated; medians), with the segmented search as one kernel and
+as the array-step reference in the same run (the cuts must be equal), and profiles one
+call's host side with cProfile: the sketch is a sequence of small CuPy steps, so its host
+time is its time.
 """
 
 from __future__ import annotations
@@ -37,15 +39,29 @@ def main():
     budget = sketch.sketch_budget(args.rows, args.max_bin)
     sketch.summarize(X[:100_000], None, float("nan"), budget)  # compile
 
-    def once():
+    kernel_search = sketch._segmented_searchsorted
+    cuts = {}
+
+    def once(how="kernel"):
+        sketch._segmented_searchsorted = (kernel_search if how == "kernel" else
+                                          sketch._segmented_searchsorted_steps)
         cupy.cuda.runtime.deviceSynchronize()
         t = time.perf_counter()
-        sketch.make_cuts(sketch.summarize(X, None, float("nan"), budget), args.max_bin).to(np)
-        return time.perf_counter() - t
+        cuts[how] = sketch.make_cuts(sketch.summarize(X, None, float("nan"), budget), args.max_bin).to(np)
+        took = time.perf_counter() - t
+        sketch._segmented_searchsorted = kernel_search
+        return took
 
-    times = [once() for _ in range(args.repeats)]
-    print(f"summarize + cuts, {args.rows} x {X.shape[1]}, budget {budget}: median {statistics.median(times):.3f} s "
-          f"runs {[round(t, 3) for t in times]}")
+    medians = {}
+    for how in ("kernel", "steps"):
+        once(how)
+        times = [once(how) for _ in range(args.repeats)]
+        medians[how] = statistics.median(times)
+        print(f"summarize + cuts ({how} search), {args.rows} x {X.shape[1]}, budget {budget}: "
+              f"median {medians[how]:.3f} s runs {[round(t, 3) for t in times]}")
+    same = all(np.array_equal(getattr(cuts["kernel"], f), getattr(cuts["steps"], f))
+               for f in ("ptrs", "values", "min_values"))
+    print(f"kernel / steps: {medians['kernel'] / medians['steps']:.2f}; cuts equal: {same}")
     prof = cProfile.Profile()
     prof.enable()
     once()

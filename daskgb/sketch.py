@@ -164,8 +164,19 @@ def _segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):
 
     A lock-step binary search over all queries: one pass per bit of the widest
     slice, so the cost is a few array operations per bit whatever the number of
-    segments, and the comparisons are exact (no offset keys for float64 ranks).
+    segments, and the comparisons are exact (no offset keys for float64 ranks). On a GPU
+    that is ~130 small launches for slices of 4M entries: there one kernel does the same
+    search, a thread a query (cupy_backend.segmented_searchsorted; tests compare the two).
     """
+    if xp is not np and a.dtype == xp.float64 and v.dtype == xp.float64:
+        from .backend import cupy_backend
+
+        return cupy_backend.segmented_searchsorted(a, lo, hi, v, right)
+    return _segmented_searchsorted_steps(xp, a, lo, hi, v, max_width, right)
+
+
+def _segmented_searchsorted_steps(xp, a, lo, hi, v, max_width: int, right: bool):
+    """_segmented_searchsorted as whole-array steps (the reference; numpy's path)."""
     lo = lo.astype(xp.int64, copy=True)
     hi = hi.astype(xp.int64, copy=True)
     last = max(a.size - 1, 0)

@@ -29,6 +29,21 @@ __device__ __forceinline__ unsigned long long shared_total(const unsigned* p, in
   return ((unsigned long long)p[n_bins + b] << 32) | (unsigned long long)p[b];
 }
 
+// A row's fixed-point pair added to bin b of its node: into the block's shared planes, or
+// straight into the node's global histogram. Two's complement: an unsigned add of a
+// negative value is the signed add.
+template <bool kShared>
+__device__ __forceinline__ void add_pair(unsigned* g_planes, unsigned* h_planes, int n_bins, long long* node_hist,
+                                         int b, longlong2 gh) {
+  if constexpr (kShared) {
+    if (gh.x != 0) shared_add(g_planes, n_bins, b, gh.x);
+    if (gh.y != 0) shared_add(h_planes, n_bins, b, gh.y);
+  } else {
+    if (gh.x != 0) atomicAdd((unsigned long long*)&node_hist[2 * b], (unsigned long long)gh.x);
+    if (gh.y != 0) atomicAdd((unsigned long long*)&node_hist[2 * b + 1], (unsigned long long)gh.y);
+  }
+}
+
 // hist: (n_build_nodes, total_bins, 2) int64, zeroed by the caller.
 // tiles: int64, a header row (n_tiles, 0, 0, 0), then n_tiles rows of (build-node slot, node
 // id, tile index, row offset): the block takes rows [tile index * tile_rows, + tile_rows)
@@ -143,14 +158,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
         const uint32_t x = sb < 32u ? __funnelshift_r(a, b, sb) : (sb < 64u ? __funnelshift_r(b, c, sb) : c >> (sb & 31u));
         const uint32_t sym = x & mask;
         if (sym == null_symbol) continue;
-        const int bin = local_ptrs[j0 + slot] + (int)sym;
-        if constexpr (kShared) {
-          if (gh.x != 0) shared_add(g_planes, n_bins, bin, gh.x);
-          if (gh.y != 0) shared_add(h_planes, n_bins, bin, gh.y);
-        } else {
-          if (gh.x != 0) atomicAdd((unsigned long long*)&node_hist[2 * bin], (unsigned long long)gh.x);
-          if (gh.y != 0) atomicAdd((unsigned long long*)&node_hist[2 * bin + 1], (unsigned long long)gh.y);
-        }
+        add_pair<kShared>(g_planes, h_planes, n_bins, node_hist, local_ptrs[j0 + slot] + (int)sym, gh);
       }
       continue;
     }
@@ -168,14 +176,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
       }
       j += threads_per_row;
       if (b < 0) continue;
-      if constexpr (kShared) {
-        if (gh.x != 0) shared_add(g_planes, n_bins, b, gh.x);
-        if (gh.y != 0) shared_add(h_planes, n_bins, b, gh.y);
-      } else {
-        // Two's complement: an unsigned add of a negative value is the signed add.
-        if (gh.x != 0) atomicAdd((unsigned long long*)&node_hist[2 * b], (unsigned long long)gh.x);
-        if (gh.y != 0) atomicAdd((unsigned long long*)&node_hist[2 * b + 1], (unsigned long long)gh.y);
-      }
+      add_pair<kShared>(g_planes, h_planes, n_bins, node_hist, b, gh);
     }
   }
 

@@ -533,3 +533,35 @@ def test_containers_move_between_modules(xp):
     for a, b in ((back.ptrs, c.ptrs), (back.values, c.values), (back.min_values, c.min_values)):
         np.testing.assert_array_equal(a, b)
     assert (back.n_features, back.total_bins, back.max_bins_per_feature) == (3, 24, 8)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("right", [True, False], ids=["right", "left"])
+def test_segmented_search_kernel_equals_the_steps(right):
+    """kernels/sketch.cu's search (what prune runs on a GPU) against the array-step
+    reference and np.searchsorted, on runs with ties, empty runs and queries outside them."""
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    import cupy
+
+    from daskgb.backend import cupy_backend
+
+    rng = np.random.default_rng(11 + right)
+    sizes = rng.integers(0, 300, 60)
+    sizes[[3, 7, 59]] = 0
+    a = np.concatenate([np.sort(rng.integers(0, 40, s)).astype(np.float64) for s in sizes])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    seg = rng.integers(0, sizes.size, 5000)
+    hi = starts[seg] + sizes[seg]
+    lo = np.minimum(starts[seg] + rng.integers(0, 3, seg.size), hi)
+    v = rng.integers(-3, 44, seg.size).astype(np.float64) + rng.choice([0.0, 0.5], seg.size)
+    want = sketch_mod._segmented_searchsorted_steps(np, a, lo, hi, v, int(sizes.max()), right)
+    side = "right" if right else "left"
+    brute = np.array([l + np.searchsorted(a[l:h], x, side=side) for l, h, x in zip(lo, hi, v)])
+    np.testing.assert_array_equal(want, brute)
+    got = cupy_backend.segmented_searchsorted(cupy.asarray(a), cupy.asarray(lo), cupy.asarray(hi), cupy.asarray(v),
+                                              right)
+    np.testing.assert_array_equal(got.get(), want)
+    via = sketch_mod._segmented_searchsorted(cupy, cupy.asarray(a), cupy.asarray(lo), cupy.asarray(hi),
+                                             cupy.asarray(v), int(sizes.max()), right)
+    np.testing.assert_array_equal(via.get(), want)

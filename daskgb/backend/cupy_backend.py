@@ -92,6 +92,7 @@ _PREDICT = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
 _SPLIT = ("evaluate_splits",)
 _SAMPLING = ("mvs_extremes", "mvs_candidate_stats", "mvs_sample")
 _CHILDREN = ("children_histograms",)
+_SKETCH = ("segmented_search_right", "segmented_search_left")
 _SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
 _CANDIDATE_BYTES = 48  # sizeof(Candidate) in kernels/split.cu
 
@@ -758,6 +759,21 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         part._pending.append((children[has_rows], part._counts))
     else:
         part.count[children] = 0
+
+
+# --------------------------------------------------------------------------- sketch
+def segmented_searchsorted(a, lo, hi, v, right: bool):
+    """sketch._segmented_searchsorted in one launch (kernels/sketch.cu): for each query, the
+    place of v[q] in the sorted run a[lo[q]:hi[q]] (searchsorted's side "right" or "left"),
+    as an index into a. a, v: float64; lo, hi: int64."""
+    a = cupy.ascontiguousarray(a, dtype=cupy.float64)
+    v = cupy.ascontiguousarray(v, dtype=cupy.float64)
+    lo = cupy.ascontiguousarray(lo, dtype=cupy.int64)
+    hi = cupy.ascontiguousarray(hi, dtype=cupy.int64)
+    out = cupy.empty(v.size, dtype=cupy.int64)
+    fn = _kernel("sketch.cu", _SKETCH, "segmented_search_right" if right else "segmented_search_left")
+    _launch_1d(fn, v.size, (a, lo, hi, v, np.int64(v.size), out))
+    return out
 
 
 # --------------------------------------------------------------------------- histograms
