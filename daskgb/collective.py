@@ -98,7 +98,10 @@ class Communicator:
     rank: int = 0
     world_size: int = 1
 
-    def allreduce(self, x, op: str = "sum"):
+    def allreduce(self, x, op: str = "sum", *, out=None):
+        """x reduced over the ranks by op. out (an array of x's shape and dtype; x itself for
+        an in-place reduction, which NCCL does without a second buffer) receives the result
+        and is returned."""
         raise NotImplementedError
 
     def allgather(self, obj) -> list:
@@ -130,9 +133,9 @@ class LocalCommunicator(Communicator):
     rank = 0
     world_size = 1
 
-    def allreduce(self, x, op: str = "sum"):
+    def allreduce(self, x, op: str = "sum", *, out=None):
         _check_op(op)
-        return x
+        return _into(out, x)
 
     def allgather(self, x):
         return [x]
@@ -148,6 +151,17 @@ class LocalCommunicator(Communicator):
 
 
 _UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _into(out, result):
+    """allreduce's result, written into out where one is given (out may be the input)."""
+    if out is None or out is result:
+        return result
+    if getattr(out, "shape", None) != getattr(result, "shape", ()) or out.dtype != result.dtype:
+        raise ValueError(f"allreduce out= must have the result's shape {getattr(result, 'shape', ())} and "
+                         f"dtype {getattr(result, 'dtype', type(result))}")
+    out[...] = result
+    return out
 
 
 def reduce_in_rank_order(values: list, op: str = "sum"):
@@ -552,18 +566,18 @@ class DaskCommunicator(Communicator):
 
     # -- collectives ------------------------------------------------------------------------
 
-    def allreduce(self, x, op: str = "sum"):
+    def allreduce(self, x, op: str = "sum", *, out=None):
         _check_op(op)
         _check_reducible(x, op)
         if _is_cupy(x):
             import cupy
 
             with x.device:
-                return cupy.asarray(self.allreduce(cupy.asnumpy(x), op))
+                return _into(out, cupy.asarray(self.allreduce(cupy.asnumpy(x), op)))
         result = self._collective(f"allreduce({op})", x, functools.partial(reduce_in_rank_order, op=op))
         if isinstance(result, np.ndarray) and not result.flags.writeable:
             result = result.copy()
-        return result
+        return _into(out, result)
 
     def allgather(self, obj) -> list:
         return self._collective("allgather", obj, list)
@@ -985,15 +999,15 @@ class NcclCommunicator(Communicator):
         if self._interrupted is not None:
             raise RuntimeError(self._interrupted)
 
-    def allreduce(self, x, op: str = "sum"):
+    def allreduce(self, x, op: str = "sum", *, out=None):
         _check_op(op)
         comm = self._comm  # once: interrupt() may clear it from another thread
         self._check_interrupted()
         if comm is None:
             _check_reducible(x, op)
-            return x
+            return _into(out, x)
         if not _is_cupy(x):
-            return self.host_comm.allreduce(x, op)
+            return self.host_comm.allreduce(x, op, out=out)
         import cupy
 
         if x.dtype not in _NCCL_DTYPES:
@@ -1003,7 +1017,12 @@ class NcclCommunicator(Communicator):
                              f"device {self._device}")
         with cupy.cuda.Device(self._device):
             src = cupy.ascontiguousarray(x)
-            out = cupy.empty_like(src)
+            if out is None:
+                out = cupy.empty_like(src)
+            elif not (_is_cupy(out) and out.shape == src.shape and out.dtype == src.dtype
+                      and out.flags.c_contiguous and out.device.id == self._device):
+                raise ValueError(f"allreduce out= must be a C-contiguous array of shape {src.shape} and dtype "
+                                 f"{src.dtype} on device {self._device}")
             if src.size:
                 stream = cupy.cuda.get_current_stream()
                 comm.allReduce(src.data.ptr, out.data.ptr, src.size, getattr(self._nccl, _NCCL_DTYPES[src.dtype]),

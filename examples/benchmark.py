@@ -189,17 +189,26 @@ def run_set(name, args, device, xp):
         q = None if qtr is None else qtr[lo:hi]
         return daskgb.QuantileMatrix(Xtr[lo:hi], ytr[lo:hi], qid=q, max_bin=args.max_bin, device=device)
 
-    # Untimed warm-up on a slice: kernel compilation, XGBoost's lazy initialisation.
+    # Warm-up, untimed in the table: kernel compilation (daskgb compiles its kernels on first
+    # use and caches them on disk; the sketch's merge and prune run only on inputs larger than
+    # a block, so the whole matrix is quantised once), XGBoost's lazy initialisation. The
+    # first whole build's time is kept (quantise_first_s): what a fresh machine pays once.
     warm = min(n, 50_000)
     if qtr is not None:
         warm = int(xp.searchsorted(qtr, qtr[warm - 1]))
     daskgb.train(params, qm(0, warm), 2, verbose_eval=False)
+    release(xp)
+    t0 = time.perf_counter()
+    qm(0, n)
+    sync(xp)
+    first_s = time.perf_counter() - t0
     xgb_params = {**params, "tree_method": "hist", "device": "cuda" if device == "cuda" else "cpu"}
     if not args.skip_xgboost:
         import xgboost as xgb
 
         kw = {} if qtr is None else {"qid": qtr[:warm]}
         xgb.train(xgb_params, xgb.QuantileDMatrix(Xtr[:warm], ytr[:warm], max_bin=args.max_bin, **kw), 2)
+        xgb.QuantileDMatrix(Xtr, ytr, max_bin=args.max_bin, **({} if qtr is None else {"qid": qtr}))
     release(xp)
 
     sync(xp)
@@ -210,7 +219,8 @@ def run_set(name, args, device, xp):
     booster = daskgb.train(params, dtrain, args.rounds, verbose_eval=False)
     sync(xp)
     t2 = time.perf_counter()
-    res["daskgb"] = {"quantise_s": t1 - t0, "train_s": t2 - t1, "ms_per_round": 1e3 * (t2 - t1) / args.rounds,
+    res["daskgb"] = {"quantise_s": t1 - t0, "quantise_first_s": first_s, "train_s": t2 - t1,
+                     "ms_per_round": 1e3 * (t2 - t1) / args.rounds,
                      "quality": quality(xp, metric, yte, booster.predict(Xte), qte)}
     del dtrain, booster
     release(xp)
@@ -283,8 +293,8 @@ def sweep(args, device, xp):
 
 def markdown(results) -> str:
     lines = ["| set | rows x features | metric | daskgb train | XGBoost train | ratio | daskgb metric | "
-             "XGBoost metric | daskgb peak mem | XGBoost peak mem |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "XGBoost metric | daskgb peak mem | XGBoost peak mem | daskgb quantise | XGBoost quantise |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def mem(v):
         return "n/a" if v is None else f"{v:.2f} GiB"
@@ -295,7 +305,8 @@ def markdown(results) -> str:
             f"| {r['set']} | {r['rows']:,} x {r['features']} | {r['metric']} | {ours['train_s']:.2f} s | "
             + (f"{theirs['train_s']:.2f} s | {r['ratio']:.2f} | " if theirs else "- | - | ")
             + f"{ours['quality']:.5f} | " + (f"{theirs['quality']:.5f} | " if theirs else "- | ")
-            + f"{mem(ours['peak_mem_gib'])} | " + (f"{mem(theirs['peak_mem_gib'])} |" if theirs else "- |"))
+            + f"{mem(ours['peak_mem_gib'])} | " + (f"{mem(theirs['peak_mem_gib'])} |" if theirs else "- |")
+            + f" {ours['quantise_s']:.2f} s | " + (f"{theirs['quantise_s']:.2f} s |" if theirs else "- |"))
     head = (f"{results['rounds']} rounds, eta {results['eta']}, max_bin {results['max_bin']}, device "
             f"{results['device']} ({results.get('gpu', 'cpu')}), XGBoost {results.get('xgboost_version', '-')}\n\n")
     return head + "\n".join(lines) + "\n"

@@ -156,3 +156,33 @@ def test_nan_gradients_are_an_error():
     params = TrainParams.from_dict({"max_depth": 3})
     with pytest.raises(ValueError, match="NaN"):
         cuda_growth.grow_forest(m.ellpack, fixed, scale, params, LocalCommunicator(), True)
+
+
+@pytest.mark.parametrize("max_depth", range(1, 13))
+def test_level_histograms_share_one_buffer_without_overlap(max_depth):
+    """cuda_growth._HistogramArena: at every level that builds, the parents' histograms, the
+    built children's and all children's are disjoint views of one buffer; the children are
+    the next level's parents; the buffer is no larger than what one level holds at once."""
+    from daskgb.backend.cuda_growth import _HistogramArena
+
+    total_bins = 7
+    arena = _HistogramArena(max_depth, total_bins)
+    node = total_bins * 2 * 8
+    base = arena.buf.data.ptr
+
+    def span(view, nodes):
+        assert view.shape == (nodes, total_bins, 2) and view.flags.c_contiguous
+        lo = (view.data.ptr - base) // node
+        assert 0 <= lo and lo + nodes <= arena.nodes
+        return set(range(lo, lo + nodes))
+
+    assert span(arena.hist(0), 1)
+    most = 1
+    for depth in range(max_depth - 1):  # the levels that build children
+        k = 2**depth
+        parents, built, children = span(arena.hist(depth), k), span(arena.built(depth), k), \
+            span(arena.children(depth), 2 * k)
+        assert not (parents & built) and not (parents & children) and not (built & children)
+        assert arena.children(depth).data.ptr == arena.hist(depth + 1).data.ptr
+        most = max(most, 4 * k)
+    assert arena.nodes == most

@@ -306,6 +306,36 @@ class QueuedForest:
         return [_host_tree(h) for h in self._host]
 
 
+class _HistogramArena:
+    """A tree's level histograms, as views of one buffer: level d reads its nodes' histograms
+    (hist, 2^d nodes), builds the smaller children's (built, 2^d) and writes all children's
+    (children, 2^(d+1)), which are level d + 1's hist. hist and built sit at one end of the
+    buffer and children at the other, the ends alternating with the level, so the three never
+    overlap and the buffer needs 2^max_depth nodes (4 x 2^d at the last level that builds):
+    the most the level histograms ever hold at once. Allocated level by level instead, each
+    size is a block of its own that a memory pool cannot hand to the next, larger level: a
+    CUDA graph's pool then keeps every level's blocks (about 1.5 x this buffer at depth 8)."""
+
+    def __init__(self, max_depth: int, total_bins: int):
+        self.nodes = 2 ** max_depth if max_depth >= 2 else 1
+        self.buf = cupy.empty((self.nodes, total_bins, 2), dtype=cupy.int64)
+
+    def _front(self, depth: int) -> bool:  # whether level depth's hist is at the buffer's front
+        return depth % 2 == 0
+
+    def hist(self, depth: int):
+        k = 2**depth
+        return self.buf[:k] if self._front(depth) else self.buf[self.nodes - k:]
+
+    def built(self, depth: int):
+        k = 2**depth
+        return self.buf[k : 2 * k] if self._front(depth) else self.buf[self.nodes - 2 * k : self.nodes - k]
+
+    def children(self, depth: int):
+        k = 2 ** (depth + 1)
+        return self.buf[self.nodes - k:] if self._front(depth) else self.buf[:k]
+
+
 def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int, positions, n_trees: int = 1,
               tree: int = 0):
     """One depthwise tree from the FixedGradients gpair, queued on the device: returns its
@@ -330,13 +360,16 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     scratch = cupy.empty_like(ridx)
     masks = _level_masks(params, ell.n_features, tree_index)
 
+    arena = _HistogramArena(max_depth, total_bins)
+
     # The root: its histogram, sums, node and best split.
     tiles, n_tiles, tile_rows = _root_tiles(ell, setup)
     mark(HISTOGRAM)
-    hist = cupy.zeros((1, total_bins, 2), dtype=cupy.int64)
+    hist = arena.hist(0)
+    hist.fill(0)
     cb.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
     mark(ALLREDUCE)
-    hist = comm.allreduce(hist)
+    hist = comm.allreduce(hist, out=hist)
     mark(SPLIT)
     sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
     kern("grow_root")((1,), (1,), (sums, cb._device_scale(scale), *p, eta, np.int64(n), words,
@@ -367,12 +400,13 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
         if not grow_children:
             break
         mark(HISTOGRAM)
-        built = cupy.zeros((k_max, total_bins, 2), dtype=cupy.int64)
+        built = arena.built(depth)
+        built.fill(0)
         cb.launch_histograms(ell, gpair, ridx, segs, hist_tiles, hist_grid, tile_rows, built, setup)
         mark(ALLREDUCE)
-        built = comm.allreduce(built)
+        built = comm.allreduce(built, out=built)
         mark(HISTOGRAM)
-        children = cupy.empty((2 * k_max, total_bins, 2), dtype=cupy.int64)
+        children = arena.children(depth)
         sums = cupy.empty((2 * k_max, 2), dtype=cupy.int64)
         cb.launch_children(hist, built, left, right, child_info, k_max, k_max, children, sums)
         hist = children
@@ -380,7 +414,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
         mark(SPLIT)
         recs, left, right = cb.launch_evaluate(ell.cuts, hist, sums, scale, sp,
                                                None if masks is None else masks[depth + 1], 2 * k_max, k_live)
-    del hist
+    del hist, arena
 
     leaves = 2**max_depth
     chunks = int(min(256, max(1, -(-n // (leaves * _LABEL_ROWS)))))

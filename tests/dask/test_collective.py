@@ -81,6 +81,11 @@ def _exercise(job_id, root, rank, world_size):
         }
         big = comm.allreduce(_big(rank))
         out["big"] = (big.shape, big.dtype.str, _digest(big))
+        # out=: the result written into the given array, the input itself included.
+        mine = np.array([rank, 2 * rank], dtype=np.int64)
+        into = np.empty(2, dtype=np.int64)
+        out["into"] = (comm.allreduce(mine, out=into) is into, into.copy())
+        out["in_place"] = (comm.allreduce(mine, op="max", out=mine) is mine, mine.copy())
     return out
 
 
@@ -213,6 +218,9 @@ def test_collectives_bit_identical_in_rank_order(client):
         assert out["bcast0"] == {"root": 0}
         assert out["bcast2"] == "from rank 2"
         assert out["big"] == ((BIG,), big.dtype.str, _digest(big)), f"rank {rank}"
+        ranks = np.arange(N_WORKERS)
+        assert out["into"][0] and out["into"][1].tolist() == [ranks.sum(), 2 * ranks.sum()]
+        assert out["in_place"][0] and out["in_place"][1].tolist() == [ranks.max(), 2 * ranks.max()]
 
 
 def test_timeout_names_hung_rank(client):
@@ -276,6 +284,11 @@ def test_world_size_one_needs_no_cluster():
     with comm:
         assert comm.allreduce(x) is x
         assert comm.allreduce(3, op="max") == 3
+        into = np.zeros(5)
+        assert comm.allreduce(x, out=into) is into and np.array_equal(into, x)
+        assert comm.allreduce(x, out=x) is x
+        with pytest.raises(ValueError, match="out="):
+            comm.allreduce(x, out=np.zeros(4))
         assert comm.allgather({"a": 1}) == [{"a": 1}]
         assert comm.broadcast("b") == "b"
         with pytest.raises(ValueError):
@@ -328,6 +341,11 @@ def _nccl_exercise(job_id, root, rank, world_size):
             "via_host": DaskCommunicator.allreduce(host, cupy.ones(3) * rank).get(),
             "gather": comm.allgather(rank),
         }
+        # In place, as the device grower reduces its histograms: no second buffer.
+        mine = cupy.full(5, rank + 1, dtype=cupy.int64)
+        out["in_place"] = (comm.allreduce(mine, out=mine) is mine, mine.get())
+        with pytest.raises(ValueError, match="out="):
+            comm.allreduce(mine, out=cupy.empty(4, dtype=cupy.int64))
     return out
 
 
@@ -349,6 +367,8 @@ def test_nccl_two_gpus():
         assert out["host"] == 1.0
         np.testing.assert_array_equal(out["via_host"], np.ones(3))
         assert out["gather"] == [0, 1]
+        assert out["in_place"][0]
+        np.testing.assert_array_equal(out["in_place"][1], np.full(5, 3))
 
 
 @pytest.mark.gpu
