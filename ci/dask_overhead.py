@@ -82,6 +82,8 @@ def main():
                   lambda: daskgb.DaskGBClassifier(n_estimators=args.rounds, **kw).fit(X, y, verbose=False))
             timed("  classes (da.unique)", lambda: np.unique(da.unique(y).compute()))
             m = timed("  DaskQuantileMatrix", lambda: dd.DaskQuantileMatrix(client, X, y, max_bin=256))
+            for step, took in m.timings.items():
+                times.setdefault(f"    {step}", []).append(took)
             timed("  dd.train", lambda: dd.train(client, params, m, args.rounds, verbose_eval=False))
             if args.workers == 1:  # the worker's own matrix trained in a plain task: the worker's cost alone
                 (a, local), = m._local.items()
