@@ -19,6 +19,7 @@ from ..backend import array_module
 from ..inputs import check_feature_names, is_numeric_dtype
 from ..matrix import check_paging
 from .watch import gather_watching, live_workers
+from .worker import device_in_use, give_back_device_memory_when_idle
 
 # --------------------------------------------------------------------------- on the workers
 
@@ -140,6 +141,7 @@ def _local_summary(device, missing, budget, *parts):
 
     from ..inputs import as_vector
 
+    device_in_use()
     t0 = time.perf_counter()
     X, y, w, _ = _local_arrays(parts, device)
     if X is None or X.shape[0] == 0:
@@ -159,6 +161,7 @@ def _merged_cuts(device, budget, max_bin, *pairs):
     does in milliseconds where the client's numpy took ~0.1 s a worker."""
     import daskgb.backend as be
 
+    device_in_use()
     xp = be.get_backend(device).xp
     merged = None
     for s, _ in pairs:  # each worker's (_local_summary) summary and timings
@@ -173,6 +176,17 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
     """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). groups: None, or
     (per-partition global group ordinals, number of groups in all partitions). paging: the
     (device_memory_budget, spill_dir) each worker keeps its own matrix within (external.py)."""
+    device_in_use()
+    try:
+        return _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels,
+                                   groups, paging, *parts)
+    finally:
+        if device == "cuda":  # what quantising cached goes back if no training follows soon
+            give_back_device_memory_when_idle()
+
+
+def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
+                        *parts):
     from .. import ranking
     from ..matrix import QuantileMatrix
 

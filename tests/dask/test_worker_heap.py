@@ -43,38 +43,86 @@ def test_heap_setting_with_the_real_c_library(monkeypatch):
     assert a.sum() == 1 << 20
 
 
-def test_the_next_training_waits_for_the_memory_given_back():
-    """train_on_worker gives the device memory back on a thread (_give_back_device_memory_soon);
-    the next training waits for it (_wait_for_give_back), every pending one."""
+
+@pytest.fixture
+def give_back(monkeypatch):
+    """worker's give-back with a fake device and a recording _give_back_device_memory."""
+    calls = []
+    monkeypatch.setattr(worker, "_current_device", lambda: 3)
+    monkeypatch.setattr(worker, "_give_back_device_memory", lambda device=None: calls.append(device))
+    monkeypatch.setattr(worker, "GIVE_BACK_AFTER_S", 0.2)
+    return calls
+
+
+def test_an_idle_worker_gives_its_device_memory_back(give_back):
+    import time
+
+    worker.give_back_device_memory_when_idle()
+    assert give_back == []  # not at once: the next fit may follow
+    time.sleep(0.5)
+    assert give_back == [3]
+
+
+def test_a_task_that_follows_keeps_the_memory(give_back):
+    import time
+
+    worker.give_back_device_memory_when_idle()
+    worker.device_in_use()  # the next matrix or training starts within the wait
+    time.sleep(0.5)
+    assert give_back == []
+    worker._RUNNING["job"] = object()  # a training under way: it gives back when it ends
+    try:
+        worker.give_back_device_memory_when_idle()
+        time.sleep(0.5)
+        assert give_back == []
+    finally:
+        worker._RUNNING.pop("job")
+
+
+def test_no_wait_gives_back_as_the_fit_ends(give_back, monkeypatch):
+    monkeypatch.setattr(worker, "GIVE_BACK_AFTER_S", 0.0)
+    worker.give_back_device_memory_when_idle()
+    assert give_back == [3]
+
+
+def test_a_task_waits_for_a_give_back_under_way(monkeypatch):
+    """A cudaFree while a training captures a CUDA graph would break the capture."""
     import threading
     import time
 
-    done = []
+    started, events = threading.Event(), []
 
-    def slow(i):
-        time.sleep(0.2)
-        done.append(i)
+    def slow(device=None):
+        started.set()
+        time.sleep(0.3)
+        events.append("given back")
 
-    for i in range(2):
-        t = threading.Thread(target=slow, args=(i,))
-        worker._GIVING_BACK.append(t)
-        t.start()
-    worker._wait_for_give_back()
-    assert sorted(done) == [0, 1] and worker._GIVING_BACK == []
-    worker._wait_for_give_back()  # none pending: returns at once
+    monkeypatch.setattr(worker, "_current_device", lambda: 0)
+    monkeypatch.setattr(worker, "_give_back_device_memory", slow)
+    monkeypatch.setattr(worker, "GIVE_BACK_AFTER_S", 0.01)
+    worker.give_back_device_memory_when_idle()
+    assert started.wait(5)
+    worker.device_in_use()
+    events.append("task starts")
+    assert events == ["given back", "task starts"]
 
 
 @pytest.mark.gpu
-def test_device_memory_is_given_back_on_a_thread():
+def test_device_memory_is_given_back_when_idle(monkeypatch):
     """The blocks CuPy's pool caches are freed by the give-back thread, on the device of the
-    task that started it."""
+    task that scheduled it."""
+    import time
+
     cupy = pytest.importorskip("cupy")
     if cupy.cuda.runtime.getDeviceCount() < 1:
         pytest.skip("needs a GPU")
+    monkeypatch.setattr(worker, "GIVE_BACK_AFTER_S", 0.1)
     pool = cupy.get_default_memory_pool()
     x = cupy.empty(64 << 20, dtype=cupy.uint8)  # a block of its own, cached once freed
     del x
     cached = pool.total_bytes()
-    worker._give_back_device_memory_soon()
-    worker._wait_for_give_back()
+    worker.give_back_device_memory_when_idle()
+    deadline = time.monotonic() + 10
+    while pool.total_bytes() > cached - (64 << 20) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert pool.total_bytes() <= cached - (64 << 20)
