@@ -42,16 +42,20 @@ def gather_watching(client, futures, workers, what: str, on_error=None):
             except Exception:  # timeout, or futures cancelled because their worker died: look below
                 pass
         erred = [f for f in futures if f.status == "error"]
+        if erred and erred_since is None:
+            erred_since = time.monotonic()
+            if on_error is not None:
+                on_error(erred[0].exception())
         if erred:
             # A rank whose peer raised (bad labels, say: a ValueError) fails in its collective with a
             # RuntimeError that only reports it; the peer's own error is the one to raise, so it is
             # given a moment to land. Without it (a worker died), the report is the error.
+            # The statuses are read again, once: on_error asks the workers, which takes a while, and
+            # the peer's error landing meanwhile must be seen as erred, not missed as no longer pending.
+            statuses = [f.status for f in futures]
+            erred = [f for f, s in zip(futures, statuses) if s == "error"]
             cause = next((f for f in erred if not isinstance(f.exception(), RuntimeError)), None)
-            if erred_since is None:
-                erred_since = time.monotonic()
-                if on_error is not None:
-                    on_error(erred[0].exception())
-            if cause is None and any(f.status == "pending" for f in futures) and \
+            if cause is None and "pending" in statuses and \
                     time.monotonic() - erred_since < ERROR_GRACE_S and \
                     set(workers) <= live_workers(client):  # a dead worker's own error never comes
                 continue

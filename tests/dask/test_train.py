@@ -187,6 +187,29 @@ def test_waiting_on_a_pinned_task_whose_worker_dies_raises_promptly():
             assert time.monotonic() - killed < 30
 
 
+def _fail_after(seconds, exc):
+    time.sleep(seconds)
+    raise exc
+
+
+def test_the_failing_ranks_own_error_is_raised_when_it_lands_during_on_error(client, monkeypatch):
+    """Rank 0 only reports its peer's failure (a RuntimeError); rank 1's own ValueError lands
+    while on_error is still asking the workers. It is the one raised: a CI run once raised the
+    report, because the peer was then neither pending nor looked at as erred."""
+    from daskgb.dask import watch
+
+    # The first wait ends before rank 1 fails (0.1 s against its 0.5 s); on_error outlasts it.
+    monkeypatch.setattr(watch, "WATCH_INTERVAL_S", 0.1)
+    a, b = sorted(live_workers(client))
+    futs = [client.submit(_fail_after, 0.0, RuntimeError("allreduce #1: rank 1 failed: ValueError: bad"),
+                          workers=[a], allow_other_workers=False, pure=False),
+            client.submit(_fail_after, 0.5, ValueError("bad labels"), workers=[b], allow_other_workers=False,
+                          pure=False)]
+    distributed.wait(futs[0])
+    with pytest.raises(ValueError, match="bad labels"):
+        watch.gather_watching(client, futs, [a, b], "training", on_error=lambda e: time.sleep(1.5))
+
+
 @pytest.mark.parametrize("objective", ["count:poisson", "reg:gamma", "reg:tweedie", "reg:pseudohubererror"])
 def test_regression_objectives_equal_in_process(client, objective):
     rng = np.random.default_rng(21)
