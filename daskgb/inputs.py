@@ -161,12 +161,12 @@ def _numeric(v, what: str):
     return a, src
 
 
-def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bool = False):
-    a = a.astype(src.float32)
-    if finite:
+def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bool = False, copy: bool = True):
+    # Copied only to stay apart from the caller's array: moving to another device copies anyway.
+    a = a.astype(src.float32, copy=copy and src is xp)
+    if finite and not bool(src.isfinite(a).all()):  # counted only when some are not: one bool array, not two
         bad = int((~src.isfinite(a)).sum())
-        if bad:
-            raise ValueError(f"{what} has {bad} NaN or infinite values")
+        raise ValueError(f"{what} has {bad} NaN or infinite values")
     if nonnegative:
         neg = int((a < 0).sum())
         if neg:
@@ -174,8 +174,10 @@ def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bo
     return xp.asarray(a) if xp is not np else to_host(a)
 
 
-def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative: bool = False):
-    """A length-n float32 vector on xp's device, checked."""
+def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative: bool = False,
+              copy: bool = True):
+    """A length-n float32 vector on xp's device, checked. copy=False: v is the caller's own
+    and may be kept as it is (a float32 vector already where it belongs is not copied)."""
     if v is None:
         return None
     a, src = _numeric(v, what)
@@ -183,7 +185,7 @@ def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative
         raise ValueError(f"{what} must be 1-dimensional, got shape {a.shape}")
     if a.shape[0] != n_rows:
         raise ValueError(f"{what} has {a.shape[0]} entries but X has {n_rows} rows")
-    return _checked_float32(a, src, what, xp, finite, nonnegative)
+    return _checked_float32(a, src, what, xp, finite, nonnegative, copy)
 
 
 def as_margin(v, n_rows: int, n_groups, xp):

@@ -173,8 +173,19 @@ class QuantileMatrix:
             m.cuts_token, cuts, m.max_bin = ref.cuts_token, ref.cuts, ref.max_bin
 
         # The labels and weights are taken on the first of the two passes quantise_blocks makes
-        # (the sketch), so that the batches are read twice in all.
-        labels, weights, passes = [], [], []
+        # (the sketch), so that the batches are read twice in all. They are joined and moved to
+        # the device as that pass ends: before the second makes the pages, so that the host never
+        # holds the pages with the labels' batches and their joined copy (at 2.6B rows, 19 GiB).
+        labels, weights, passes, taken = [], [], [], {}
+
+        def take():
+            n = int(sum(v.size for v in labels))
+            taken["n"] = n
+            taken["label"] = as_vector(_joined(labels), n, "y (labels)", xp, copy=False)
+            taken["weight"] = None if not weights or weights[0] is None else \
+                as_vector(_joined(weights), n, "weight", xp, nonnegative=True, copy=False)
+            labels.clear()
+            weights.clear()
 
         def blocks():
             passes.append(1)
@@ -187,6 +198,8 @@ class QuantileMatrix:
                     labels.append(np.asarray(_host(batch[1]), dtype=np.float32).ravel())
                     weights.append(w)
                 yield (external.CsrRows(f) if f.is_sparse else f.dense), w
+            if first:
+                take()
 
         def budget_for(n):  # no budget given: page on the GPU only what would not fit
             return _budget_if_too_large(n, n_features, m.max_bin) if device == "cuda" else None
@@ -194,14 +207,12 @@ class QuantileMatrix:
         _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
                                                 device_memory_budget, spill_dir, cuts,
                                                 budget_for=None if device_memory_budget is not None else budget_for)
-        n = int(sum(v.size for v in labels))
+        n = taken["n"]
         if m.ellpack.n_rows != n:
             raise ValueError(f"batches() gave {n} rows with their labels, then {m.ellpack.n_rows}: it must give the "
                              "same rows every time it is called")
         m.groups, m.base_margin = None, None
-        m.label = as_vector(np.concatenate(labels), n, "y (labels)", xp)
-        m.weight = None if weights[0] is None else as_vector(np.concatenate(weights), n, "weight", xp,
-                                                             nonnegative=True)
+        m.label, m.weight = taken["label"], taken["weight"]
         m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
         m.missing, m.device = missing, device
         m._on = {device: m}
@@ -390,7 +401,13 @@ def _check_sentinel(features, cuts, missing: float, names) -> None:
 
 
 def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
+    """A CuPy array's values on the host; anything else as it is (a pandas Series has a get() too)."""
+    return a.get() if type(a).__module__.split(".")[0] == "cupy" else a
+
+
+def _joined(parts: list) -> np.ndarray:
+    """The parts as one new array (never one of them: a batch's array stays the caller's)."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
 def _make_cuts(features, weight, missing, max_bin):

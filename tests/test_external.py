@@ -369,6 +369,49 @@ def test_bad_batches():
                                            device="cpu")
 
 
+def test_batches_of_pandas_frames_and_series():
+    """A batch may be a DataFrame with Series labels and weights (their get() is not CuPy's)."""
+    pd = pytest.importorskip("pandas")
+    X, y = make_data(13, "reg:squarederror", True)
+    w = np.random.default_rng(3).uniform(0.5, 2, y.size).astype(np.float32)
+    frame, labels, weights = pd.DataFrame(X), pd.Series(y), pd.Series(w)
+    m = daskgb.QuantileMatrix.from_batches(_batches(frame, labels, [250, 350], weights), device="cpu",
+                                           device_memory_budget=BUDGET)
+    whole = daskgb.QuantileMatrix(X, y, weight=w, device="cpu")
+    np.testing.assert_array_equal(m.get_label(), y)
+    np.testing.assert_array_equal(m.get_weight(), w)
+    assert_trains_the_same({"device": "cpu", "max_depth": 4}, m, whole, rounds=3)
+
+
+def test_bad_labels_in_batches_fail_before_the_rows_are_quantised():
+    """The labels are checked as the first pass (the sketch) ends, so the second never runs."""
+    X, y = make_data(1, "reg:squarederror", False)
+    y = y.copy()
+    y[150] = np.nan
+    calls = []
+
+    def batches():
+        calls.append(1)
+        return _batches(X, y, [100, 100, 100])()
+
+    with pytest.raises(ValueError, match=r"y \(labels\) has 1 NaN or infinite values"):
+        daskgb.QuantileMatrix.from_batches(batches, device="cpu", device_memory_budget=BUDGET)
+    assert len(calls) == 2  # the first batch peeked at, then the first pass
+
+
+def test_a_matrix_keeps_its_own_labels():
+    """Labels are copied where they are kept (from one batch or a whole array alike): changing
+    the caller's array afterwards does not change the matrix."""
+    X, y = make_data(1, "reg:squarederror", False)
+    y = y.astype(np.float32)
+    kept = y.copy()
+    for m in (daskgb.QuantileMatrix.from_batches(lambda: iter([(X, y)]), device="cpu"),
+              daskgb.QuantileMatrix(X, y, device="cpu")):
+        y[:] = -1.0
+        np.testing.assert_array_equal(m.get_label(), kept)
+        y[:] = kept
+
+
 @pytest.mark.parametrize("last", [120, 80])
 @pytest.mark.parametrize("budget", [None, BUDGET])
 def test_batches_that_change_between_passes(budget, last):
