@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .backend import to_host
+
 FORMAT = "daskgb-checkpoint"
 VERSION = 1
 KEEP = 2
@@ -78,8 +80,8 @@ def check_writable(directory: Path) -> None:
 def fingerprint(params: dict, cuts, n_rows: int, n_features: int, feature_names) -> dict:
     """What a resumed run must share with the run that wrote the checkpoint, as short digests."""
     kept = {str(k): v for k, v in (params or {}).items() if k not in _NOT_IN_FINGERPRINT}
-    cut_bytes = np.asarray(_host(cuts.ptrs), dtype=np.int64).tobytes() + np.asarray(
-        _host(cuts.values), dtype=np.float32).tobytes()
+    cut_bytes = np.asarray(to_host(cuts.ptrs), dtype=np.int64).tobytes() + np.asarray(
+        to_host(cuts.values), dtype=np.float32).tobytes()
     return {
         "params": _digest(json.dumps(kept, sort_keys=True, default=_jsonable).encode()),
         "cuts": _digest(cut_bytes),
@@ -174,10 +176,6 @@ class Checkpoints:
 
 def _digest(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()[:16]
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
 def _jsonable(v):

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import ellpack as _ellpack
 from . import sketch
-from .backend import array_module, get_backend, resolve_device
+from .backend import array_module, get_backend, resolve_device, to_host
 from .inputs import as_features, as_margin, as_vector, check_feature_names
 
 
@@ -191,11 +191,11 @@ class QuantileMatrix:
             passes.append(1)
             first = len(passes) == 1
             for f, batch in rows():
-                w = None if len(batch) < 3 or batch[2] is None else np.asarray(_host(batch[2]), dtype=np.float32)
+                w = None if len(batch) < 3 or batch[2] is None else np.asarray(to_host(batch[2]), dtype=np.float32)
                 if first:
                     if weights and (w is None) != (weights[0] is None):
                         raise ValueError("give a weight with every batch or with none")
-                    labels.append(np.asarray(_host(batch[1]), dtype=np.float32).ravel())
+                    labels.append(np.asarray(to_host(batch[1]), dtype=np.float32).ravel())
                     weights.append(w)
                 yield (external.CsrRows(f) if f.is_sparse else f.dense), w
             if first:
@@ -256,7 +256,7 @@ class QuantileMatrix:
             m.ellpack = self.ellpack.to(xp)
             for name in ("label", "weight", "base_margin"):
                 v = getattr(self, name)
-                setattr(m, name, None if v is None else (xp.asarray(v) if xp is not np else _host(v)))
+                setattr(m, name, None if v is None else (xp.asarray(v) if xp is not np else to_host(v)))
             m.groups = None if self.groups is None else self.groups.to(xp)
             self._on[device] = m
         return m
@@ -306,7 +306,7 @@ def row_indices(rows, n_rows: int, has_groups: bool = False) -> np.ndarray:
     if has_groups:
         raise ValueError("take() of a matrix with query groups would cut the groups apart; split by "
                          "query (e.g. GroupKFold on the qid) and build a matrix per split")
-    idx = np.asarray(_host(rows))
+    idx = np.asarray(to_host(rows))
     if idx.dtype == bool:
         if idx.shape != (n_rows,):
             raise ValueError(f"a boolean row mask must have {n_rows} entries, got shape {idx.shape}")
@@ -373,8 +373,6 @@ def _check_sentinel(features, cuts, missing: float, names) -> None:
     XGBoost means by missing=: those entries take each split's learned default direction."""
     if np.isnan(missing):
         return
-    from .backend import to_host
-
     # A feature with no present values has one (placeholder) cut; so has a constant one.
     candidates = np.flatnonzero(np.diff(to_host(cuts.ptrs)) <= 1)
     if candidates.size == 0:
@@ -398,11 +396,6 @@ def _check_sentinel(features, cuts, missing: float, names) -> None:
     warnings.warn(f"daskgb: missing={missing!r} is the only value of feature(s) {named[:10]} (every entry is it or "
                   "NaN): they are all missing and no split can use them. If it is a real value there, pass another "
                   "missing=", stacklevel=3)
-
-
-def _host(a):
-    """A CuPy array's values on the host; anything else as it is (a pandas Series has a get() too)."""
-    return a.get() if type(a).__module__.split(".")[0] == "cupy" else a
 
 
 def _joined(parts: list) -> np.ndarray:

@@ -20,8 +20,9 @@ def array_module(*arrays):
 
 
 def to_host(a):
-    """A numpy copy of a numpy or cupy array (no copy for numpy)."""
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
+    """A numpy copy of a cupy array; anything else as numpy (no copy for numpy). CuPy's arrays
+    are told by their module: a pandas Series has a get() too."""
+    if array_module(a) is not np:
         import cupy
 
         # Wait for the device with the GIL released first: CuPy's copy keeps the GIL while it
