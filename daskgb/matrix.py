@@ -173,9 +173,10 @@ class QuantileMatrix:
             m.cuts_token, cuts, m.max_bin = ref.cuts_token, ref.cuts, ref.max_bin
 
         # The labels and weights are taken on the first of the two passes quantise_blocks makes
-        # (the sketch), so that the batches are read twice in all. They are joined and moved to
-        # the device as that pass ends: before the second makes the pages, so that the host never
-        # holds the pages with the labels' batches and their joined copy (at 2.6B rows, 19 GiB).
+        # (the sketch), so that the batches are read twice in all. On a GPU they are kept on the
+        # device from the start, and they are joined as that pass ends, before the second makes
+        # the pages: the host never holds them beside the pages (at 2.6B rows, it held 34 GiB of
+        # labels, their copies and their checks with 68 GiB of pages).
         labels, weights, passes, taken = [], [], [], {}
 
         def take():
@@ -191,11 +192,11 @@ class QuantileMatrix:
             passes.append(1)
             first = len(passes) == 1
             for f, batch in rows():
-                w = None if len(batch) < 3 or batch[2] is None else np.asarray(to_host(batch[2]), dtype=np.float32)
+                w = None if len(batch) < 3 or batch[2] is None else _batch_vector(batch[2], xp)
                 if first:
                     if weights and (w is None) != (weights[0] is None):
                         raise ValueError("give a weight with every batch or with none")
-                    labels.append(np.asarray(to_host(batch[1]), dtype=np.float32).ravel())
+                    labels.append(_batch_vector(batch[1], xp))
                     weights.append(w)
                 yield (external.CsrRows(f) if f.is_sparse else f.dense), w
             if first:
@@ -398,9 +399,18 @@ def _check_sentinel(features, cuts, missing: float, names) -> None:
                   "missing=", stacklevel=3)
 
 
-def _joined(parts: list) -> np.ndarray:
+def _batch_vector(v, xp):
+    """A batch's labels or weights: flat float32 on xp's device (pandas or numpy through numpy)."""
+    if array_module(v) is np or xp is np:
+        v = np.asarray(to_host(v.to_numpy() if hasattr(v, "to_numpy") else v), dtype=np.float32)
+    return xp.asarray(v, dtype=xp.float32).ravel()
+
+
+def _joined(parts: list):
     """The parts as one new array (never one of them: a batch's array stays the caller's)."""
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    if not parts:
+        return np.zeros(0, dtype=np.float32)
+    return array_module(parts[0]).concatenate(parts)
 
 
 def _make_cuts(features, weight, missing, max_bin):
