@@ -139,7 +139,6 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     padded = xp.concatenate([hist, xp.zeros((k, 1, 2), dtype=hist.dtype)], axis=1)
     h = padded[:, xp.asarray(gather)]  # (k, F, width, 2)
     fwd = xp.cumsum(h, axis=2)  # bins 0..b
-    bwd = xp.cumsum(h[:, :, ::-1], axis=2)[:, :, ::-1]  # bins b..last (zeros pad first: exact)
     par = parent[:, None, None, :]
     last = xp.asarray(n_bins - 1)
     total = fwd[:, xp.arange(n_features), last]  # (k, F, 2)
@@ -170,19 +169,22 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     gain_f, valid_f = loss_change(fwd, par - fwd)
     loss_f = (gain_f - root_gain).astype(xp.float32)
     ok_f = valid_f & allowed & xp.isfinite(loss_f)
-    # Backward scan: the accumulated bins b..last form the right child.
-    gain_b, valid_b = loss_change(par - bwd, bwd)
-    loss_b = (gain_b - root_gain).astype(xp.float32)
-    ok_b = valid_b & allowed & has_missing[:, :, None] & xp.isfinite(loss_b)
-
     neg = xp.float32(-np.inf)
     cand_f = xp.where(ok_f, loss_f, neg)
-    # Visit the backward candidates of each feature from its last bin down.
     rev = np.where(j[None, :] < n_bins[:, None], n_bins[:, None] - 1 - j[None, :], 0)
-    rev_x = xp.asarray(rev)
-    f_idx = xp.arange(n_features)[:, None]
-    cand_b = xp.where(ok_b, loss_b, neg)[:, f_idx, rev_x]
-    cand_b = xp.where(xp.asarray(j[None, :] < n_bins[:, None])[None], cand_b, neg)
+    if bool(has_missing.any()):
+        # Backward scan: the accumulated bins b..last form the right child.
+        bwd = xp.cumsum(h[:, :, ::-1], axis=2)[:, :, ::-1]  # bins b..last (zeros pad first: exact)
+        gain_b, valid_b = loss_change(par - bwd, bwd)
+        loss_b = (gain_b - root_gain).astype(xp.float32)
+        ok_b = valid_b & allowed & has_missing[:, :, None] & xp.isfinite(loss_b)
+        # Visit the backward candidates of each feature from its last bin down.
+        f_idx = xp.arange(n_features)[:, None]
+        cand_b = xp.where(ok_b, loss_b, neg)[:, f_idx, xp.asarray(rev)]
+        cand_b = xp.where(xp.asarray(j[None, :] < n_bins[:, None])[None], cand_b, neg)
+    else:  # no node misses a value of any feature: no backward candidate may win (half the work)
+        bwd = None
+        cand_b = xp.full(cand_f.shape, neg, dtype=xp.float32)
     cand = xp.stack([cand_f, cand_b], axis=2).reshape(k, -1)  # (k, F*2*width) in visiting order
     best = xp.argmax(cand, axis=1)
     best_loss = cand[xp.arange(k), best]
@@ -197,7 +199,8 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     fx, bx = xp.asarray(fi), xp.asarray(b)
     # As XGBoost records them: the scanned sum on its side, the parent minus it on the other.
     back_x = xp.asarray(backward)[:, None]
-    acc_f, acc_b = fwd[kk, fx, bx], bwd[kk, fx, bx]
+    acc_f = fwd[kk, fx, bx]
+    acc_b = acc_f if bwd is None else bwd[kk, fx, bx]  # read only where backward, so never then
     left = xp.where(back_x, parent - acc_b, acc_f)
     right = xp.where(back_x, acc_b, parent - acc_f)
 

@@ -290,17 +290,28 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     total_bins = ell.cuts.total_bins
     slot = _node_lookup(build_nodes, part.positions, np.arange(k))
     rows = np.flatnonzero(slot >= 0)
-    sym = symbols(ell)[rows % ell.n_rows if part.n_trees > 1 else rows].astype(np.int64)
+    sym = symbols(ell)[rows % ell.n_rows if part.n_trees > 1 else rows]
+    hist = np.empty((k, total_bins, 2), dtype=np.float64)
     if ell.is_dense:
-        present = sym != ell.null_symbol
-        gbin = sym + np.asarray(ell.cuts.ptrs[:-1], dtype=np.int64)[None, :]
-    else:
-        present = sym != ell.null_symbol
-        gbin = sym
-    key = (slot[rows][:, None] * total_bins + gbin)[present]
+        # A feature at a time: its symbols are its own bins, and each row's g and h are read
+        # as they are, with no (rows x features) copies of them and no mask (a third of the
+        # time of one count over every present (row, feature) pair). Missing values' null
+        # symbol counts past every feature's bins and is dropped.
+        width = int(ell.null_symbol) + 1
+        base = slot[rows] * width
+        g, h = gpair_native[rows, 0], gpair_native[rows, 1]
+        ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+        for f in range(ell.n_features):
+            lo, hi = int(ptrs[f]), int(ptrs[f + 1])
+            key = base + sym[:, f]
+            hist[:, lo:hi, 0] = np.bincount(key, weights=g, minlength=k * width).reshape(k, width)[:, : hi - lo]
+            hist[:, lo:hi, 1] = np.bincount(key, weights=h, minlength=k * width).reshape(k, width)[:, : hi - lo]
+        return hist
+    sym = sym.astype(np.int64)  # global bins, and the null symbol where a row has fewer values
+    present = sym != ell.null_symbol
+    key = (slot[rows][:, None] * total_bins + sym)[present]
     g = np.broadcast_to(gpair_native[rows, 0:1], sym.shape)[present]
     h = np.broadcast_to(gpair_native[rows, 1:2], sym.shape)[present]
-    hist = np.empty((k, total_bins, 2), dtype=np.float64)
     hist[..., 0] = np.bincount(key, weights=g, minlength=k * total_bins).reshape(k, total_bins)
     hist[..., 1] = np.bincount(key, weights=h, minlength=k * total_bins).reshape(k, total_bins)
     return hist
