@@ -147,13 +147,17 @@ def symbols(ell):
     """The unpacked (n_rows, row_stride) symbol matrix, cached on the matrix.
 
     The CPU path trades memory for speed here: unpacking every level would cost
-    more than the histogram itself. The narrowest unsigned type holds it.
+    more than the histogram itself. The narrowest unsigned type holds it. A dense
+    layout's is stored a feature after another (Fortran order), as the histograms
+    read it: a feature's symbols of a node's rows are then gathered from one column.
     """
     cached = ell.__dict__.get("_symbols")
     if cached is None:
         dtype = np.uint8 if ell.null_symbol < 256 else np.uint16 if ell.null_symbol < 65536 else np.uint32
         cached = unpack_symbols(ell.words, ell.bits, ell.n_rows * ell.row_stride).astype(dtype)
         cached = cached.reshape(ell.n_rows, ell.row_stride)
+        if ell.is_dense:
+            cached = np.asfortranarray(cached)
         ell.__dict__["_symbols"] = cached
     return cached
 
@@ -290,24 +294,28 @@ def build_histograms(ell, gpair_native, part: RowPartition, build_nodes):
     total_bins = ell.cuts.total_bins
     slot = _node_lookup(build_nodes, part.positions, np.arange(k))
     rows = np.flatnonzero(slot >= 0)
-    sym = symbols(ell)[rows % ell.n_rows if part.n_trees > 1 else rows]
+    ell_rows = rows % ell.n_rows if part.n_trees > 1 else rows
     hist = np.empty((k, total_bins, 2), dtype=np.float64)
     if ell.is_dense:
         # A feature at a time: its symbols are its own bins, and each row's g and h are read
         # as they are, with no (rows x features) copies of them and no mask (a third of the
         # time of one count over every present (row, feature) pair). Missing values' null
         # symbol counts past every feature's bins and is dropped.
+        sym = symbols(ell)
+        every_row = ell_rows.size == ell.n_rows and part.n_trees == 1  # a root: no gather
         width = int(ell.null_symbol) + 1
         base = slot[rows] * width
         g, h = gpair_native[rows, 0], gpair_native[rows, 1]
         ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+        key = np.empty(rows.size, dtype=np.intp)
         for f in range(ell.n_features):
             lo, hi = int(ptrs[f]), int(ptrs[f + 1])
-            key = base + sym[:, f]
+            np.add(base, sym[:, f] if every_row else sym[ell_rows, f], out=key)
             hist[:, lo:hi, 0] = np.bincount(key, weights=g, minlength=k * width).reshape(k, width)[:, : hi - lo]
             hist[:, lo:hi, 1] = np.bincount(key, weights=h, minlength=k * width).reshape(k, width)[:, : hi - lo]
         return hist
-    sym = sym.astype(np.int64)  # global bins, and the null symbol where a row has fewer values
+    # Global bins, and the null symbol where a row has fewer values.
+    sym = symbols(ell)[ell_rows].astype(np.int64)
     present = sym != ell.null_symbol
     key = (slot[rows][:, None] * total_bins + sym)[present]
     g = np.broadcast_to(gpair_native[rows, 0:1], sym.shape)[present]
