@@ -68,7 +68,9 @@ def child_gain(xp, G, H, p: SplitParams, bounds=None):
     H = xp.asarray(H, dtype=xp.float64)
     positive = H > 0.0
     if p.max_delta_step == 0.0 and bounds is None:
-        t = threshold_l1(xp, G, p.reg_alpha)
+        # At alpha 0 the threshold is G itself but for NaN (0 there); squared below, so the sign
+        # of a zero is moot: two passes over the candidates instead of six.
+        t = xp.where(xp.isnan(G), 0.0, G) if p.reg_alpha == 0.0 else threshold_l1(xp, G, p.reg_alpha)
         gain = (t * t / xp.where(positive, H + p.reg_lambda, 1.0)).astype(xp.float32)
     else:
         # With a clipped weight the closed form no longer holds: evaluate the

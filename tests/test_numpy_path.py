@@ -1,5 +1,6 @@
-"""The numpy histogram builder (what CPU workers run, and the CUDA kernels' oracle) against
-its definition: each node's g and h summed per global bin, in double, rows in order."""
+"""The numpy path's shortcuts (what CPU workers run, and the CUDA kernels' oracle) against
+what they stand for: the histograms against their definition (each node's g and h summed per
+global bin, in double, rows in order), the split gain at alpha 0 against the thresholded one."""
 
 from __future__ import annotations
 
@@ -54,3 +55,17 @@ def test_numpy_histograms_equal_their_definition(layout):
         build = leaves[::2]  # some of the level's nodes, as the subtraction trick builds
         np.testing.assert_array_equal(nb.build_histograms(ell, gpair, part, build),
                                       histograms_by_definition(ell, gpair, part.positions, build))
+
+
+def test_child_gain_at_alpha_zero_is_the_thresholded_gain():
+    """child_gain skips threshold_l1 when reg_alpha is 0; the gains must not change, zeros of
+    either sign, infinities and NaN included."""
+    from daskgb.split import SplitParams, child_gain, threshold_l1
+
+    rng = np.random.default_rng(4)
+    G = np.concatenate([rng.normal(size=500), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300]])
+    H = np.concatenate([rng.uniform(-0.5, 3.0, size=500), [1.0, 1.0, 2.0, 2.0, 1.0, 0.5, 0.5]])
+    p = SplitParams(reg_lambda=1.0)
+    t = threshold_l1(np, G, 0.0)
+    want = np.where(H > 0, (t * t / np.where(H > 0, H + p.reg_lambda, 1.0)).astype(np.float32), np.float32(0))
+    np.testing.assert_array_equal(child_gain(np, G, H, p), want.astype(np.float32))
