@@ -93,6 +93,14 @@ def sparse_ellpack(backend, indptr, indices, data, n_rows: int, cuts: Cuts, miss
     return ellpack.Ellpack(words, bits, n_rows, row_stride, False, True, null_symbol, cuts.to(xp))
 
 
+def numpy_ellpack(rng, cuts, layout: str, n_rows: int):
+    """A numpy matrix of n_rows random rows in a layout: "dense", "dense_missing" or "sparse"."""
+    if layout == "sparse":
+        indptr, indices, data = make_csr(rng, cuts, n_rows, 0.6)
+        return sparse_ellpack(nb, indptr, indices, data, n_rows, cuts, np.nan)
+    return ellpack.from_dense(nb, make_X(rng, cuts, n_rows, 0.1 if layout == "dense_missing" else 0.0), cuts, np.nan)
+
+
 def both_ellpacks(cb, rng, layout: str, n_rows: int, n_features: int = 7, max_bins: int = 40):
     """The same matrix packed by both backends: (ell_numpy, ell_cupy, X_or_None)."""
     import cupy

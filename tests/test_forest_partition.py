@@ -47,17 +47,12 @@ def concat(level, n_trees):
 
 @pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
 def test_forest_equals_separate_trees(layout):
-    from daskgb import ellpack
-    from test_backend_parity import make_cuts, make_X, make_csr, sparse_ellpack
+    from test_backend_parity import make_cuts, numpy_ellpack
 
     rng = np.random.default_rng(5)
     n, k = 3000, 3
     cuts = make_cuts(rng, 6, 30)
-    if layout == "sparse":
-        indptr, indices, data = make_csr(rng, cuts, n, 0.6)
-        ell = sparse_ellpack(nb, indptr, indices, data, n, cuts, np.nan)
-    else:
-        ell = ellpack.from_dense(nb, make_X(rng, cuts, n, 0.1 if layout == "dense_missing" else 0.0), cuts, np.nan)
+    ell = numpy_ellpack(rng, cuts, layout, n)
     gpair = random_gpair(rng, n * k)
     forest = nb.new_partition(n, k)
     trees = [nb.new_partition(n) for _ in range(k)]

@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskgb import ellpack
 from daskgb.backend import numpy_backend as nb
 
-from test_backend_parity import make_csr, make_cuts, make_X, random_gpair, random_level, sparse_ellpack
+from test_backend_parity import make_cuts, numpy_ellpack, random_gpair, random_level
 
 
 def histograms_by_definition(ell, gpair, positions, build_nodes):
@@ -37,11 +36,7 @@ def test_numpy_histograms_equal_their_definition(layout):
     rng = np.random.default_rng(23)
     n = 400
     cuts = make_cuts(rng, 6, 30)
-    if layout == "sparse":
-        indptr, indices, data = make_csr(rng, cuts, n, 0.6)
-        ell = sparse_ellpack(nb, indptr, indices, data, n, cuts, np.nan)
-    else:
-        ell = ellpack.from_dense(nb, make_X(rng, cuts, n, 0.1 if layout == "dense_missing" else 0.0), cuts, np.nan)
+    ell = numpy_ellpack(rng, cuts, layout, n)
     assert ell.is_dense == (layout != "sparse")
     gpair = random_gpair(rng, n)
     part = nb.new_partition(n)
