@@ -176,8 +176,8 @@ def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bo
 
 def as_vector(v, n_rows: int, what: str, xp, *, finite: bool = True, nonnegative: bool = False,
               copy: bool = True):
-    """A length-n float32 vector on xp's device, checked. copy=False: v is the caller's own
-    and may be kept as it is (a float32 vector already where it belongs is not copied)."""
+    """A length-n float32 vector on xp's device, checked. copy=False: v is an array daskgb made
+    and nobody else holds, so a float32 vector already on xp's device is kept as it is."""
     if v is None:
         return None
     a, src = _numeric(v, what)
