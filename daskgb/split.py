@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._types import SPLIT_DTYPE
+from .backend import to_host
 
 # A split must improve the loss by more than this to be applied (XGBoost's kRtEps).
 RT_EPS = 1e-6
@@ -116,7 +117,7 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     first candidate with the largest loss change wins, and it must beat 0.
     """
     k, total_bins, _ = hist.shape
-    ptrs = np.asarray(_host(cut_ptrs), dtype=np.int64)
+    ptrs = np.asarray(to_host(cut_ptrs), dtype=np.int64)
     feats = np.arange(ptrs.size - 1)  # the features scanned; arrays below index them 0..n_features-1
     mask = None
     if feature_mask is not None:
@@ -126,7 +127,7 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
         # Scan only the features some node may use (column sampling leaves few), in the
         # same order. Feature 0 always: a node allowed nothing then reports feature 0's
         # fields, as it does without the restriction (and as kernels/split.cu does).
-        used = _host(mask.any(axis=0)).copy()
+        used = to_host(mask.any(axis=0)).copy()
         used[:1] = True
         feats = np.flatnonzero(used)
         mask = mask[:, xp.asarray(feats)]
@@ -151,7 +152,7 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     if monotone is not None:
         b = xp.asarray(bounds, dtype=xp.float32).reshape(k, 2)
         node_bounds = (b[:, 0, None, None], b[:, 1, None, None])
-        direction = xp.asarray(np.asarray(_host(monotone))[feats])[None, :, None]
+        direction = xp.asarray(np.asarray(to_host(monotone))[feats])[None, :, None]
 
     def loss_change(left, right):
         lg, lh = left[..., 0] * scale[0], left[..., 1] * scale[1]
@@ -191,7 +192,7 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     best = xp.argmax(cand, axis=1)
     best_loss = cand[xp.arange(k), best]
 
-    best_h = _host(best)
+    best_h = to_host(best)
     fi = best_h // (2 * width)  # index among the scanned features
     f = feats[fi]
     backward = (best_h // width) % 2 == 1
@@ -207,16 +208,16 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     right = xp.where(back_x, acc_b, parent - acc_f)
 
     rec = np.zeros(k, dtype=SPLIT_DTYPE)
-    found = _host(best_loss > 0)
-    left_d = _host(left.astype(xp.float64) * scale)
-    right_d = _host(right.astype(xp.float64) * scale)
+    found = to_host(best_loss > 0)
+    left_d = to_host(left.astype(xp.float64) * scale)
+    right_d = to_host(right.astype(xp.float64) * scale)
     last_left_bin = np.where(backward, b - 1, b)
-    cv = _host(cut_values)
-    mv = _host(min_values)
+    cv = to_host(cut_values)
+    mv = to_host(min_values)
     thr = np.where(last_left_bin >= 0, cv[np.minimum(ptrs[f] + np.maximum(last_left_bin, 0), cv.size - 1)], mv[f])
     rec["left_grad"], rec["left_hess"] = left_d[:, 0], left_d[:, 1]
     rec["right_grad"], rec["right_hess"] = right_d[:, 0], right_d[:, 1]
-    rec["gain"] = np.where(found, _host(best_loss), 0.0)
+    rec["gain"] = np.where(found, to_host(best_loss), 0.0)
     rec["threshold"] = thr
     rec["feature"] = np.where(found, f, -1)
     rec["bin"] = last_left_bin
@@ -227,7 +228,3 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     zero = xp.zeros_like(left)
     found_x = xp.asarray(found)[:, None]
     return rec, xp.where(found_x, left, zero), xp.where(found_x, right, zero)
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
