@@ -9,10 +9,16 @@ import numpy as np
 DEVICES = ("auto", "cpu", "cuda")
 
 
+# Objects of these modules live on a GPU: CuPy's arrays, and the CuPy backend's own (its
+# FixedGradients, whose get() copies to the host like an array's).
+_DEVICE_MODULES = ("cupy", "daskgb.backend.cupy_backend")
+
+
 def array_module(*arrays):
     """numpy, or cupy if any of the arrays lives on a GPU."""
     for a in arrays:
-        if type(a).__module__.split(".")[0] == "cupy":
+        module = type(a).__module__
+        if module.split(".")[0] == "cupy" or module in _DEVICE_MODULES:
             import cupy
 
             return cupy
@@ -20,8 +26,9 @@ def array_module(*arrays):
 
 
 def to_host(a):
-    """A numpy copy of a cupy array; anything else as numpy (no copy for numpy). CuPy's arrays
-    are told by their module: a pandas Series has a get() too."""
+    """A numpy copy of a cupy array (or of the CuPy backend's FixedGradients); anything else as
+    numpy (no copy for numpy). Device objects are told by their module: a pandas Series has a
+    get() too."""
     if array_module(a) is not np:
         import cupy
 
