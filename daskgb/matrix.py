@@ -75,8 +75,10 @@ class QuantileMatrix:
         self.max_bin = int(max_bin)
         self.device = device
 
+        auto = None  # the budget the matrix chose itself, and the free memory it was sized by
         if device_memory_budget is None and device == "cuda" and not features.is_sparse:
-            device_memory_budget = _budget_if_too_large(features.n_rows, features.n_features, self.max_bin)
+            auto = _auto_budget(features.n_rows, features.n_features, self.max_bin)
+            device_memory_budget = None if auto is None else auto[0]
         # With a budget, dense rows are quantised a chunk at a time where they are (external.dense_pages).
         chunked = device_memory_budget is not None
         if not chunked:
@@ -118,6 +120,7 @@ class QuantileMatrix:
             self.ellpack = _ellpack.from_dense(backend, features.dense, cuts, missing)
         if sketched:
             _check_sentinel(features, self.cuts, missing, self.feature_names)
+        _say_if_paged(self.ellpack, auto)
         self._on = {device: self}
 
     @classmethod
@@ -202,12 +205,16 @@ class QuantileMatrix:
             if first:
                 take()
 
+        auto = []
+
         def budget_for(n):  # no budget given: page on the GPU only what would not fit
-            return _budget_if_too_large(n, n_features, m.max_bin) if device == "cuda" else None
+            auto.append(_auto_budget(n, n_features, m.max_bin) if device == "cuda" else None)
+            return None if auto[-1] is None else auto[-1][0]
 
         _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
                                                 device_memory_budget, spill_dir, cuts,
                                                 budget_for=None if device_memory_budget is not None else budget_for)
+        _say_if_paged(m.ellpack, auto[-1] if auto else None)
         n = taken["n"]
         if m.ellpack.n_rows != n:
             raise ValueError(f"batches() gave {n} rows with their labels, then {m.ellpack.n_rows}: it must give the "
@@ -320,23 +327,33 @@ def row_indices(rows, n_rows: int, has_groups: bool = False) -> np.ndarray:
     return np.where(idx < 0, idx + n_rows, idx)
 
 
-def _budget_if_too_large(n_rows: int, n_features: int, max_bin: int):
-    """On the GPU with no budget given: a budget when the quantised rows would not fit the
-    device's free memory (external.auto_budget), said in a warning; else None."""
-    import warnings
+def _auto_budget(n_rows: int, n_features: int, max_bin: int):
+    """On the GPU with no budget given: (budget, free bytes) when the quantised rows might not
+    fit the device's free memory (external.auto_budget), else None.
 
+    The estimate is an upper bound (the widest symbols max_bin allows), made before the cuts
+    exist; quantising then pages only if the rows, packed as they are, exceed the budget, and
+    _say_if_paged says so once it is known."""
     import cupy
 
     from . import external
 
     free, _ = cupy.cuda.runtime.memGetInfo()
     budget = external.auto_budget(n_rows, n_features, max_bin, free)
-    if budget is not None:
-        warnings.warn(f"daskgb: {n_rows} x {n_features} quantised rows would not fit in "
-                      f"{external.AUTO_FREE_FRACTION:.0%} of the GPU's {free / 2**30:.1f} GiB free memory; keeping "
-                      f"them as pages in host memory, streamed to the GPU (device_memory_budget={budget}; "
-                      "pass device_memory_budget= and spill_dir= to choose)", stacklevel=3)
-    return budget
+    return None if budget is None else (budget, free)
+
+
+def _say_if_paged(ell, auto) -> None:
+    """Warn when a matrix paged itself under the budget it chose (auto: _auto_budget's)."""
+    from . import external
+
+    if auto is None or not isinstance(ell, external.PagedEllpack):
+        return
+    budget, free = auto
+    warnings.warn(f"daskgb: {ell.n_rows} x {ell.n_features} quantised rows take {ell.nbytes / 2**30:.1f} GiB, more "
+                  f"than {external.AUTO_FREE_FRACTION:.0%} of the GPU's {free / 2**30:.1f} GiB free memory; keeping "
+                  f"them as {ell.n_pages} pages in host memory, streamed to the GPU (device_memory_budget={budget}; "
+                  "pass device_memory_budget= and spill_dir= to choose)", stacklevel=3)
 
 
 def check_paging(device_memory_budget, spill_dir) -> None:

@@ -262,9 +262,47 @@ def test_a_gpu_matrix_too_large_for_free_memory_pages_itself(monkeypatch):
 
     X, y = make_data(2, "reg:squarederror", False, n=5000)
     monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (8192, 2**30))
-    with pytest.warns(UserWarning, match="keeping them as pages in host memory"):
+    with pytest.warns(UserWarning, match=r"keeping them as \d+ pages in host memory"):
         m = daskgb.QuantileMatrix(X, y, device="cuda")
     assert m.paged
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["in memory", "batches"])
+def test_a_gpu_matrix_the_estimate_doubts_but_that_fits_stays_in_core_and_says_nothing(monkeypatch, how):
+    """The automatic budget is sized by an upper bound (the widest symbols max_bin allows); rows
+    that pack smaller and fit stay in core, with no warning that they were paged."""
+    import warnings
+
+    import cupy
+
+    from daskgb import external
+    from daskgb.ellpack import bits_for
+
+    X, y = make_data(2, "reg:squarederror", False, n=5000)
+
+    def build():
+        if how == "in memory":
+            return daskgb.QuantileMatrix(X, y, device="cuda")
+        return daskgb.QuantileMatrix.from_batches(lambda: iter([(X[:3000], y[:3000]), (X[3000:], y[3000:])]),
+                                                  device="cuda")
+
+    whole = build()
+    assert whole.ellpack.bits < bits_for(whole.max_bin + 1), "the rows must pack smaller than the estimate"
+    share = whole.ellpack.nbytes + 64
+    assert external.auto_budget(whole.n_rows, whole.n_features, whole.max_bin, 2 * share) is not None
+    monkeypatch.setattr(external, "AUTO_FREE_FRACTION", 0.5)
+    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (2 * share, 2**30))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = build()
+    assert not m.paged
+    from daskgb.backend.numpy_backend import unpack_symbols
+
+    def unpacked(e):
+        return unpack_symbols(cupy.asnumpy(e.words), e.bits, e.n_rows * e.row_stride)
+
+    np.testing.assert_array_equal(unpacked(m.ellpack), unpacked(whole.ellpack))
 
 
 def test_the_budget_can_be_chosen_once_the_rows_are_counted():
@@ -293,7 +331,7 @@ def test_batches_too_large_for_free_memory_page_themselves(monkeypatch):
 
     X, y = make_data(2, "reg:squarederror", False, n=5000)
     monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (8192, 2**30))
-    with pytest.warns(UserWarning, match="keeping them as pages in host memory"):
+    with pytest.warns(UserWarning, match=r"keeping them as \d+ pages in host memory"):
         m = daskgb.QuantileMatrix.from_batches(lambda: iter([(X[:3000], y[:3000]), (X[3000:], y[3000:])]),
                                                device="cuda")
     assert m.paged and m.n_rows == 5000
