@@ -2,10 +2,11 @@
 
 from .booster import Booster, train
 from .matrix import QuantileMatrix
+from .out_of_memory import OutOfMemoryError
 
 __version__ = "0.1.0"
 
-__all__ = ["Booster", "QuantileMatrix", "train", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
+__all__ = ["Booster", "QuantileMatrix", "OutOfMemoryError", "train", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
            "DaskGBClassifier", "DaskGBRanker", "plot_importance", "plot_metric", "plot_tree", "__version__"]
 
 

@@ -24,6 +24,7 @@ from .inputs import as_features, check_feature_names
 from .matrix import QuantileMatrix
 from .monotone import monotone_vector
 from .objective import QuantileError, Softmax, get_objective
+from .out_of_memory import explained
 from .params import TrainParams
 from .sampling import mvs_sample, row_sample
 from .ranking import DEFAULT_METRIC_K
@@ -306,6 +307,7 @@ def add_tree_binned(backend, ell, tree: Tree, margin) -> None:
     backend.add_leaf_values(ell, tree, margin)
 
 
+@explained("training", "dtrain")
 def train(params: dict, dtrain: QuantileMatrix, num_boost_round: int = 10, evals=(), verbose_eval=True,
           evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None,
           early_stopping_rounds: int | None = None, maximize: bool | None = None, callbacks=(),

@@ -12,6 +12,7 @@ from . import ellpack as _ellpack
 from . import sketch
 from .backend import array_module, get_backend, resolve_device, to_host
 from .inputs import as_features, as_margin, as_vector, check_feature_names
+from .out_of_memory import explained
 
 
 class QuantileMatrix:
@@ -37,6 +38,7 @@ class QuantileMatrix:
     query group, XGBoost's rule for ranking.
     """
 
+    @explained("quantising")
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
                  _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None):
@@ -124,6 +126,7 @@ class QuantileMatrix:
         self._on = {device: self}
 
     @classmethod
+    @explained("quantising")
     def from_batches(cls, batches, *, missing=np.nan, max_bin=256, feature_names=None, device=None,
                      device_memory_budget=None, spill_dir=None, ref=None, cuts=None) -> "QuantileMatrix":
         """A matrix from batches of rows that need not fit in memory together (XGBoost's DataIter).
