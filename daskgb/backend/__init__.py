@@ -9,16 +9,16 @@ import numpy as np
 DEVICES = ("auto", "cpu", "cuda")
 
 
-# Objects of these modules live on a GPU: CuPy's arrays, and the CuPy backend's own (its
-# FixedGradients, whose get() copies to the host like an array's).
-_DEVICE_MODULES = ("cupy", "daskgb.backend.cupy_backend")
+# The CuPy backend's own objects live on a GPU as CuPy's arrays do (its FixedGradients,
+# whose get() copies to the host like an array's).
+_CUPY_BACKEND = "daskgb.backend.cupy_backend"
 
 
 def array_module(*arrays):
     """numpy, or cupy if any of the arrays lives on a GPU."""
     for a in arrays:
         module = type(a).__module__
-        if module.split(".")[0] == "cupy" or module in _DEVICE_MODULES:
+        if module.split(".")[0] == "cupy" or module == _CUPY_BACKEND:
             import cupy
 
             return cupy
