@@ -422,7 +422,7 @@ def _check_sentinel(features, cuts, missing: float, names) -> None:
 def _batch_vector(v, xp):
     """A batch's labels or weights: flat float32 on xp's device (pandas or numpy through numpy)."""
     if array_module(v) is np or xp is np:
-        v = np.asarray(to_host(v.to_numpy() if hasattr(v, "to_numpy") else v), dtype=np.float32)
+        v = np.asarray(to_host(v), dtype=np.float32)
     return xp.asarray(v, dtype=xp.float32).ravel()
 
 
