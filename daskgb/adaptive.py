@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import to_host
+from .arrays import to_host
 from .collective import LocalCommunicator
 
 # Pivots tested per query and search step.

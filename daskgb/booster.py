@@ -12,7 +12,8 @@ from . import metric as _metric
 from ._types import PREDICT_NODE_DTYPE
 from .adaptive import refresh_leaves
 from . import phases as _phases
-from .backend import get_backend, resolve_device, to_host
+from .arrays import to_host
+from .backend import get_backend, resolve_device
 from .callback import EarlyStopping, TrainingCallback
 from .collective import LocalCommunicator
 from . import checkpoint as _checkpoint

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backend import to_host
+from .arrays import to_host
 
 FORMAT = "daskgb-checkpoint"
 VERSION = 1

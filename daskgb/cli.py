@@ -165,7 +165,7 @@ def _predict_part(part, booster, features, keep, output_margin, names):
     import numpy as np
     import pandas as pd
 
-    from .backend import to_host
+    from .arrays import to_host
 
     if len(part):
         values = booster.predict(part[features].to_numpy(dtype=np.float32, na_value=np.nan),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .backend import array_module, to_host
+from .arrays import array_module, to_host
 from .sketch import Cuts
 
 

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .backend import to_host
+from .arrays import to_host
 from .ellpack import Ellpack
 
 # A page takes at most budget // PAGE_FRACTION bytes of packed symbols.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import to_host
+from .arrays import to_host
 from .driver import Candidate, Driver, records
 from .external import PagedEllpack
 from .feature_sets import NodeFeatures

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import array_module, to_host
+from .arrays import array_module, to_host
 
 
 @dataclass

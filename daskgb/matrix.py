@@ -10,7 +10,8 @@ import numpy as np
 
 from . import ellpack as _ellpack
 from . import sketch
-from .backend import array_module, get_backend, resolve_device, to_host
+from .arrays import array_module, to_host
+from .backend import get_backend, resolve_device
 from .inputs import as_features, as_margin, as_vector, check_feature_names
 from .out_of_memory import explained
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ranking
-from .backend import to_host
+from .arrays import to_host
 from .collective import LocalCommunicator
 
 

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from .backend import array_module, to_host
+from .arrays import array_module, to_host
 from .objective import Objective, _sigmoid
 
 PAIR_METHODS = ("topk", "mean")

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .backend import to_host
+from .arrays import to_host
 
 SAMPLING_METHODS = ("uniform", "gradient_based")
 

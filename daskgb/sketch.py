@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import array_module, to_host
+from .arrays import array_module, to_host
 
 # Dense input is sketched a block of columns at a time; a block holds at most this
 # many entries, so working memory is O(this) (about 100 bytes an entry). A column

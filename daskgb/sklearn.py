@@ -15,7 +15,7 @@ import inspect
 
 import numpy as np
 
-from .backend import array_module, to_host
+from .arrays import array_module, to_host
 
 __all__ = ["GBRegressor", "GBClassifier", "GBRanker", "NotFittedError"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._types import SPLIT_DTYPE
-from .backend import to_host
+from .arrays import to_host
 
 # A split must improve the loss by more than this to be applied (XGBoost's kRtEps).
 RT_EPS = 1e-6

@@ -23,7 +23,7 @@ def start_cluster():
     """A LocalCUDACluster where GPUs are (and dask-cuda installed), else 2 CPU workers."""
     from distributed import LocalCluster
 
-    from daskgb.backend import cuda_available
+    from daskgb.arrays import cuda_available
 
     if cuda_available():
         try:

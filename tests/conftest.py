@@ -11,7 +11,7 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
-    from daskgb.backend import cuda_available
+    from daskgb.arrays import cuda_available
 
     if cuda_available():
         return

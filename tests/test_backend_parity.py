@@ -13,7 +13,7 @@ import pytest
 
 from daskgb import ellpack, split
 from daskgb._types import PREDICT_NODE_DTYPE
-from daskgb.backend import cuda_available, to_host
+from daskgb.arrays import cuda_available, to_host
 from daskgb.backend import numpy_backend as nb
 from daskgb.sketch import Cuts
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskgb.backend import to_host
+from daskgb.arrays import to_host
 from daskgb.backend import numpy_backend as nb
 
 from test_backend_parity import (both_ellpacks, cb, check_segments, fixed_histogram,  # noqa: F401

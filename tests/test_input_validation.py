@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import daskgb
-from daskgb.backend import cuda_available
+from daskgb.arrays import cuda_available
 
 
 @pytest.fixture

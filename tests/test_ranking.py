@@ -505,7 +505,7 @@ def test_cupy_gradient_and_metrics_equal_numpy(kind, pair_method):
     for xp, m in ((np, host), (cp, dev)):
         obj = ranking.RANKING_OBJECTIVES[f"rank:{kind}"](pair_method, 2)
         obj.prepare(xp, m, None)
-        results.append(daskgb.backend.to_host(obj.gradient_of(xp, xp.asarray(pred), m, 1)))
+        results.append(daskgb.arrays.to_host(obj.gradient_of(xp, xp.asarray(pred), m, 1)))
         metric = "map@4" if kind == "map" else "ndcg@4"
         results.append(evaluate(metric, xp, m.label, xp.asarray(pred), groups=m.groups))
     np.testing.assert_allclose(results[0], results[2], rtol=1e-6, atol=1e-9)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daskgb import sketch as sketch_mod
-from daskgb.backend import cuda_available
+from daskgb.arrays import cuda_available
 from daskgb.sketch import Cuts, Summary, make_cuts, merge, prune, sketch_budget, summarize, summarize_csr
 
 XP_PARAMS = [pytest.param(np, id="numpy")]

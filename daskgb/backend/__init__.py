@@ -2,52 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-
-import numpy as np
+from ..arrays import cuda_available
 
 DEVICES = ("auto", "cpu", "cuda")
-
-
-# The CuPy backend's own objects live on a GPU as CuPy's arrays do (its FixedGradients,
-# whose get() copies to the host like an array's).
-_CUPY_BACKEND = "daskgb.backend.cupy_backend"
-
-
-def array_module(*arrays):
-    """numpy, or cupy if any of the arrays lives on a GPU."""
-    for a in arrays:
-        module = type(a).__module__
-        if module.split(".")[0] == "cupy" or module == _CUPY_BACKEND:
-            import cupy
-
-            return cupy
-    return np
-
-
-def to_host(a):
-    """A numpy copy of a cupy array (or of the CuPy backend's FixedGradients); anything else as
-    numpy (no copy for numpy). Device objects are told by their module: a pandas Series has a
-    get() too."""
-    if array_module(a) is not np:
-        import cupy
-
-        # Wait for the device with the GIL released first: CuPy's copy keeps the GIL while it
-        # waits, and the NCCL watchdog thread must be able to run during a wait on a peer.
-        cupy.cuda.get_current_stream().synchronize()
-        return a.get()
-    return np.asarray(a)
-
-
-@functools.lru_cache(maxsize=None)
-def cuda_available() -> bool:
-    """True when CuPy imports and sees at least one GPU."""
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no cupy, no driver, or no device: all mean "no GPU here"
-        return False
 
 
 def resolve_device(device: str | None) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import split as _split
 from .._types import PREDICT_NODE_DTYPE, SPLIT_DTYPE
-from . import array_module, to_host
+from ..arrays import array_module, to_host
 from . import kernels as _kernels
 
 xp = cupy
@@ -426,6 +426,8 @@ class FixedGradients:
     The scale is on the device (inv_scale_d, scale_d: (2,) float64), which the kernels read,
     and on the host (inv_scale) unless prepare_gradients was asked not to wait for it; then
     abs_sum (the device sums it was sized by) is kept for check_finite()."""
+
+    on_device = True  # for daskgb.arrays: its get() copies from the GPU, as an array's
 
     def __init__(self, values, inv_scale, inv_scale_d, scale_d, abs_sum=None):
         self.values = values  # (n, 2) float32, C-contiguous

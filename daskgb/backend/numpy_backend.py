@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import split as _split
-from . import array_module
+from ..arrays import array_module
 
 xp = np
 name = "cpu"

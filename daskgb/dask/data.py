@@ -15,7 +15,7 @@ import uuid
 import numpy as np
 
 from .. import sketch
-from ..backend import array_module
+from ..arrays import array_module, to_host
 from ..inputs import check_feature_names, is_numeric_dtype
 from ..matrix import check_paging
 from .watch import gather_watching, live_workers
@@ -113,7 +113,7 @@ def _local_arrays(parts, device, features_on_host: bool = False):
     if not parts:
         return None, None, None, None
     if features_on_host:
-        X = _stack([(be.to_host(p[0]),) for p in parts], 0, np)
+        X = _stack([(to_host(p[0]),) for p in parts], 0, np)
     else:
         X = _stack(parts, 0, xp)
     return X, _stack(parts, 1, xp), _stack(parts, 2, xp), _stack(parts, 3, xp)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import array_module, to_host
+from ..arrays import array_module, to_host
 from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing, _score_metric,
                        _split_qid)
 from . import DaskQuantileMatrix, predict, train
@@ -354,7 +354,7 @@ class DaskGBRanker(_DaskModel, GBRanker):
 
 def _partition_metric(name, pred, y, qid, exp_gain, default_k):
     """(weighted metric sum, weight sum, qids) of one partition's whole query groups."""
-    from ..backend import array_module, to_host
+    from ..arrays import array_module, to_host
     from ..ranking import groups_from_qid, metric_sums
 
     xp = array_module(pred)

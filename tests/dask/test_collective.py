@@ -385,7 +385,7 @@ def _nccl_stuck_peer(job_id, root, rank, world_size, timeout, nap):
     Each rank's watchdog must release its own wait after `timeout` with a clear error."""
     import cupy
 
-    from daskgb.backend import to_host
+    from daskgb.arrays import to_host
 
     cupy.cuda.Device(rank).use()
     host = DaskCommunicator.connect(job_id, root, rank, world_size, timeout=120)
