@@ -1,8 +1,9 @@
 """daskgb: gradient-boosted decision trees on Dask clusters of GPUs (and on CPUs), XGBoost-compatible."""
 
-from .booster import Booster, train
+from .booster import Booster
 from .matrix import QuantileMatrix
 from .out_of_memory import OutOfMemoryError
+from .training import train
 
 __version__ = "0.1.0"
 

@@ -97,6 +97,8 @@ class Communicator:
 
     rank: int = 0
     world_size: int = 1
+    # Whether allreduce sums device arrays where they are (NCCL): the device grower needs it.
+    reduces_on_device: bool = False
 
     def allreduce(self, x, op: str = "sum", *, out=None):
         """x reduced over the ranks by op. out (an array of x's shape and dtype; x itself for
@@ -109,6 +111,10 @@ class Communicator:
 
     def broadcast(self, obj, root: int = 0):
         raise NotImplementedError
+
+    def track(self, what: str) -> None:
+        """Watch the device work queued so far as one collective call (NCCL's watchdog: a CUDA
+        graph's replay holding its allreduces); nothing to watch elsewhere."""
 
     def close(self) -> None:
         pass
@@ -888,6 +894,7 @@ class NcclCommunicator(Communicator):
     ``host_comm``.
     """
 
+    reduces_on_device = True
     # How often the watchdog looks at the oldest NCCL call not yet done.
     WATCH_INTERVAL_S = 0.5
 

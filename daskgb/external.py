@@ -9,10 +9,10 @@ or, with a spill directory, in .npy files read back through memory maps.
 - Building: quantise_blocks takes the rows a piece at a time from wherever they are (an
   array, CSR rows, or the batches of QuantileMatrix.from_batches), so neither the input nor
   the matrix is ever whole on the device.
-- Training without sampling streams the pages: at every step grower.grow_forest partitions
+- Training without sampling streams the pages: at every step growth/host.py's grow_forest partitions
   and builds histograms page by page and adds the pages' histograms (XGBoost's current way).
 - Training with sampling compacts each tree's sampled rows into one in-core matrix
-  (compact_rows, the 2020 paper's Algorithm 7; booster._grow_compacted).
+  (compact_rows, the 2020 paper's Algorithm 7; training/rounds.py CompactedRounds).
 Either way the trees are those of the in-core matrix with the same cuts.
 
 A page takes at most a quarter of the device-memory budget (PAGE_FRACTION), leaving the
@@ -36,10 +36,11 @@ from .ellpack import Ellpack
 PAGE_FRACTION = 4
 # With row sampling (subsample < 1), a tree trains on the sampled rows compacted into one
 # in-core matrix (the 2020 paper's Algorithm 7; see compact_rows) instead of streaming every
-# page at every step. Compaction reads the pages twice a tree (to gather the sampled rows,
-# then to route all rows to their leaves); streaming reads them once a step (a depth-8 tree:
-# nine times). The trees are the same either way (dropped rows have zero gradients).
-COMPACT_SAMPLED = True
+# page at every step: training/plan.py's COMPACTED_PAGES path (setting
+# daskgb.training.compact-sampled-pages). Compaction reads the pages twice a tree (to gather
+# the sampled rows, then to route all rows to their leaves); streaming reads them once a step
+# (a depth-8 tree: nine times). The trees are the same either way (dropped rows have zero
+# gradients).
 
 
 class SpillDirectory:

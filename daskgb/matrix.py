@@ -39,6 +39,8 @@ class QuantileMatrix:
     query group, XGBoost's rule for ranking.
     """
 
+    public_name = "daskgb.QuantileMatrix"
+
     @explained("quantising")
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
@@ -229,6 +231,10 @@ class QuantileMatrix:
         m.missing, m.device = missing, device
         m._on = {device: m}
         return m
+
+    @property
+    def has_labels(self) -> bool:
+        return self.label is not None
 
     def get_label(self):
         """The labels (XGBoost's DMatrix.get_label), as stored: numpy, or cupy on the GPU."""

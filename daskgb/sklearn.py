@@ -265,18 +265,10 @@ class _GBModel:
         return self._train(params, dtrain, evals, verbose, X)
 
     def _train(self, params, dtrain, evals, verbose, X):
-        from . import train
+        from .training import run
 
         evals_result: dict = {}
-        self._Booster = train(
-            params,
-            dtrain,
-            num_boost_round=self.n_estimators,
-            evals=evals,
-            verbose_eval=verbose,
-            evals_result=evals_result,
-            **self._training_controls(),
-        )
+        self._Booster = run(self._training_options(params, verbose, evals), dtrain, evals, evals_result=evals_result)
         self.evals_result_ = evals_result
         self.n_features_in_ = dtrain.n_features
         if hasattr(X, "columns") and dtrain.feature_names is not None:  # a dataframe
@@ -284,6 +276,13 @@ class _GBModel:
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         return self
+
+    def _training_options(self, params, verbose, evals):
+        """The fit's TrainingOptions: n_estimators rounds, the training controls, printing as verbose says."""
+        from .training import TrainingOptions
+
+        return TrainingOptions.create(params, self.n_estimators, verbose_eval=verbose, has_evals=bool(evals),
+                                      **self._training_controls())
 
     def _training_controls(self) -> dict:
         """early_stopping_rounds and callbacks for train(); the callbacks are copied, so that a

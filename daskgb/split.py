@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._types import SPLIT_DTYPE
+from .layouts import SPLIT_DTYPE
 from .arrays import to_host
 
 # A split must improve the loss by more than this to be applied (XGBoost's kRtEps).

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._types import PREDICT_NODE_DTYPE
+from .layouts import PREDICT_NODE_DTYPE
 
 # The fields of a tree and their types, in the order of the arrays (kernels/level.cu keeps it too).
 FIELDS = {

@@ -18,3 +18,15 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU (CuPy is not installed or sees none)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture
+def settings():
+    """settings({"training.queue-rounds": False, ...}): daskgb settings (daskgb/config.py) for
+    this test only, through dask.config."""
+    import contextlib
+
+    import dask.config
+
+    with contextlib.ExitStack() as stack:
+        yield lambda values: stack.enter_context(dask.config.set({f"daskgb.{k}": v for k, v in values.items()}))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from daskgb import ellpack, split
-from daskgb._types import PREDICT_NODE_DTYPE
+from daskgb.layouts import PREDICT_NODE_DTYPE
 from daskgb.arrays import cuda_available, to_host
 from daskgb.backend import numpy_backend as nb
 from daskgb.sketch import Cuts
@@ -512,10 +512,10 @@ def test_children_histograms(cb, seed):
 @pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
 @pytest.mark.parametrize("use_kernel", [True, False], ids=["split_kernel", "array_ops"])
 @pytest.mark.parametrize("n_features", [8, 45], ids=["one_block_per_node", "blocks_share_nodes"])
-def test_evaluate_splits(cb, layout, params, use_kernel, n_features, monkeypatch):
+def test_evaluate_splits(cb, layout, params, use_kernel, n_features, settings):
     import cupy
 
-    monkeypatch.setattr(cb, "USE_SPLIT_KERNEL", use_kernel)
+    settings({"training.split-kernel": use_kernel})
     rng = np.random.default_rng(20 + ["dense", "dense_missing", "sparse"].index(layout) + n_features)
     # 45 features: the kernel splits a node's features among several blocks (cupy_backend n_chunks).
     ell_n, ell_c = both_ellpacks(cb, rng, layout, n_rows=2000, n_features=n_features, max_bins=30)
@@ -549,12 +549,12 @@ def test_evaluate_splits(cb, layout, params, use_kernel, n_features, monkeypatch
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("use_kernel", [True, False], ids=["split_kernel", "array_ops"])
-def test_evaluate_splits_ties_and_no_split(cb, use_kernel, monkeypatch):
+def test_evaluate_splits_ties_and_no_split(cb, use_kernel, settings):
     """Hand-made histograms: exact ties (empty bins, a duplicated feature), a node
     with nothing, a node with only missing values, a node too light to split."""
     import cupy
 
-    monkeypatch.setattr(cb, "USE_SPLIT_KERNEL", use_kernel)
+    settings({"training.split-kernel": use_kernel})
     rng = np.random.default_rng(40)
     n_features, n_bins, k = 5, 12, 6
     ptrs = np.arange(0, n_features * n_bins + 1, n_bins, dtype=np.int32)

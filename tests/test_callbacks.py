@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import daskgb
-from daskgb.booster import row_sample
+from daskgb.sampling import row_sample
 from daskgb.callback import EarlyStopping, EvaluationMonitor, LearningRateScheduler, TrainingCallback
 
 xgb = pytest.importorskip("xgboost")

@@ -1,4 +1,4 @@
-"""Trees grown on the device (backend/cuda_growth.py) equal the host grower's, the reference (GPU only).
+"""Trees grown on the device (growth/device.py) equal the host grower's, the reference (GPU only).
 
 Every field of every tree must be equal bit for bit, and so must the rows' leaves (the
 training margins): the device decides what the host's driver and grower decide, with
@@ -60,30 +60,18 @@ def _matrix(X, score, objective, layout, weight=None, max_bin=256):
 def _train_both(params, m, X, rounds):
     """(boosters, training-metric histories, predictions on X): device grower first, host second.
     The training metric comes from the margins training keeps, which the rows' leaves move."""
-    from daskgb.backend import cuda_growth
-
-    calls = []
-    real = cuda_growth.grow_forest
-
-    def counted(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
+    import dask.config
 
     boosters, histories, preds = [], [], []
-    for enabled in (True, False):
-        cuda_growth.ENABLED = enabled
-        cuda_growth.grow_forest = counted
+    for enabled, path in ((True, "device-levels"), (False, "host-levels")):
         res = {}
-        try:
+        with dask.config.set({"daskgb.training.device-growth": enabled}):
             b = daskgb.train({**params, "device": "cuda", "seed": 3}, m, rounds, evals=[(m, "train")],
                              evals_result=res, verbose_eval=False)
-        finally:
-            cuda_growth.ENABLED = True
-            cuda_growth.grow_forest = real
+        assert b.attr("training_path") == path
         boosters.append(b)
         histories.append(res["train"])
         preds.append(np.asarray(b.predict(X, output_margin=True)))
-    assert len(calls) == rounds, "the device grower did not grow every round's trees"
     return boosters, histories, preds
 
 
@@ -122,20 +110,15 @@ def test_root_only_trees():
 
 
 def test_cases_outside_its_scope_take_the_host_grower():
-    from daskgb.backend import cuda_growth
-    from daskgb.collective import LocalCommunicator
-    from daskgb.params import TrainParams
-
-    comm = LocalCommunicator()
-    ok = TrainParams.from_dict({"max_depth": 6})
-    assert cuda_growth.applies(ok, 1, None, None, comm)
-    assert cuda_growth.applies(ok, 3, None, None, comm)  # a tree per class
-    assert not cuda_growth.applies(ok, 1, np.zeros((1, 2), bool), None, comm)
-    assert not cuda_growth.applies(ok, 1, None, np.ones(2), comm)
-    for change in (dict(grow_policy="lossguide"), dict(max_leaves=8), dict(colsample_bynode=0.5),
-                   dict(max_depth=cuda_growth.MAX_DEPTH + 1)):
-        p = TrainParams.from_dict({"max_depth": 6, **change})
-        assert not cuda_growth.applies(p, 1, None, None, comm), change
+    """The planner's refusals (tests/test_training_plan.py tests each) on a real fit."""
+    X, score = _data(4, 1000)
+    m = _matrix(X, score, "reg:squarederror", "dense")
+    for change, why in ((dict(grow_policy="lossguide", max_leaves=8), "grow_policy='lossguide'"),
+                        (dict(colsample_bynode=0.5), "colsample_bynode=0.5"),
+                        (dict(max_depth=13), "max_depth=13 > 12")):
+        b = daskgb.train({"device": "cuda", "max_depth": 6, **change}, m, 2, verbose_eval=False)
+        assert b.attr("training_path") == "host-levels", change
+        assert f"device-levels: {why}" in b.attr("training_path_refused"), b.attr("training_path_refused")
 
 
 def test_nan_gradients_are_an_error():
@@ -143,9 +126,9 @@ def test_nan_gradients_are_an_error():
     are still reported, once the round's trees are read back and before they are used."""
     import cupy
 
-    from daskgb.backend import cuda_growth
     from daskgb.backend import cupy_backend as cb
     from daskgb.collective import LocalCommunicator
+    from daskgb.growth import device
     from daskgb.params import TrainParams
 
     X, score = _data(2, 1000)
@@ -155,15 +138,15 @@ def test_nan_gradients_are_an_error():
     fixed, scale = cb.prepare_gradients(g, wait=False)
     params = TrainParams.from_dict({"max_depth": 3})
     with pytest.raises(ValueError, match="NaN"):
-        cuda_growth.grow_forest(m.ellpack, fixed, scale, params, LocalCommunicator(), True)
+        device.grow_forest(m.ellpack, fixed, scale, params, LocalCommunicator(), True)
 
 
 @pytest.mark.parametrize("max_depth", range(1, 13))
 def test_level_histograms_share_one_buffer_without_overlap(max_depth):
-    """cuda_growth._HistogramArena: at every level that builds, the parents' histograms, the
+    """growth/device.py's _HistogramArena: at every level that builds, the parents' histograms, the
     built children's and all children's are disjoint views of one buffer; the children are
     the next level's parents; the buffer is no larger than what one level holds at once."""
-    from daskgb.backend.cuda_growth import _HistogramArena
+    from daskgb.growth.device import _HistogramArena
 
     total_bins = 7
     arena = _HistogramArena(max_depth, total_bins)

@@ -184,12 +184,10 @@ def test_paged_training_equals_in_core_on_the_gpu(case, tmp_path):
     {"subsample": 0.6},
     {"subsample": 0.5, "sampling_method": "gradient_based", "objective": "multi:softprob", "num_class": 3},
 ], ids=["mvs", "uniform", "mvs-multiclass"])
-def test_sampled_rows_compacted_or_streamed_train_the_in_core_model(compact, sampling, monkeypatch):
+def test_sampled_rows_compacted_or_streamed_train_the_in_core_model(compact, sampling, settings):
     """With sampling, a tree trains on its sampled rows gathered into one in-core matrix
-    (COMPACT_SAMPLED) or on every page in turn: both are the in-core model."""
-    from daskgb import external
-
-    monkeypatch.setattr(external, "COMPACT_SAMPLED", compact)
+    (the compacted-pages path) or on every page in turn: both are the in-core model."""
+    settings({"training.compact-sampled-pages": compact})
     X, y = make_data(21, "reg:squarederror", True)
     if sampling.get("objective") == "multi:softprob":
         y = np.digitize(y, [-1.0, 1.5]).astype(np.float32)

@@ -15,8 +15,8 @@ import pytest
 from exact_data import make_data, xgb_trees
 
 import daskgb
-from daskgb._types import SPLIT_DTYPE
-from daskgb.driver import Candidate, Driver
+from daskgb.layouts import SPLIT_DTYPE
+from daskgb.growth.driver import Candidate, Driver
 from daskgb.split import SplitParams
 
 xgb = pytest.importorskip("xgboost")

@@ -8,7 +8,7 @@ import pytest
 from exact_data import make_data
 
 import daskgb
-from daskgb import booster as _booster
+from daskgb.training import fit as _fit
 from daskgb import external
 from daskgb import matrix as _matrix
 from daskgb.out_of_memory import explain
@@ -33,7 +33,7 @@ def test_training_that_runs_out_of_host_memory_says_so(monkeypatch):
     X, y = make_data(1, "reg:squarederror", False, n=300)
     m = daskgb.QuantileMatrix(X, y, device="cpu")
     original = MemoryError("Unable to allocate 6.00 GiB for an array")
-    monkeypatch.setattr(_booster, "_round_gradients", _raise(original))
+    monkeypatch.setattr(_fit, "round_gradients", _raise(original))
     with pytest.raises(daskgb.OutOfMemoryError, match=r"the host ran out of memory while training on 300 rows x 6 "
                        r"features .* in host memory\).*more workers.*Unable to allocate 6.00 GiB") as info:
         daskgb.train({"device": "cpu"}, m, 3, verbose_eval=False)
@@ -74,7 +74,7 @@ def test_an_explained_error_is_not_explained_twice(monkeypatch):
     X, y = make_data(4, "reg:squarederror", False, n=300)
     m = daskgb.QuantileMatrix(X, y, device="cpu")
     inner = daskgb.OutOfMemoryError("daskgb: already said")
-    monkeypatch.setattr(_booster, "_round_gradients", _raise(inner))
+    monkeypatch.setattr(_fit, "round_gradients", _raise(inner))
     with pytest.raises(daskgb.OutOfMemoryError) as info:
         daskgb.train({"device": "cpu"}, m, 1, verbose_eval=False)
     assert info.value is inner
@@ -87,7 +87,7 @@ def test_cupys_out_of_memory_in_training_names_the_gpu(monkeypatch):
     X, y = make_data(5, "reg:squarederror", False, n=2000)
     m = daskgb.QuantileMatrix(X, y, device="cuda")
     original = cupy.cuda.memory.OutOfMemoryError(6_400_000_000, 83_000_000_000)
-    monkeypatch.setattr(_booster, "_round_gradients", _raise(original))
+    monkeypatch.setattr(_fit, "round_gradients", _raise(original))
     with pytest.raises(daskgb.OutOfMemoryError, match=r"the GPU ran out of memory while training on 2,000 rows x 6 "
                        r"features .* on the GPU\).*device_memory_budget=") as info:
         daskgb.train({"device": "cuda"}, m, 2, verbose_eval=False)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import daskgb
+from daskgb.training import TrainingOptions, run
 from daskgb import phases
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -45,7 +46,7 @@ def test_phases_add_up_to_the_round_and_leave_the_model_alone(device, grow_polic
             laps.append(clock.lap())  # on GPU: waits for the round's work, then reads its events
             stamps.append(time.perf_counter())
 
-        timed = daskgb.train(params, m, 8, evals=[(m, "train")], verbose_eval=False, _after_round=after_round)
+        timed = run(TrainingOptions.create(params, 8, verbose_eval=False), m, [(m, "train")], after_round=after_round)
     np.testing.assert_array_equal(plain.predict(X), timed.predict(X))
     assert len(laps) == 8
     # Round 0 also holds training's set-up (and on GPU the kernels' compilation); the others

@@ -1,6 +1,7 @@
-"""Rounds queued ahead of the host (booster.train with cuda_growth.queue_forest): the host
-queues round r+1 before it reads round r's trees, and the model is the one training gives
-when the host reads every round's trees first, bit for bit (GPU only)."""
+"""Rounds queued ahead of the host (the queued-rounds and cuda-graphs paths, growth/device.py
+queue_forest and growth/graphs.py): the host queues round r+1 before it reads round r's trees,
+and the model is the one training gives when the host reads every round's trees first, bit
+for bit (GPU only)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import numpy as np
 import pytest
 
 import daskgb
-from daskgb import booster as booster_module
 
 pytestmark = pytest.mark.gpu
 
@@ -38,13 +38,21 @@ def _matrix(objective, n=4000, f=8, seed=0):
     return X, daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y), max_bin=64, device="cuda")
 
 
-def _order_of_calls(monkeypatch):
+def assert_same_model(a, b):
+    """The same trees, base score and best round: the models' JSON but for their attributes
+    (which name the path each was trained by)."""
+    da, db = a.to_dict(), b.to_dict()
+    da.pop("attributes"), db.pop("attributes")
+    assert json.dumps(da) == json.dumps(db)
+
+
+def _order_of_calls(monkeypatch, settings):
     """Log ("queue", round index) and ("read", round index) as training makes the calls."""
-    from daskgb.backend import cuda_growth
+    from daskgb.growth import device
 
     log = []
-    real_queue, real_trees = cuda_growth.queue_forest, cuda_growth.QueuedForest.trees
-    monkeypatch.setattr(cuda_growth, "GRAPHS", False)  # every round then takes queue_forest
+    real_queue, real_trees = device.queue_forest, device.QueuedForest.trees
+    settings({"training.cuda-graphs": False})  # every round then takes queue_forest
 
     def queue(*a, **k):
         forest = real_queue(*a, **k)
@@ -56,92 +64,98 @@ def _order_of_calls(monkeypatch):
         log.append(("read", getattr(self, "_index", None)))
         return real_trees(self)
 
-    monkeypatch.setattr(cuda_growth, "queue_forest", queue)
-    monkeypatch.setattr(cuda_growth.QueuedForest, "trees", trees)
+    monkeypatch.setattr(device, "queue_forest", queue)
+    monkeypatch.setattr(device.QueuedForest, "trees", trees)
     return log
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_queued_rounds_give_the_model_of_rounds_read_one_by_one(case, monkeypatch):
+def test_queued_rounds_give_the_model_of_rounds_read_one_by_one(case, monkeypatch, settings):
     params = {**CASES[case], "device": "cuda", "seed": 7, "max_bin": 64}
     X, m = _matrix(params["objective"], seed=case)
-    log = _order_of_calls(monkeypatch)
+    log = _order_of_calls(monkeypatch, settings)
     queued = daskgb.train(params, m, 8, verbose_eval=False)
+    assert queued.attr("training_path") == "queued-rounds"
     # The host read round r's trees only once round r + 1 was queued.
     assert log[:4] == [("queue", 0), ("queue", 1), ("read", 0), ("queue", 2)]
     assert log[-2:] == [("read", 6), ("read", 7)]
-    monkeypatch.setattr(booster_module, "_QUEUE_ROUNDS", False)
+    settings({"training.queue-rounds": False})
     log.clear()
     one_by_one = daskgb.train(params, m, 8, verbose_eval=False)
+    assert one_by_one.attr("training_path") == "device-levels"
+    assert "queued-rounds: turned off" in one_by_one.attr("training_path_refused")
     assert all(kind == "queue" for kind, _ in log[::2]) and all(
         a[1] == b[1] for a, b in zip(log[::2], log[1::2])), "with queuing off each round is read before the next"
-    assert json.dumps(queued.to_dict()) == json.dumps(one_by_one.to_dict())
+    assert_same_model(queued, one_by_one)
     np.testing.assert_array_equal(np.asarray(queued.predict(X, output_margin=True)),
                                   np.asarray(one_by_one.predict(X, output_margin=True)))
 
 
-def test_rounds_are_read_one_by_one_where_the_host_looks_at_each(monkeypatch):
+def test_rounds_are_read_one_by_one_where_the_host_looks_at_each(monkeypatch, settings):
     """Eval sets, callbacks and custom objectives see each round before the next is queued."""
     X, m = _matrix("binary:logistic")
-    log = _order_of_calls(monkeypatch)
+    log = _order_of_calls(monkeypatch, settings)
     res = {}
-    daskgb.train({"device": "cuda", "max_depth": 3, "objective": "binary:logistic"}, m, 4, evals=[(m, "train")],
+    b = daskgb.train({"device": "cuda", "max_depth": 3, "objective": "binary:logistic"}, m, 4, evals=[(m, "train")],
                  evals_result=res, verbose_eval=False)
     assert log == [("queue", 0), ("read", 0), ("queue", 1), ("read", 1), ("queue", 2), ("read", 2),
                    ("queue", 3), ("read", 3)]
     assert len(res["train"]["logloss"]) == 4
+    assert b.attr("training_path") == "device-levels"
+    assert "eval sets are watched every round" in b.attr("training_path_refused")
 
 
-def test_queued_rounds_write_the_same_checkpoints(tmp_path, monkeypatch):
+def test_queued_rounds_write_the_same_checkpoints(tmp_path, settings):
     from daskgb.checkpoint import Checkpoints
 
     params = {"device": "cuda", "max_depth": 4, "objective": "binary:logistic", "max_bin": 64}
     _, m = _matrix("binary:logistic", seed=3)
     daskgb.train(params, m, 9, verbose_eval=False, checkpoint_dir=tmp_path / "queued", checkpoint_every=4)
-    monkeypatch.setattr(booster_module, "_QUEUE_ROUNDS", False)
+    settings({"training.queue-rounds": False})
     daskgb.train(params, m, 9, verbose_eval=False, checkpoint_dir=tmp_path / "one", checkpoint_every=4)
     a, b = Checkpoints(tmp_path / "queued", 4).latest(), Checkpoints(tmp_path / "one", 4).latest()
     assert a["rounds"] == b["rounds"] == 9
+    a["model"].pop("attributes"), b["model"].pop("attributes")
     assert json.dumps(a["model"]) == json.dumps(b["model"])
     assert sorted(p.name for p in (tmp_path / "queued").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
 
 
 def _graph_launches(monkeypatch):
-    from daskgb.backend import cuda_growth
+    from daskgb.growth import graphs
 
     launches = []
-    real = cuda_growth._ForestGraph.launch
+    real = graphs._ForestGraph.launch
 
     def launch(self, gpair):
         launches.append(1)
         return real(self, gpair)
 
-    monkeypatch.setattr(cuda_growth._ForestGraph, "launch", launch)
+    monkeypatch.setattr(graphs._ForestGraph, "launch", launch)
     return launches
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_rounds_replayed_as_cuda_graphs_give_the_same_model(case, monkeypatch):
-    from daskgb.backend import cuda_growth
-
+def test_rounds_replayed_as_cuda_graphs_give_the_same_model(case, monkeypatch, settings):
     params = {**CASES[case], "device": "cuda", "seed": 11, "max_bin": 64}
     X, m = _matrix(params["objective"], seed=10 + case)
     launches = _graph_launches(monkeypatch)
     graphed = daskgb.train(params, m, 7, verbose_eval=False)
     # Round 0 runs launch by launch, round 1 is captured, and every round from there replays
     # it; column sampling draws other features each tree, so it never takes a graph.
-    assert len(launches) == (0 if params.get("colsample_bytree", 1.0) < 1 else 6)
-    monkeypatch.setattr(cuda_growth, "GRAPHS", False)
+    sampled = params.get("colsample_bytree", 1.0) < 1
+    assert len(launches) == (0 if sampled else 6)
+    assert graphed.attr("training_path") == ("queued-rounds" if sampled else "cuda-graphs")
+    settings({"training.cuda-graphs": False})
     launches.clear()
     plain = daskgb.train(params, m, 7, verbose_eval=False)
-    assert not launches
-    assert json.dumps(graphed.to_dict()) == json.dumps(plain.to_dict())
+    assert not launches and plain.attr("training_path") == "queued-rounds"
+    assert_same_model(graphed, plain)
     np.testing.assert_array_equal(np.asarray(graphed.predict(X, output_margin=True)),
                                   np.asarray(plain.predict(X, output_margin=True)))
 
 
 def test_a_failed_capture_warns_and_training_goes_on(monkeypatch):
-    from daskgb.backend import cuda_growth
+    from daskgb.growth import graphs
 
     params = {"device": "cuda", "max_depth": 5, "objective": "binary:logistic", "max_bin": 64}
     _, m = _matrix("binary:logistic", seed=4)
@@ -150,10 +164,12 @@ def test_a_failed_capture_warns_and_training_goes_on(monkeypatch):
     def refuse(*a, **k):
         raise RuntimeError("capture refused (test)")
 
-    monkeypatch.setattr(cuda_growth._ForestGraph, "__init__", refuse)
+    monkeypatch.setattr(graphs._ForestGraph, "__init__", refuse)
     with pytest.warns(RuntimeWarning, match="capture refused"):
         got = daskgb.train(params, m, 5, verbose_eval=False)
-    assert json.dumps(got.to_dict()) == json.dumps(expected.to_dict())
+    assert expected.attr("training_path") == "cuda-graphs"
+    assert got.attr("training_path").startswith("queued-rounds (the CUDA graph capture failed: RuntimeError: capture")
+    assert_same_model(got, expected)
 
 
 def test_graphs_follow_a_learning_rate_that_changes():
@@ -161,22 +177,22 @@ def test_graphs_follow_a_learning_rate_that_changes():
     (no queuing with callbacks, so this drives ForestGraphs directly)."""
     import cupy
 
-    from daskgb.backend import cuda_growth
     from daskgb.backend import cupy_backend as cb
     from daskgb.collective import LocalCommunicator
+    from daskgb.growth import device, graphs as graphs_module
     from daskgb.params import TrainParams
 
     X, m = _matrix("reg:squarederror", seed=5)
     rng = np.random.default_rng(0)
     g = cupy.asarray(np.stack([rng.normal(size=X.shape[0]), np.ones(X.shape[0])], axis=1).astype(np.float32))
-    graphs = cuda_growth.ForestGraphs(enabled=True)
+    graphs = graphs_module.ForestGraphs(enabled=True)
     comm = LocalCommunicator()
     try:
         for eta in (0.3, 0.3, 0.3, 0.1, 0.1, 0.3):
             params = TrainParams.from_dict({"max_depth": 4, "learning_rate": eta})
             got = graphs.queue(m.ellpack, g, params, comm, True, [0]).trees()[0]
             fixed, scale = cb.prepare_gradients(g, wait=False)
-            want = cuda_growth.queue_forest(m.ellpack, fixed, scale, params, comm, True, [0]).trees()[0]
+            want = device.queue_forest(m.ellpack, fixed, scale, params, comm, True, [0]).trees()[0]
             for name in ("left", "right", "feature", "bin", "value", "gain", "cover"):
                 np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"eta {eta} {name}")
         assert len(graphs._graphs) == 2 and graphs.failure is None
@@ -187,19 +203,19 @@ def test_graphs_follow_a_learning_rate_that_changes():
 def test_graph_memory_is_counted_while_training_and_freed_after(monkeypatch):
     """The graphs' blocks live outside CuPy's default pool: graph_memory_bytes() reports them
     (memory figures add it), and training's end frees them."""
-    from daskgb.backend import cuda_growth
+    from daskgb.growth import graphs
 
     seen = []
-    real = cuda_growth._ForestGraph.launch
+    real = graphs._ForestGraph.launch
 
     def launch(self, gpair):
-        seen.append(cuda_growth.graph_memory_bytes())
+        seen.append(graphs.graph_memory_bytes())
         return real(self, gpair)
 
-    monkeypatch.setattr(cuda_growth._ForestGraph, "launch", launch)
+    monkeypatch.setattr(graphs._ForestGraph, "launch", launch)
     X, m = _matrix("binary:logistic", n=20_000, seed=6)
     daskgb.train({"device": "cuda", "max_depth": 6, "objective": "binary:logistic", "max_bin": 64}, m, 4,
                  verbose_eval=False)
     # At least the row index, scratch and leaves (4 bytes a row each) and the pairs (8 a row).
     assert seen and min(seen) >= 20 * X.shape[0]
-    assert cuda_growth.graph_memory_bytes() == 0
+    assert graphs.graph_memory_bytes() == 0

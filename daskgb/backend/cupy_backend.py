@@ -42,7 +42,7 @@ import cupy
 import numpy as np
 
 from .. import split as _split
-from .._types import PREDICT_NODE_DTYPE, SPLIT_DTYPE
+from ..layouts import PREDICT_NODE_DTYPE, SPLIT_DTYPE
 from ..arrays import array_module, to_host
 from . import kernels as _kernels
 
@@ -96,9 +96,6 @@ _SKETCH = ("segmented_search_right", "segmented_search_left")
 _SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
 _CANDIDATE_BYTES = 48  # sizeof(Candidate) in kernels/split.cu
 
-# False: evaluate splits with split.evaluate_splits' array operations on the device
-# (the reference the kernel is tested against) instead of kernels/split.cu.
-USE_SPLIT_KERNEL = True
 
 _functions: dict = {}
 
@@ -674,14 +671,6 @@ class RowPartition:
         return self._positions
 
 
-def grows_on_device(params, n_trees: int, interaction, monotone, comm) -> bool:
-    """Whether a round's trees grow with no host work between levels (backend/cuda_growth.py);
-    if so, prepare_gradients need not wait for the scale."""
-    from . import cuda_growth
-
-    return cuda_growth.applies(params, n_trees, interaction, monotone, comm)
-
-
 def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
     return RowPartition(n_rows, n_trees)
 
@@ -952,13 +941,16 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
     with constraints set the array-operation reference runs on the device instead.
 
     kernels/split.cu computes exactly what split.evaluate_splits computes, with
-    one device sync (the records) instead of several; USE_SPLIT_KERNEL = False
-    selects the array-operation reference on the device instead.
+    one device sync (the records) instead of several; the setting
+    daskgb.training.split-kernel off selects the array-operation reference on the device.
     """
+    from .. import config
+
     arrays = _cuts_arrays(cuts)
     k = hist.shape[0]
     n_features = len(arrays.host[0]) - 1
-    if not USE_SPLIT_KERNEL or k == 0 or n_features == 0 or hist.dtype != cupy.int64 or monotone is not None:
+    if (not config.get("training.split-kernel") or k == 0 or n_features == 0 or hist.dtype != cupy.int64
+            or monotone is not None):
         ptrs, values, min_values = arrays.host
         return _split.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask,
                                       monotone, bounds)

@@ -6,10 +6,8 @@ import uuid
 
 import numpy as np
 
-from ..feature_sets import interaction_sets
 from ..inputs import check_feature_names
-from ..monotone import monotone_vector
-from ..params import TrainParams
+from ..training.options import TrainingOptions
 from . import dashboard, progress
 from .data import DaskQuantileMatrix
 from .watch import gather_watching, live_workers
@@ -23,7 +21,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     """Train on the workers holding dtrain's rows.
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
-    "collective": [per-rank communicator statistics]}.
+    "training_path": the way the rounds were trained (daskgb/training/plan.py; the booster's
+    attributes() also say why faster ways were not taken), "collective": [per-rank
+    communicator statistics]}.
 
     verbose_eval: True (every round), an int n (every n-th round and the last) or False:
     a progress bar on the client (a widget in a notebook) with the latest metrics, and the
@@ -44,37 +44,23 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     DaskQuantileMatrix again and call train with the same arguments and resume=True: the
     finished model equals an unbroken run's.
     """
-    from ..checkpoint import check_options
-
-    checkpoint_path = check_options(checkpoint_dir, checkpoint_every, resume)
-    p = TrainParams.from_dict(params)
-    from ..callback import TrainingCallback
-
-    for cb in callbacks or ():
-        if not isinstance(cb, TrainingCallback):
-            raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
-    if not isinstance(dtrain, DaskQuantileMatrix):
-        raise ValueError("dtrain must be a daskgb.dask.DaskQuantileMatrix")
-    if not dtrain._has_labels:
-        raise ValueError("dtrain has no labels (y)")
     evals = list(evals or [])
-    for item in evals:
-        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], DaskQuantileMatrix)):
-            raise ValueError("evals must be a list of (DaskQuantileMatrix, name) pairs")
-    for m in [dtrain] + [m for m, _ in evals]:
-        if m.released:
-            raise ValueError("a DaskQuantileMatrix given to train was released (release() freed its rows)")
-    for item in evals:
-        if item[0].cuts_token != dtrain.cuts_token:
-            raise ValueError(f"eval set {item[1]!r} has its own cuts; build it with DaskQuantileMatrix(..., ref=dtrain)")
-        if not item[0]._has_labels:
-            raise ValueError(f"eval set {item[1]!r} has no labels")
-    _check_query_groups(p, dtrain, evals, obj)
-    # Constraints are checked here, on the client: a bad index or name fails before any worker starts.
-    interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
-    monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
-    device = _device(p.device, dtrain.device)
-    params = {**params, "device": device}
+    options = TrainingOptions.create(params, num_boost_round, verbose_eval=verbose_eval, obj=obj,
+                                     custom_metric=custom_metric, early_stopping_rounds=early_stopping_rounds,
+                                     maximize=maximize, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
+                                     checkpoint_every=checkpoint_every, resume=resume, has_evals=bool(evals))
+    return run(client, options, dtrain, evals)
+
+
+def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) -> dict:
+    """train() with its options made (the estimators call this): checks the matrices on the
+    client, then trains on their workers; returns train()'s dict."""
+    evals = list(evals or [])
+    options.check(dtrain, evals, DaskQuantileMatrix)
+    device = _device(options.train_params.device, dtrain.device)
+    # The workers train on the data's device and print nothing: the client shows the progress.
+    worker_options = options.for_workers(device)
+    num_boost_round, checkpoint_path = options.num_boost_round, options.checkpoint_dir
     workers = dtrain.workers
     alive = live_workers(client)
     missing = [a for a in workers if a not in alive]
@@ -91,6 +77,7 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     # Progress and the eval log are shown here, on the client (dask/progress.py); the workers
     # print nothing. Rank 0 reports only when someone shows it: the scheduler keeps every
     # topic's events, and a search's many fits would pile them up there.
+    verbose_eval = options.verbose_eval
     every = 1 if verbose_eval is True else (int(verbose_eval) if verbose_eval else 0)
     topic = progress.topic_of(job)
     display = progress.ProgressDisplay(num_boost_round, every) if verbose_eval else None
@@ -101,12 +88,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     results = None
     try:
         futures = [
-            client.submit(train_on_worker, job, root, rank, len(workers), params, dtrain._local[a],
-                          [(m._local[a], name) for m, name in evals], num_boost_round, False, timeout,
-                          obj, custom_metric, early_stopping_rounds, maximize, list(callbacks or ()),
-                          topic if display is not None else None, dashboard=board,
-                          checkpoint=(None if checkpoint_path is None else str(checkpoint_path), checkpoint_every,
-                                      bool(resume)),
+            client.submit(train_on_worker, job, root, rank, len(workers), worker_options, dtrain._local[a],
+                          [(m._local[a], name) for m, name in evals], timeout=timeout,
+                          progress_topic=topic if display is not None else None, dashboard=board,
                           workers=[a], allow_other_workers=False, pure=False, key=f"daskgb-train-{rank}-{job}")
             for rank, a in enumerate(workers)
         ]
@@ -134,7 +118,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
             stopped = booster is not None and booster.best_iteration is not None and \
                 booster.num_boosted_rounds() < num_boost_round
             display.close(history, None if booster is None else booster.best_iteration, stopped)
-    return {"booster": results[0]["booster"], "history": results[0]["history"],
+    booster = results[0]["booster"]
+    return {"booster": booster, "history": results[0]["history"], "training_path": booster.attr("training_path"),
             "collective": [r["collective"] for r in results]}
 
 
@@ -191,23 +176,6 @@ def _lost_message(r, lost, workers, num_boost_round, checkpoint_path) -> str:
             else f"checkpoint_dir is {str(checkpoint_path)!r}")
     return (text + f". To go on: {last}; build the DaskQuantileMatrix again from the same data and call train with "
             "the same arguments and resume=True")
-
-
-def _check_query_groups(p, dtrain, evals, obj) -> None:
-    """Ranking needs query groups on every matrix it ranks: in one process the rows without qid are one
-    query (XGBoost's reading), but spread over workers they would silently be one query per worker."""
-    from ..objective import get_objective
-    from ..ranking import RANKING_OBJECTIVES, parse_metric
-
-    if obj is None and p.objective in RANKING_OBJECTIVES and not dtrain.has_groups:
-        raise ValueError(f"objective {p.objective!r} on Dask needs query groups: build the DaskQuantileMatrix "
-                         "with qid= (or group=)")
-    metrics = p.eval_metric or ([] if obj is not None else [get_objective(p.objective, p).default_metric])
-    ranking_metrics = [m for m in metrics if parse_metric(m) is not None]
-    for m, name in evals:
-        if ranking_metrics and not m.has_groups:
-            raise ValueError(f"eval_metric {ranking_metrics[0]!r} on Dask needs query groups: build eval set "
-                             f"{name!r} with qid= (or group=)")
 
 
 def _device(asked: str, data_device: str) -> str:

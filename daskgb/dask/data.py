@@ -278,6 +278,10 @@ class DaskQuantileMatrix:
     its host (or in files under spill_dir, a path on each worker's machine) and streams them.
     """
 
+    public_name = "daskgb.dask.DaskQuantileMatrix"
+    # Spread over workers, rows without query ids cannot be one query: ranking needs qid= or group=.
+    ranks_only_with_groups = True
+
     def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
                  spill_dir=None):
@@ -409,12 +413,16 @@ class DaskQuantileMatrix:
         self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
         # The matrix's rows are the workers' rows in worker (rank) order: take() indexes them so.
         self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
-        self._has_labels = y is not None
+        self.has_labels = y is not None
         lap("ELLPACK on workers")
 
     @property
     def shape(self) -> tuple[int, int]:
         return (self.n_rows, self.n_features)
+
+    def shares_cuts_with(self, other: "DaskQuantileMatrix") -> bool:
+        """Whether this matrix was quantised with other's cuts (built with ref=other, or other itself)."""
+        return self.cuts_token == other.cuts_token
 
     def __len__(self) -> int:
         return self.n_rows
@@ -455,7 +463,7 @@ class DaskQuantileMatrix:
     def labels(self):
         """The labels as a lazy dask array, in the matrix's row order (the workers' rows in
         worker order); None without labels."""
-        return self._vector("label") if self._has_labels else None
+        return self._vector("label") if self.has_labels else None
 
     def weights(self):
         """The weights as a lazy dask array in row order; None without weights."""

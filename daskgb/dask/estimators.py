@@ -13,7 +13,7 @@ import numpy as np
 from ..arrays import array_module, to_host
 from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing, _score_metric,
                        _split_qid)
-from . import DaskQuantileMatrix, predict, train
+from . import DaskQuantileMatrix, predict, run
 
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
 
@@ -27,7 +27,7 @@ def _score_targets(X, y, sample_weight):
     if y is not None or sample_weight is not None:
         raise ValueError("a DaskQuantileMatrix carries its labels and weights: score(matrix) with y=None and no "
                          "sample_weight")
-    if not X._has_labels:
+    if not X.has_labels:
         raise ValueError("the DaskQuantileMatrix has no labels (y) to score against")
     return X.labels(), X.weights()
 
@@ -129,7 +129,7 @@ class _DaskModel:
         if y is not None or sample_weight is not None or sample_weight_eval_set is not None:
             raise ValueError("a DaskQuantileMatrix carries its labels and weights: fit(dtrain) with y=None and no "
                              "sample weights")
-        if not dtrain._has_labels:
+        if not dtrain.has_labels:
             raise ValueError("the DaskQuantileMatrix has no labels (y)")
         evals = []
         for i, item in enumerate(eval_set or ()):
@@ -145,8 +145,7 @@ class _DaskModel:
         """What fit learns from the labels of a prebuilt matrix (the classifier: its classes)."""
 
     def _train(self, params, dtrain, evals, verbose, X):
-        out = train(self._get_client(), params, dtrain, self.n_estimators, evals=evals, verbose_eval=verbose,
-                    **self._training_controls())
+        out = run(self._get_client(), self._training_options(params, verbose, evals), dtrain, evals)
         self._Booster = out["booster"]
         self.evals_result_ = out["history"]
         self._collective = out["collective"]

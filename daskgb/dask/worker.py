@@ -37,31 +37,29 @@ def start_collective(job_id: str) -> str:
     return start_root(job_id)
 
 
-def train_on_worker(job_id, root_address, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval,
-                    timeout, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None, callbacks=(),
-                    progress_topic=None, dashboard=False, checkpoint=(None, None, False)):
-    """One worker's share of training. Every rank grows the same trees (the histograms are summed
+def train_on_worker(job_id, root_address, rank, world_size, options, dtrain, evals, *, timeout=None,
+                    progress_topic=None, dashboard=False):
+    """One worker's share of training with the fit's TrainingOptions (its checkpoints: rank 0
+    writes and reads the files). Every rank grows the same trees (the histograms are summed
     across ranks before any decision), so rank 0's booster is the model. dashboard: report each
-    round to the scheduler's daskgb page (dask/dashboard.py). checkpoint: (checkpoint_dir,
-    checkpoint_every, resume) as booster.train takes them; rank 0 writes and reads the files."""
+    round to the scheduler's daskgb page (dask/dashboard.py)."""
     from ..collective import DaskCommunicator, NcclCommunicator
 
     device_in_use()
     started = time.perf_counter()
     comm = DaskCommunicator.connect(job_id, root_address, rank, world_size, timeout=timeout)
-    if params.get("device") == "cuda" and world_size > 1:
+    on_gpu = options.train_params.device == "cuda"
+    if on_gpu and world_size > 1:
         comm = NcclCommunicator(comm)
     setup_s = time.perf_counter() - started
     _RUNNING[job_id] = comm
     # As a context manager the communicator aborts on an exception, so the other
     # ranks fail at once with this rank's error rather than a bare lost connection.
     try:
-        result = _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boost_round,
-                               verbose_eval, obj, custom_metric, early_stopping_rounds, maximize, callbacks,
-                               progress_topic, dashboard, checkpoint)
+        result = _train_ranked(comm, job_id, rank, world_size, options, dtrain, evals, progress_topic, dashboard)
     finally:
         _RUNNING.pop(job_id, None)
-        if params.get("device") == "cuda":
+        if on_gpu:
             give_back_device_memory_when_idle()
     result["collective"]["setup_s"] = setup_s
     return result
@@ -132,10 +130,10 @@ def give_back_device_memory_when_idle() -> None:
     threading.Thread(target=give_back_if_idle, name="daskgb-give-back", daemon=True).start()
 
 
-def _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boost_round, verbose_eval, obj,
-                  custom_metric, early_stopping_rounds, maximize, callbacks, progress_topic, dashboard, checkpoint):
-    from ..booster import train
+def _train_ranked(comm, job_id, rank, world_size, options, dtrain, evals, progress_topic, dashboard):
+    from ..training import run
 
+    num_boost_round = options.num_boost_round
     with comm, heap_kept_while_training():
         history: dict = {}
         # With a progress topic, rank 0 reports each round to the client (dask/progress.py).
@@ -148,13 +146,10 @@ def _train_ranked(comm, job_id, rank, world_size, params, dtrain, evals, num_boo
         if dashboard:  # every rank: its phase times, rows and memory
             from .dashboard import RoundBoard
 
-            board = RoundBoard(job_id, rank, world_size, num_boost_round, dtrain.n_rows, params.get("device", "cpu"))
+            board = RoundBoard(job_id, rank, world_size, num_boost_round, dtrain.n_rows, options.train_params.device)
         with board or contextlib.nullcontext():
-            booster = train(params, dtrain, num_boost_round, evals=evals, verbose_eval=verbose_eval,
-                            evals_result=history, comm=comm, obj=obj, custom_metric=custom_metric,
-                            early_stopping_rounds=early_stopping_rounds, maximize=maximize, callbacks=callbacks,
-                            checkpoint_dir=checkpoint[0], checkpoint_every=checkpoint[1], resume=checkpoint[2],
-                            _after_round=_each_round(board, reporter))
+            booster = run(options, dtrain, evals, comm=comm, evals_result=history,
+                          after_round=_each_round(board, reporter))
     stats = {"rank": rank, "communicator": type(comm).__name__, "nccl_reused": getattr(comm, "reused", False),
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}

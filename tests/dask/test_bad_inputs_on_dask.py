@@ -183,7 +183,7 @@ def test_eval_set_with_other_feature_names(client, frames, named):
 def test_eval_set_with_its_own_cuts(client, data, dtrain):
     X, y = data
     other = dgb.DaskQuantileMatrix(client, vector(X, CHUNKS), vector(y))
-    with pytest.raises(ValueError, match=r"eval set 'x' has its own cuts; build it with DaskQuantileMatrix\(..., "
+    with pytest.raises(ValueError, match=r"eval set 'x' was quantised with its own cuts; build it with DaskQuantileMatrix\(..., "
                                          r"ref=dtrain\)"):
         dgb.train(client, {}, dtrain, 1, evals=[(other, "x")], verbose_eval=False)
 

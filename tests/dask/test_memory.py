@@ -22,13 +22,16 @@ da = pytest.importorskip("dask.array")
 def _daskgb_objects(dask_worker):
     """What a worker holds: live daskgb objects by type, its keys, and running training jobs."""
     import collections
+    import enum
     import gc
 
     from daskgb.dask import worker as training
 
     gc.collect()
+    # Enum members (training/plan.py's paths) are constants of their module, not a fit's.
     live = collections.Counter(type(o).__name__ for o in gc.get_objects()
-                               if str(type(o).__dict__.get("__module__", "")).startswith("daskgb"))
+                               if str(type(o).__dict__.get("__module__", "")).startswith("daskgb")
+                               and not isinstance(o, enum.Enum))
     return {"objects": dict(live), "keys": sorted(str(k) for k in dask_worker.data), "jobs": len(training._RUNNING)}
 
 

@@ -54,6 +54,9 @@ def test_exact_cuts_model_equals_in_process(client, placement):
     pred = dgb.predict(client, out["booster"], Xd)
     assert isinstance(pred, da.Array)
     np.testing.assert_allclose(pred.compute(), local.predict(X), atol=1e-5)
+    # The result names the path the workers' rounds took (an eval set: no queued rounds).
+    assert out["training_path"] == out["booster"].attr("training_path") == "host-levels"
+    assert "device-levels: the CPU backend trains" in out["booster"].attr("training_path_refused")
 
 
 def test_empty_partitions_and_weights(client):

@@ -1,4 +1,6 @@
-"""Tree growth: the loop over expansion steps; driver.py picks the nodes, the backend does the hot work.
+"""Tree growth with the host deciding every step (the HOST_LEVELS path, and the reference of growth/device.py).
+
+driver.py picks the nodes, the backend does the hot work.
 
 Each step: apply the chosen splits to the tree and to the rows -> build the histograms
 of the smaller child of each split and sum them across workers -> the sibling is the
@@ -12,14 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import to_host
+from ..arrays import to_host
+from ..external import PagedEllpack
+from ..feature_sets import NodeFeatures
+from ..monotone import NodeBounds
+from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
+from ..split import calc_weight
+from ..tree import Tree, TreeBuilder
 from .driver import Candidate, Driver, records
-from .external import PagedEllpack
-from .feature_sets import NodeFeatures
-from .monotone import NodeBounds
-from .phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
-from .split import calc_weight
-from .tree import Tree, TreeBuilder
 
 
 class _Evaluation:
@@ -231,12 +233,6 @@ def grow_forest(backend, ell, gpair, scale, params, comm, root_from_bins: bool, 
     Each tree has its own driver, so it grows exactly as it would alone; the trees only
     share the backend calls of each step.
     """
-    if backend.name == "cuda" and not isinstance(ell, PagedEllpack):
-        from .backend import cuda_growth
-
-        if cuda_growth.applies(params, len(tree_indices), interaction, monotone, comm):
-            # The same trees, grown with no host work between levels.
-            return cuda_growth.grow_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
     growth = _Growth(backend, ell, gpair, scale, params, comm, list(tree_indices), interaction, monotone)
     k = growth.k
     drivers = [Driver(params.grow_policy, params.max_depth, params.max_leaves, growth.split_params)

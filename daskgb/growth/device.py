@@ -1,56 +1,39 @@
-"""Depthwise trees grown on the device, the host waiting once per round (CUDA backend).
+"""Depthwise trees grown on the device, the host waiting once per round (the DEVICE_LEVELS path).
 
-grower.grow_forest keeps the host in the loop: at every level it reads the split
-records, decides which nodes split, numbers their children and sizes the next launches.
-That is about 0.8 ms of Python and CuPy calls a level, more than the device's work on
-data of a few hundred thousand rows, and the device idles while the host catches up.
-Here kernels/level.cu makes those decisions on the device, and the host queues the
-same launches for every tree, each sized for the most nodes its level can have (blocks
-past the level's real work return at once). Nothing waits until the round's trees are
-done; the host then reads them in one copy.
+growth/host.py keeps the host in the loop: at every level it reads the split records,
+decides which nodes split, numbers their children and sizes the next launches. That is
+about 0.8 ms of Python and CuPy calls a level, more than the device's work on data of a
+few hundred thousand rows, and the device idles while the host catches up. Here
+kernels/level.cu makes those decisions on the device, and the host queues the same
+launches for every tree, each sized for the most nodes its level can have (blocks past
+the level's real work return at once). Nothing waits until the round's trees are done;
+the host then reads them in one copy.
 
-It covers the common case (applies()): the depthwise policy with max_depth at most
-MAX_DEPTH and no max_leaves, no monotone or interaction constraints, no per-node column
-sampling, an in-core matrix, and a communicator whose allreduce stays on the device (one
-process, or NCCL). A round's trees (one per class) grow one after another, and the host
-reads them all at once. Everything else takes grower.grow_forest, the reference;
-tests/test_device_growth.py checks that both grow the same trees.
+It covers the common case, which training/plan.py decides (device_levels_refusal): the
+depthwise policy with max_depth at most layouts.MAX_DEVICE_DEPTH and no max_leaves, no
+monotone or interaction constraints, no per-node column sampling, an in-core matrix, and
+a communicator whose allreduce stays on the device (one process, or NCCL). A round's trees
+(one per class) grow one after another, and the host reads them all at once. growth/host.py
+is the reference: tests/test_device_growth.py checks that both grow the same trees.
 """
 
 from __future__ import annotations
-
-import os
-import warnings
 
 import cupy
 import cupyx
 import numpy as np
 
-from ..collective import NcclCommunicator
+from ..backend import cupy_backend as cb
 from ..feature_sets import ColumnSampler
+from ..histogram.quantiser import quantise
 from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..tree import FIELDS, Tree
-from . import cupy_backend as cb
 
-# False: every tree takes grower.grow_forest (for comparisons).
-ENABLED = True
-# Off (DASKGB_CUDA_GRAPHS=0): queued rounds are launched call by call, never as CUDA graphs.
-GRAPHS = os.environ.get("DASKGB_CUDA_GRAPHS", "1") != "0"
-# Deepest tree grown here: a level's splits fit kernels/level.cu's kMaxSplits = 2 ** (MAX_DEPTH - 1).
-MAX_DEPTH = 12
 _PLAN_THREADS = 1024
 _LEVEL = ("grow_root", "expand_level", "label_leaves")
 _PARTITION_TILE_ROWS = cb._PARTITION_TILE_ROWS
 # Rows a label_leaves block labels, about (its grid is sized by the tree's leaves).
 _LABEL_ROWS = 4096
-
-
-def applies(params, n_trees: int, interaction, monotone, comm) -> bool:
-    """Whether a round's n_trees trees can grow here (see the module docstring)."""
-    return (ENABLED and cb.USE_SPLIT_KERNEL and n_trees >= 1 and params.grow_policy == "depthwise"
-            and 0 < params.max_depth <= MAX_DEPTH and params.max_leaves == 0 and interaction is None
-            and monotone is None and params.colsample_bynode == 1.0
-            and (comm.world_size == 1 or isinstance(comm, NcclCommunicator)))
 
 
 def _level_masks(params, n_features: int, tree_index: int):
@@ -89,7 +72,7 @@ def _root_tiles(ell, setup):
 
 def grow_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,)):
     """The round's trees, tree c from gpair[c * n:(c + 1) * n] (n = ell.n_rows): (trees, the
-    leaf of every virtual row), as grower.grow_forest returns them: tree c's leaf of row r is
+    leaf of every virtual row), as growth/host.py's grow_forest returns them: tree c's leaf of row r is
     positions[c * n + r] // K. scale: on the host or the device (prepare_gradients(wait=False),
     whose gradients are checked for NaN once the trees are read)."""
     forest = queue_forest(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
@@ -100,11 +83,11 @@ def queue_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_ind
     """grow_forest's trees queued on the device, nothing waited for: the host may queue the
     next round (whose gradients need only QueuedForest.add_to's margins) before it reads
     these trees with QueuedForest.trees()."""
-    words, positions = _queue_trees(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
+    words, positions = queue_trees(ell, gpair, scale, params, comm, root_from_bins, tree_indices)
     return QueuedForest(words, positions, getattr(gpair, "abs_sum", None))
 
 
-def _queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices):
+def queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices):
     """(words (K, len(FIELDS) + 1, cap), positions (K * n,)) of the round's K trees, queued."""
     tree_indices = list(tree_indices)
     k, n = len(tree_indices), ell.n_rows
@@ -116,155 +99,9 @@ def _queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_ind
 
 
 def fixed_gradients(gpair, comm):
-    """prepare_gradients(wait=False) of the round's float gradient pairs, with the scale every
-    worker shares (sized by the |g| and |h| sums of all workers' rows, allreduced on the device)."""
-    g = cupy.ascontiguousarray(gpair, dtype=cupy.float32)
-    abs_sum = None
-    if comm.world_size > 1:
-        abs_sum = cb.gradient_abs_sums(g)
-        mark(ALLREDUCE)
-        abs_sum = comm.allreduce(abs_sum)
-        mark(OTHER)
-    return cb.prepare_gradients(g, abs_sum=abs_sum, wait=False)
-
-
-class ForestGraphs:
-    """A training run's rounds as CUDA graphs: the launches of a round's trees (about 20 a
-    level, each ~25 us of host time, on data whose level takes the device less) captured
-    once and replayed each round with one launch, so that the host stays ahead of the device
-    and, on several GPUs, no rank's host delays the others' collectives.
-
-    A round's launches depend only on the matrix, the tree parameters and the number of trees
-    (every launch is sized for the most nodes its level can have), so one graph serves every
-    round with the same ones. It starts from the round's float gradient pairs, copied into a
-    buffer the graph reads: the fixed-point scale (the |g|, |h| sums, their allreduce, the
-    scale) is part of the graph, so a round makes no NCCL call of its own. Its outputs (the
-    trees' words, the rows' leaves, the sums) are read before the next replay overwrites them
-    (QueuedForest copies the words and sums in stream order; the margins move in stream
-    order). The first round with given parameters runs launch by launch (it compiles the
-    kernels and fills the caches the capture must find full); the second is captured.
-    Everything the graph touches is allocated from a memory pool of its own, so no array
-    outside the graph is ever given memory a replay writes. NCCL calls are captured too
-    (NCCL supports stream capture); the watchdog then watches each replay as one call.
-    Per-level column sampling and any capture failure take queue_forest, launch by launch
-    (a failure is remembered for the run, with a warning). close() frees the graphs and
-    their memory.
-    """
-
-    def __init__(self, enabled: bool | None = None):
-        self._graphs: dict = {}
-        self._seen: set = set()
-        self.failure: str | None = None if (GRAPHS if enabled is None else enabled) else "off"
-
-    def queue(self, ell, gpair, params, comm, root_from_bins: bool, tree_indices) -> "QueuedForest":
-        """The round's trees from its float gradient pairs ((K * n, 2)), queued (QueuedForest)."""
-        tree_indices = list(tree_indices)
-        key = self._key(ell, gpair, params, comm, root_from_bins, len(tree_indices))
-        graph = None if key is None else self._graphs.get(key)
-        if graph is None and key is not None and key in self._seen:
-            try:
-                graph = self._graphs[key] = _ForestGraph(ell, gpair.shape[0], params, comm, root_from_bins,
-                                                         tree_indices)
-            except Exception as exc:  # launches one by one do the same work, only slower
-                self.failure = f"{type(exc).__name__}: {exc}"
-                warnings.warn(f"daskgb: a round's launches could not be captured as a CUDA graph ({self.failure}); "
-                              "training goes on launching them one by one (slower, same trees)", RuntimeWarning,
-                              stacklevel=2)
-        if graph is None:
-            if key is not None:
-                self._seen.add(key)
-            fixed, scale = fixed_gradients(gpair, comm)
-            return queue_forest(ell, fixed, scale, params, comm, root_from_bins, tree_indices)
-        words, positions, sums = graph.launch(gpair)
-        if isinstance(comm, NcclCommunicator):
-            comm.track("a round's NCCL allreduces (one CUDA graph)")
-        return QueuedForest(words, positions, sums)
-
-    def _key(self, ell, gpair, params, comm, root_from_bins, n_trees):
-        """What a round's launches depend on, or None where no graph is made."""
-        if self.failure is not None or params.colsample_bytree != 1.0 or params.colsample_bylevel != 1.0:
-            return None
-        sp = params.split_params()
-        return (id(ell), id(comm), int(params.max_depth), n_trees, bool(root_from_bins), tuple(gpair.shape),
-                float(sp.reg_lambda), float(sp.reg_alpha), float(sp.min_child_weight), float(sp.max_delta_step),
-                float(sp.min_split_loss), float(np.float32(params.learning_rate)))
-
-    def close(self) -> None:
-        for graph in self._graphs.values():
-            graph.close()
-        self._graphs.clear()
-
-
-# The memory pools of the graphs alive in this process (by graph id): their blocks are the
-# graphs' own, outside CuPy's default pool, so memory figures add graph_memory_bytes().
-_GRAPH_POOLS: dict = {}
-
-
-def graph_memory_bytes() -> int:
-    """Device bytes the live CUDA graphs of training hold (all their pools' blocks: a block
-    free in a pool is still written by the replays that captured it)."""
-    return sum(pool.total_bytes() for pool in list(_GRAPH_POOLS.values()))
-
-
-def _calls(comm) -> int:
-    return getattr(comm, "nccl_allreduce_calls", 0)
-
-
-def _bytes(comm) -> int:
-    return getattr(comm, "nccl_allreduce_bytes", 0)
-
-
-class _ForestGraph:
-    """One captured round (see ForestGraphs)."""
-
-    def __init__(self, ell, n_values: int, params, comm, root_from_bins: bool, tree_indices):
-        self.pool = cupy.cuda.MemoryPool()
-        _GRAPH_POOLS[id(self)] = self.pool
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.graph = self.comm = None
-        # The split kernel's block counters for this stream, made before the capture (a
-        # capture would record their zeroing, not do it) and outside the graph's pool.
-        with self.stream:
-            cb._split_counters(2 ** int(params.max_depth))
-        with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
-            self.values = cupy.empty((n_values, 2), dtype=cupy.float32)
-            self.stream.synchronize()
-            # The communicator counts the NCCL calls it makes: a capture makes none, each replay all.
-            counted = (_calls(comm), _bytes(comm))
-            self.stream.begin_capture()
-            try:
-                fixed, scale = fixed_gradients(self.values, comm)
-                self.sums = fixed.abs_sum
-                self.words, self.positions = _queue_trees(ell, fixed, scale, params, comm, root_from_bins,
-                                                          tree_indices)
-            except BaseException:
-                try:
-                    self.stream.end_capture()
-                except Exception:
-                    pass
-                self.close()
-                raise
-            self.graph = self.stream.end_capture()
-        self.comm, self.calls, self.bytes = comm, _calls(comm) - counted[0], _bytes(comm) - counted[1]
-        if self.calls:
-            comm.nccl_allreduce_calls, comm.nccl_allreduce_bytes = counted
-
-    def launch(self, gpair):
-        """Replay on the current stream from this round's float gradient pairs: (words,
-        positions, the |g|, |h| sums its scale was sized by)."""
-        self.values[...] = gpair
-        self.graph.launch(stream=cupy.cuda.get_current_stream())
-        if self.calls:
-            self.comm.nccl_allreduce_calls += self.calls
-            self.comm.nccl_allreduce_bytes += self.bytes
-        return self.words, self.positions, self.sums
-
-    def close(self) -> None:
-        self.graph = self.comm = None
-        self.words = self.positions = self.values = self.sums = None
-        cb._forget_split_counters(self.stream)
-        self.pool.free_all_blocks()
-        _GRAPH_POOLS.pop(id(self), None)
+    """The round's float gradient pairs quantised (histogram/quantiser.py) without waiting for
+    the scale: the kernels read it on the device."""
+    return quantise(cb, cupy.ascontiguousarray(gpair, dtype=cupy.float32), comm, wait=False)
 
 
 _VALUE_ROW = list(FIELDS).index("value")

@@ -24,8 +24,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from ._types import SPLIT_DTYPE
-from .split import RT_EPS, SplitParams, splits_applied
+from ..layouts import SPLIT_DTYPE
+from ..split import RT_EPS, SplitParams, splits_applied
 
 
 class Candidate:

@@ -1,7 +1,7 @@
-"""Record layouts shared by the Python code and the CUDA kernels, declared once.
+"""Record layouts and constants shared by the Python code and the CUDA kernels, declared once.
 
 kernels/common.cuh restates each dtype below as a C struct with the same field
-order, sizes and padding; tests/test_types.py checks the sizes agree.
+order, sizes and padding.
 """
 
 from __future__ import annotations
@@ -59,3 +59,7 @@ PREDICT_NODE_DTYPE = np.dtype(
 
 assert SPLIT_DTYPE.itemsize == 56
 assert PREDICT_NODE_DTYPE.itemsize == 24
+
+# The deepest tree growth/device.py grows: a level's splits fit the kernels' kMaxSplits =
+# 2 ** (MAX_DEVICE_DEPTH - 1).
+MAX_DEVICE_DEPTH = 12

@@ -1,0 +1,163 @@
+"""One fit's state and the host's work around its rounds: set-up, gradients, and each round's model, log, callbacks and checkpoint."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import checkpoint as _checkpoint
+from .. import metric as _metric
+from .. import phases as _phases
+from ..backend import get_backend, resolve_device
+from ..booster import Booster, initial_margin
+from .evaluation import EvalSets
+from .gradients import round_gradients
+from .plan import PlanFacts, RoundPlan, logger, plan_rounds
+from .resume import resume
+
+
+class Fit:
+    """A fit of options on dtrain (a QuantileMatrix: in process, or a worker's share), watched
+    on evals, with comm's collectives: everything set up before the first round, in the
+    order every rank runs the same collectives."""
+
+    def __init__(self, options, dtrain, evals, comm, evals_result: dict | None):
+        from ..matrix import QuantileMatrix
+
+        self.options, self.comm = options, comm
+        self.interaction, self.monotone = options.check(dtrain, evals, QuantileMatrix)
+        p = options.train_params
+        self.device = resolve_device(p.device)
+        self.backend = backend = get_backend(self.device)
+        self.xp = xp = backend.xp
+        self.dtrain = dtrain = dtrain.on(self.device)
+        # One objective object for the whole fit: prepare() may keep per-data state in it.
+        self.objective = objective = options.objective
+        self.n_groups = objective.n_groups
+        obj = options.obj
+        if obj is None:  # a custom objective decides for itself which labels it accepts
+            objective.check_labels(xp, dtrain.label)
+            for m, _ in evals:
+                objective.check_labels(xp, m.on(self.device).label)
+            objective.prepare(xp, dtrain, comm)
+        if p.base_score is not None:
+            base_score = p.base_score
+        elif obj is not None:
+            base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
+        else:
+            base_score = objective.estimate_base_score(xp, dtrain.label, dtrain.weight, comm)
+        base_score = float(np.float32(base_score)) if np.ndim(base_score) == 0 else \
+            [float(v) for v in np.float32(base_score)]
+        self.booster = Booster(options.params, [], base_score, dtrain.n_features, dtrain.feature_names)
+        self.booster._train_cuts_token = dtrain.cuts_token
+        for m, _ in evals:  # labels a metric cannot score are an error before the first round
+            for k in options.metrics:
+                _metric.check_labels(k, xp, m.on(self.device).label, p.ndcg_exp_gain, m.groups, comm)
+
+        self.margin = self.start_margin(dtrain)
+        self.evals = EvalSets(evals, self.device, self.start_margin, dtrain, options, evals_result)
+        self.callbacks = options.callbacks_for_run()
+        for cb in self.callbacks:
+            self.booster = cb.before_training(self.booster) or self.booster
+        verbose = options.verbose_eval
+        self.print_every = 1 if verbose is True else (int(verbose) if verbose else 0)
+        if comm.rank != 0:
+            self.print_every = 0
+        # This worker's first row in the concatenation of all workers' rows (rank order): row
+        # sampling is keyed by it, so a row's draws do not depend on how rows are partitioned.
+        self.row_offset, self.n_rows_total = 0, dtrain.n_rows
+        if comm.world_size > 1:
+            counts = comm.allgather(dtrain.n_rows)
+            self.row_offset, self.n_rows_total = int(sum(counts[: comm.rank])), int(sum(counts))
+        # Every worker must sum the root the same way, so the choice is made for all at once.
+        ell = dtrain.ellpack
+        self.root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
+        self.first_round, self.checkpoints, self.fingerprint = 0, None, None
+        if options.checkpoint_dir is not None:
+            self.checkpoints = _checkpoint.Checkpoints(options.checkpoint_dir, options.checkpoint_every)
+            if comm.rank == 0:  # rank 0 writes them
+                _checkpoint.check_writable(options.checkpoint_dir)
+            self.fingerprint = _checkpoint.fingerprint(options.params, dtrain.cuts, self.n_rows_total,
+                                                       dtrain.n_features, dtrain.feature_names)
+            if options.resume:
+                self.first_round = resume(self)
+
+    def start_margin(self, m):
+        """The margins a matrix starts from: its base_margin, else the model's base score."""
+        xp = self.xp
+        if m.base_margin is not None:
+            return m.base_margin.astype(xp.float32).copy()
+        return initial_margin(xp, self.objective, self.booster.base_score, m.n_rows)
+
+    def plan(self, params=None) -> RoundPlan:
+        """The rounds' path for these params (the booster's own by default: a callback may change them)."""
+        options = self.options
+        facts = PlanFacts.of(params or self.booster.params, device=self.device, paged=self.dtrain.paged,
+                             n_trees_per_round=self.n_groups, custom_objective=options.obj is not None,
+                             refits_leaves=options.refits_leaves, watches_evals=bool(self.evals),
+                             has_callbacks=bool(self.callbacks), phase_clock=_phases.clock_running(),
+                             interaction=self.interaction, monotone=self.monotone, comm=self.comm)
+        plan = plan_rounds(facts)
+        if self.comm.rank == 0:
+            logger.debug("daskgb training path: %s", plan.describe())
+        return plan
+
+    # ---------------------------------------------------------------- each round
+    def start_round(self, it: int) -> bool:
+        """Round it begins: the communicator learns which (a collective that fails then says
+        the round, and the Dask layer reads it off the error); True if a callback stops here."""
+        comm = self.comm
+        comm.training_round = it
+        host = getattr(comm, "host_comm", None)
+        if host is not None:
+            host.training_round = it
+        return self.agree([cb.before_iteration(self.booster, it, self.evals.history) for cb in self.callbacks])
+
+    def gradients(self, it: int) -> list:
+        """Round it's gradient pairs, one (n_rows, 2) array per output group."""
+        return round_gradients(self.xp, self.objective, self.options.obj, self.margin, self.dtrain, it,
+                               self.n_groups, self.booster.params, self.n_rows_total, self.row_offset, self.comm)
+
+    def finish_round(self, it: int, new_trees, after_round=None) -> bool:
+        """The host's part of round it, once its trees are known: the model, the eval log, the
+        callbacks and the checkpoint. True to stop."""
+        booster, history, options = self.booster, self.evals.history, self.options
+        for group, tree in enumerate(new_trees):
+            booster.trees.append(tree)
+            booster.tree_info.append(group)
+            self.evals.add_tree(self.backend, tree, group)
+        line = [f"[{it}]"] + self.evals.evaluate(self.xp, self.objective, self.margin, self.comm)
+        every = self.print_every
+        if every and self.evals and (it % every == 0 or it == options.num_boost_round - 1):
+            print("\t".join(line), flush=True)
+        if after_round is not None:  # the Dask layer's progress and dashboard reports (dask/worker.py)
+            after_round(it, history)
+        # Every callback runs (none is skipped because an earlier one asked to stop), as in XGBoost.
+        stop = self.agree([cb.after_iteration(booster, it, history) for cb in self.callbacks])
+        checkpoints = self.checkpoints
+        if checkpoints is not None and self.comm.rank == 0 and (stop or it + 1 == options.num_boost_round
+                                                                or checkpoints.due(it + 1)):
+            checkpoints.save(booster, history, it + 1, options.num_boost_round, self.fingerprint)
+        if stop:
+            from ..callback import EarlyStopping
+
+            for cb in self.callbacks:
+                if every and isinstance(cb, EarlyStopping) and cb.best_round is not None:
+                    print(f"Stopping. Best iteration: [{cb.best_round}] {cb.metric}:{cb.best:.5f}", flush=True)
+        return stop
+
+    def agree(self, votes) -> bool:
+        """True if any callback on any worker asked to stop: all workers stop at the same round.
+
+        Every worker runs the same callbacks, so with none there is nothing to agree on and no
+        collective is made: a host round trip per round is a large share of a short round."""
+        if not votes:
+            return False
+        stop = any(votes)
+        if self.comm.world_size > 1:
+            stop = bool(self.comm.allreduce(np.array([int(stop)], dtype=np.int64), "max")[0])
+        return stop
+
+    def after_training(self) -> Booster:
+        for cb in self.callbacks:
+            self.booster = cb.after_training(self.booster) or self.booster
+        return self.booster

@@ -1,0 +1,187 @@
+"""TrainingOptions: everything a fit is told beside its data, checked once, from the front ends down to the workers.
+
+daskgb.train, daskgb.dask.train and the estimators build one TrainingOptions from their
+arguments; it is what travels to every Dask worker. Its checks are written once: those
+that need no data run as it is made (create), those against the matrices in check(),
+which takes a QuantileMatrix (in process, and on each worker) and a DaskQuantileMatrix (on
+the client, before any worker starts) alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import metric as _metric
+from ..callback import EarlyStopping, TrainingCallback
+from ..checkpoint import check_options
+from ..feature_sets import interaction_sets
+from ..monotone import monotone_vector
+from ..objective import QuantileError, Softmax, get_objective
+from ..params import TrainParams
+from ..ranking import DEFAULT_METRIC_K, RANKING_OBJECTIVES, parse_metric
+
+
+@dataclass
+class TrainingOptions:
+    """A fit's options (see the module docstring). Build it with create()."""
+
+    params: dict  # as the user gave them (XGBoost's names): what the Booster keeps
+    train_params: TrainParams
+    num_boost_round: int = 10
+    verbose_eval: bool | int = True
+    obj: object = None
+    custom_metric: object = None
+    early_stopping_rounds: int | None = None
+    maximize: bool | None = None
+    callbacks: list = field(default_factory=list)
+    checkpoint_dir: Path | None = None
+    checkpoint_every: int | None = None
+    resume: bool = False
+
+    @classmethod
+    def create(cls, params: dict | None, num_boost_round: int = 10, *, verbose_eval=True, obj=None,
+               custom_metric=None, early_stopping_rounds: int | None = None, maximize: bool | None = None,
+               callbacks=(), checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
+               has_evals: bool = True) -> "TrainingOptions":
+        """The options, with every check that needs no data done (ValueError naming the problem).
+        has_evals: whether the fit watches eval sets (early stopping needs one)."""
+        checkpoint_path = check_options(checkpoint_dir, checkpoint_every, resume)
+        if obj is not None and not callable(obj):
+            raise ValueError("obj must be a callable obj(margin, dtrain) -> (grad, hess)")
+        if custom_metric is not None and not callable(custom_metric):
+            raise ValueError("custom_metric must be a callable custom_metric(predt, dmatrix) -> (name, value)")
+        params = dict(params or {})
+        p = TrainParams.from_dict(params)
+        if early_stopping_rounds is not None:
+            EarlyStopping(early_stopping_rounds)  # checks the value
+            if not has_evals:
+                raise ValueError("early stopping needs at least one eval set in evals")
+        callbacks = list(callbacks or [])
+        for cb in callbacks:
+            if not isinstance(cb, TrainingCallback):
+                raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
+            if isinstance(cb, EarlyStopping) and not has_evals:
+                raise ValueError("early stopping needs at least one eval set in evals")
+        if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, (int, np.integer)) or num_boost_round < 0:
+            raise ValueError(f"num_boost_round must be an integer >= 0, got {num_boost_round!r}")
+        options = cls(params, p, int(num_boost_round), verbose_eval, obj, custom_metric, early_stopping_rounds,
+                      maximize, callbacks, checkpoint_path, checkpoint_every, bool(resume))
+        objective = options.objective
+        if obj is None and p.num_class > 1 and not isinstance(objective, Softmax):
+            raise ValueError(f"num_class={p.num_class} is for multi:softprob and multi:softmax (or a custom "
+                             f"objective), not {p.objective}")
+        for k in options.metrics:
+            if objective.n_groups > 1 and isinstance(objective, QuantileError) and k != "quantile":
+                raise ValueError(f"eval_metric {k!r} reads one output per row; a model of several quantile_alpha "
+                                 "values takes 'quantile'")
+            _metric.check_metric(k, objective.n_groups, p.quantile_alpha)
+        return options
+
+    def for_workers(self, device: str) -> "TrainingOptions":
+        """These options as the Dask workers take them: on the given device ("cpu" or "cuda",
+        the data's), printing nothing (the client shows the progress)."""
+        params = {**self.params, "device": device}
+        return replace(self, params=params, train_params=TrainParams.from_dict(params), verbose_eval=False)
+
+    # ---------------------------------------------------------------- what the params imply
+    @property
+    def objective(self):
+        return get_objective(self.train_params.objective, self.train_params)
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics evaluated on every eval set each round."""
+        p = self.train_params
+        if p.eval_metric:
+            return list(p.eval_metric)
+        if self.obj is not None:
+            # A custom objective: the named objective's default metric reads one output per row,
+            # so with several outputs none is taken; and none where the user turned it off.
+            if self.objective.n_groups > 1:
+                return []
+        if self.custom_metric is not None and _truthy(self.params.get("disable_default_eval_metric")):
+            return []
+        return [self.objective.default_metric]
+
+    @property
+    def rank_default_k(self) -> int:
+        """The k an unsuffixed ranking metric is cut at: XGBoost's default, unless it is the
+        objective's own default metric."""
+        if self.train_params.eval_metric:
+            return DEFAULT_METRIC_K
+        return getattr(self.objective, "default_metric_k", DEFAULT_METRIC_K)
+
+    @property
+    def refits_leaves(self) -> bool:
+        """Whether the objective refits each tree's leaves to quantiles of its rows' residuals."""
+        objective = self.objective
+        return self.obj is None and any(objective.leaf_quantile_alpha(g) is not None
+                                        for g in range(objective.n_groups))
+
+    def callbacks_for_run(self) -> list:
+        """The callbacks one run calls, in order: the user's, then early stopping's (as XGBoost)."""
+        callbacks = list(self.callbacks)
+        if self.early_stopping_rounds is not None:
+            callbacks.append(EarlyStopping(self.early_stopping_rounds, maximize=self.maximize))
+        return callbacks
+
+    # ---------------------------------------------------------------- checks against the data
+    def check(self, dtrain, evals, matrix_type) -> tuple:
+        """Check the matrices against these options, before any work on them: dtrain and the
+        eval sets' matrices must be matrix_type (QuantileMatrix, or DaskQuantileMatrix on the
+        client). Returns (interaction sets, monotone vector) for dtrain's features."""
+        kind = matrix_type.__name__
+        if not isinstance(dtrain, matrix_type):
+            raise ValueError(f"dtrain must be a {matrix_type.public_name}")
+        if not dtrain.has_labels:
+            raise ValueError("dtrain has no labels (y)")
+        for item in evals:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], matrix_type)):
+                raise ValueError(f"evals must be a list of ({kind}, name) pairs")
+        for m in [dtrain] + [m for m, _ in evals]:
+            if getattr(m, "released", False):
+                raise ValueError(f"a {kind} given to train was released (release() freed its rows)")
+        for m, name in evals:
+            if m.n_features != dtrain.n_features:
+                raise ValueError(f"eval set {name!r} has {m.n_features} features, dtrain has {dtrain.n_features}")
+            if not m.shares_cuts_with(dtrain):
+                raise ValueError(f"eval set {name!r} was quantised with its own cuts; build it with "
+                                 f"{kind}(..., ref=dtrain)")
+            if not m.has_labels:
+                raise ValueError(f"eval set {name!r} has no labels")
+        p = self.train_params
+        if dtrain.max_bin != p.max_bin and "max_bin" in self.params:
+            raise ValueError(f"params max_bin={p.max_bin} differs from the {kind}'s max_bin={dtrain.max_bin}")
+        if getattr(matrix_type, "ranks_only_with_groups", False):
+            self._check_query_groups(dtrain, evals)
+        # Constraints are checked against the data before any work: indices in range, names it has.
+        interaction = interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
+        monotone = monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
+        n_groups = self.objective.n_groups
+        for m in [dtrain] + [m for m, _ in evals]:
+            margin = getattr(m, "base_margin", None)
+            if margin is not None and (1 if margin.ndim == 1 else int(margin.shape[1])) != n_groups:
+                raise ValueError(f"base_margin has shape {tuple(margin.shape)}; this model needs "
+                                 f"{'one margin per row' if n_groups == 1 else f'(n_rows, {n_groups}) margins'}")
+        return interaction, monotone
+
+    def _check_query_groups(self, dtrain, evals) -> None:
+        """Ranking spread over workers needs query groups on every matrix it ranks: in one process
+        the rows without qid are one query (XGBoost's reading), but spread over workers they
+        would silently be one query per worker."""
+        p = self.train_params
+        if self.obj is None and p.objective in RANKING_OBJECTIVES and not dtrain.has_groups:
+            raise ValueError(f"objective {p.objective!r} on Dask needs query groups: build the DaskQuantileMatrix "
+                             "with qid= (or group=)")
+        ranking_metrics = [m for m in self.metrics if parse_metric(m) is not None]
+        for m, name in evals:
+            if ranking_metrics and not m.has_groups:
+                raise ValueError(f"eval_metric {ranking_metrics[0]!r} on Dask needs query groups: build eval set "
+                                 f"{name!r} with qid= (or group=)")
+
+
+def _truthy(v) -> bool:
+    return str(v).lower() in ("1", "true", "yes") if v is not None else False

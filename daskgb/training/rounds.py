@@ -1,0 +1,167 @@
+"""How each path of training/plan.py grows a round's trees from its gradient pairs, and moves the training margins.
+
+Every path grows the same trees, bit for bit; they differ in where the decisions are made
+and when the host reads the trees. A Rounds object takes each round's gradients (submit)
+and hands back the rounds whose trees are known, as (round, trees): at once for every path
+but the queued ones, which hand a round back once the next is queued (drain() gives the
+last). Each empties the list of gradient pairs it is given, so that the float gradients
+are freed before the trees grow unless the leaves are refitted from them.
+"""
+
+from __future__ import annotations
+
+from ..adaptive import refresh_leaves
+from ..external import compact_rows
+from ..growth import host as host_growth
+from ..histogram.quantiser import abs_sums, quantise
+from ..predict import add_tree_binned
+from .evaluation import _column
+from .plan import Path
+
+
+def make_rounds(plan, fit) -> "Rounds":
+    """The Rounds of a plan's path."""
+    if plan.path in (Path.CUDA_GRAPHS, Path.QUEUED_ROUNDS):
+        return QueuedRounds(plan, fit)
+    if plan.path is Path.COMPACTED_PAGES:
+        return CompactedRounds(plan, fit)
+    return LevelRounds(plan, fit)
+
+
+class Rounds:
+    """The common part: the plan's path, and the trees' growth it uses."""
+
+    def __init__(self, plan, fit):
+        self.plan, self.fit = plan, fit
+        self.params = fit.booster.params  # the params the plan was made for
+        self.pending = 0  # rounds submitted whose trees the host has not read yet
+        if plan.device_levels:
+            from ..growth import device as device_growth
+
+            self.grow_forest = device_growth.grow_forest
+        else:
+            self.grow_forest = host_growth.grow_forest
+
+    @property
+    def taken(self) -> str:
+        """The path the rounds took (the plan's, unless something made them leave it)."""
+        return str(self.plan.path)
+
+    def submit(self, it: int, gpairs: list, first_tree: int) -> list:
+        raise NotImplementedError
+
+    def drain(self) -> list:
+        return []
+
+    def close(self) -> None:
+        pass
+
+    def _grow(self, ell, gnative, scale, params, tree_indices):
+        fit = self.fit
+        if self.plan.device_levels:
+            return self.grow_forest(ell, gnative, scale, params, fit.comm, fit.root_from_bins, tree_indices)
+        return self.grow_forest(fit.backend, ell, gnative, scale, params, fit.comm, fit.root_from_bins,
+                                tree_indices=tree_indices, interaction=fit.interaction, monotone=fit.monotone)
+
+
+class LevelRounds(Rounds):
+    """HOST_LEVELS, STREAMED_PAGES and DEVICE_LEVELS: a round's trees grown together on
+    dtrain's matrix (the host waiting for them), the training margins moved by the rows' leaves."""
+
+    def submit(self, it, gpairs, first_tree):
+        fit = self.fit
+        backend, xp, ell, n_groups = fit.backend, fit.xp, fit.dtrain.ellpack, len(gpairs)
+        p = fit.booster.params
+        gpairs, given = list(gpairs), gpairs
+        given.clear()
+        gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
+        # The device grower reads the scale on the device: no host wait for it here.
+        gnative, scale = quantise(backend, gpair, fit.comm, wait=not self.plan.device_levels)
+        # Device memory: the float gradients are done with unless leaves are refitted below.
+        del gpair
+        if not fit.options.refits_leaves:
+            gpairs = None
+        new_trees, positions = self._grow(ell, gnative, scale, p, range(first_tree, first_tree + n_groups))
+        del gnative
+        n = ell.n_rows
+        for group, tree in enumerate(new_trees):
+            leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
+            alpha = fit.objective.leaf_quantile_alpha(group) if fit.options.obj is None else None
+            if alpha is not None:
+                # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
+                refresh_leaves(xp, tree, leaves, _column(fit.margin, group), fit.dtrain.label, gpairs[group][:, 1],
+                               fit.dtrain.weight, alpha, p.learning_rate, fit.comm)
+            # Training margins come from the rows' final leaves: no re-prediction.
+            _column(fit.margin, group)[...] += backend.to_device(tree.value)[leaves]
+        return [(it, new_trees)]
+
+
+class CompactedRounds(Rounds):
+    """COMPACTED_PAGES: tree `group` grows on the rows its sampling kept, gathered into one
+    in-core matrix (ellpack pages' compact_rows; dropped rows have zero gradients, so the tree
+    is the one streaming the pages would grow), then every row's margin moves by the tree
+    routed through its bins, page by page."""
+
+    def submit(self, it, gpairs, first_tree):
+        fit = self.fit
+        backend, xp, paged = fit.backend, fit.xp, fit.dtrain.ellpack
+        p = fit.booster.params
+        trees = []
+        pending, given = list(gpairs), gpairs
+        given.clear()
+        # One fixed-point scale for the round's trees, sized as the other paths size it (all
+        # groups' rows, all workers'), so that the trees are the ones they grow, bit for bit.
+        abs_sum = abs_sums(backend, pending[0] if len(pending) == 1 else xp.concatenate(pending), fit.comm)
+        for group in range(len(pending)):
+            gpair, pending[group] = pending[group], None
+            kept = xp.flatnonzero((gpair[:, 0] != 0) | (gpair[:, 1] != 0))
+            ell = compact_rows(backend, paged, kept)
+            g = gpair[kept]
+            gnative, scale = quantise(backend, g, fit.comm, wait=not self.plan.device_levels, abs_sum=abs_sum)
+            (tree,), _ = self._grow(ell, gnative, scale, p, (first_tree + group,))
+            del ell, g, gnative, gpair, kept
+            add_tree_binned(backend, paged, tree, _column(fit.margin, group))
+            trees.append(tree)
+        return [(it, trees)]
+
+
+class QueuedRounds(Rounds):
+    """QUEUED_ROUNDS and CUDA_GRAPHS: each round's trees queued on the device (as one CUDA
+    graph replayed, for CUDA_GRAPHS; the graph also makes the fixed-point pairs) and the
+    training margins moved there by their leaves, nothing waited for; the host reads a
+    round's trees once the next round is queued."""
+
+    def __init__(self, plan, fit):
+        super().__init__(plan, fit)
+        from ..growth.graphs import ForestGraphs
+
+        self.graphs = ForestGraphs(enabled=plan.path is Path.CUDA_GRAPHS)
+        self.queued = None  # (round, QueuedForest): a round on the device whose trees the host has not read
+
+    @property
+    def taken(self) -> str:
+        if self.plan.path is Path.CUDA_GRAPHS and self.graphs.failure is not None:
+            return f"{Path.QUEUED_ROUNDS} (the CUDA graph capture failed: {self.graphs.failure})"
+        return str(self.plan.path)
+
+    def submit(self, it, gpairs, first_tree):
+        fit = self.fit
+        gpair = gpairs[0] if len(gpairs) == 1 else fit.xp.concatenate(gpairs)
+        n_groups = len(gpairs)
+        gpairs.clear()
+        forest = self.graphs.queue(fit.dtrain.ellpack, gpair, fit.booster.params, fit.comm, fit.root_from_bins,
+                                   range(first_tree, first_tree + n_groups))
+        del gpair
+        forest.add_to(fit.margin)
+        done = self.drain()
+        self.queued, self.pending = (it, forest), 1
+        return done
+
+    def drain(self):
+        if self.queued is None:
+            return []
+        (it, forest), self.queued, self.pending = self.queued, None, 0
+        return [(it, forest.trees())]
+
+    def close(self):
+        self.graphs.close()
