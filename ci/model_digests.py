@@ -123,6 +123,22 @@ def run_in_process(device: str, rounds: int, n: int):
         print(f"{device} {name} {digest(booster)}", flush=True)
 
 
+def _placed(client, X, y):
+    """X and y as dask collections whose i-th half lives on the i-th worker (in address order,
+    which is rank order): the same global row order on every run, so sampling draws alike."""
+    import dask.array as da
+
+    workers = sorted(client.scheduler_info()["workers"])
+    half = X.shape[0] // 2
+    xs, ys = [], []
+    for i, a in enumerate(workers[:2]):
+        rows = slice(i * half, (i + 1) * half if i == 0 else X.shape[0])
+        fx, fy = client.scatter([X[rows], y[rows]], workers=[a], broadcast=False)
+        xs.append(da.from_delayed(fx, shape=X[rows].shape, dtype=X.dtype))
+        ys.append(da.from_delayed(fy, shape=y[rows].shape, dtype=y.dtype))
+    return da.concatenate(xs), da.concatenate(ys)
+
+
 def run_on_dask(rounds: int, n: int):
     import dask.array as da
     from distributed import Client, LocalCluster
@@ -135,14 +151,13 @@ def run_on_dask(rounds: int, n: int):
             if data.get("ranking") or options.get("obj") or options.get("callback"):
                 continue
             X, y = _data(np, n, 6, seed=7, missing=data.get("missing", 0.0), classes=data.get("classes", 2))
-            dX, dy = da.from_array(X, chunks=(n // 2, 6)), da.from_array(y, chunks=n // 2)
+            dX, dy = _placed(client, X, y)
             kw = {"device_memory_budget": data["budget"]} if "budget" in data else {}
             dtrain = dgb.DaskQuantileMatrix(client, dX, dy, max_bin=64, **kw)
             t = {"verbose_eval": False}
             if options.get("evals"):
                 Xv, yv = _data(np, n // 4, 6, seed=8)
-                dv = dgb.DaskQuantileMatrix(client, da.from_array(Xv, chunks=(n // 8, 6)),
-                                            da.from_array(yv, chunks=n // 8), ref=dtrain)
+                dv = dgb.DaskQuantileMatrix(client, *_placed(client, Xv, yv), ref=dtrain)
                 t["evals"] = [(dv, "valid")]
                 t["early_stopping_rounds"] = options["early_stopping_rounds"]
             out = dgb.train(client, params, dtrain, rounds, **t)

@@ -1,4 +1,4 @@
-// Record layouts shared with daskgb/_types.py (field order, sizes and padding equal).
+// Record layouts shared with daskgb/layouts.py (field order, sizes and padding equal).
 #pragma once
 #ifdef __CUDACC_RTC__
 // NVRTC (cupy.RawModule) ships no C++ standard headers: the fixed-width types, spelled out.
