@@ -12,7 +12,7 @@ from .backend import get_backend, resolve_device
 from .inputs import as_features, check_feature_names
 from .layouts import PREDICT_NODE_DTYPE
 from .matrix import QuantileMatrix
-from .objective import get_objective
+from .objectives import get_objective
 from .params import TrainParams
 from .predict import add_tree_binned
 from .tree import Tree
@@ -261,6 +261,15 @@ class Booster:
         b._attributes = dict(attributes)
         return b
 
+    @classmethod
+    def _from_fields(cls, fields: dict) -> "Booster":
+        """A Booster of xgboost_format.booster_fields' reading."""
+        extra = {k: fields.pop(k) for k in ("best_iteration", "best_score", "attributes")}
+        b = cls(**fields)
+        b.best_iteration, b.best_score = extra["best_iteration"], extra["best_score"]
+        b.set_attr(**extra["attributes"])
+        return b
+
     def save_model(self, path, format: str = "daskgb") -> None:
         """Write the model as JSON: daskgb's format (docs/model_format.md), or with
         format="xgboost" XGBoost's JSON model format, which xgboost.Booster(model_file=path)
@@ -279,7 +288,7 @@ class Booster:
         """Replace this booster's content with the model in a JSON file: daskgb's format or
         XGBoost's JSON model format (whichever the file holds; a model read from XGBoost's is
         for prediction: its trees carry no training bins)."""
-        from .xgboost_format import from_xgboost_json, is_xgboost_model
+        from .xgboost_format import booster_fields, is_xgboost_model
 
         try:
             d = json.loads(Path(path).read_text())
@@ -289,7 +298,7 @@ class Booster:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} is not valid JSON (a truncated or corrupted model file?): {exc}") from None
         try:
-            other = from_xgboost_json(d) if is_xgboost_model(d) else Booster.from_dict(d)
+            other = Booster._from_fields(booster_fields(d)) if is_xgboost_model(d) else Booster.from_dict(d)
         except (KeyError, TypeError, IndexError, AttributeError) as exc:  # a layout other than the format's
             what = f"it lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
             kind = "an XGBoost" if is_xgboost_model(d) else "a daskgb"

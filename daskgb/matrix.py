@@ -9,6 +9,7 @@ from dataclasses import replace as _dc_replace
 import numpy as np
 
 from . import ellpack as _ellpack
+from .ellpack import pages
 from . import sketch
 from .arrays import array_module, to_host
 from .backend import get_backend, resolve_device
@@ -29,7 +30,7 @@ class QuantileMatrix:
 
     ``device_memory_budget`` (bytes) keeps the quantised matrix within that much device
     memory: when it is larger, it is held as pages of rows on the host, or in files under
-    ``spill_dir``, and training streams them to the device (external.py; the model is the
+    ``spill_dir``, and training streams them to the device (ellpack/pages.py; the model is the
     same). The input is then quantised a chunk at a time where it lies (its sketch merged
     from the chunks' sketches; a chunk of CSR rows is made dense on the way).
 
@@ -84,7 +85,7 @@ class QuantileMatrix:
         if device_memory_budget is None and device == "cuda" and not features.is_sparse:
             auto = _auto_budget(features.n_rows, features.n_features, self.max_bin)
             device_memory_budget = None if auto is None else auto[0]
-        # With a budget, dense rows are quantised a chunk at a time where they are (external.dense_pages).
+        # With a budget, dense rows are quantised a chunk at a time where they are (ellpack/pages.py dense_pages).
         chunked = device_memory_budget is not None
         if not chunked:
             features = features.to(xp)
@@ -113,10 +114,9 @@ class QuantileMatrix:
         # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
         self.cuts_token = token
         if chunked:
-            from . import external
 
-            rows = external.CsrRows(features) if features.is_sparse else features.dense
-            _, self.ellpack = external.dense_pages(backend, rows, self.weight, missing, self.max_bin,
+            rows = pages.CsrRows(features) if features.is_sparse else features.dense
+            _, self.ellpack = pages.dense_pages(backend, rows, self.weight, missing, self.max_bin,
                                                    device_memory_budget, spill_dir, cuts)
         elif features.is_sparse:
             self.ellpack = _ellpack.from_csr(backend, features.indptr, features.indices, features.data, n, cuts,
@@ -142,7 +142,6 @@ class QuantileMatrix:
         budget a GPU matrix that would not fit half the free device memory pages itself.
         ref: a matrix whose cuts to bin with (as an eval set's); cuts: a sketch.Cuts to bin with.
         """
-        from . import external
 
         check_paging(device_memory_budget, spill_dir)
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
@@ -207,7 +206,7 @@ class QuantileMatrix:
                         raise ValueError("give a weight with every batch or with none")
                     labels.append(_batch_vector(batch[1], xp))
                     weights.append(w)
-                yield (external.CsrRows(f) if f.is_sparse else f.dense), w
+                yield (pages.CsrRows(f) if f.is_sparse else f.dense), w
             if first:
                 take()
 
@@ -217,7 +216,7 @@ class QuantileMatrix:
             auto.append(_auto_budget(n, n_features, m.max_bin) if device == "cuda" else None)
             return None if auto[-1] is None else auto[-1][0]
 
-        _, m.ellpack = external.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
+        _, m.ellpack = pages.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
                                                 device_memory_budget, spill_dir, cuts,
                                                 budget_for=None if device_memory_budget is not None else budget_for)
         _say_if_paged(m.ellpack, auto[-1] if auto else None)
@@ -254,10 +253,9 @@ class QuantileMatrix:
 
     @property
     def paged(self) -> bool:
-        """Whether the quantised rows are held as pages beyond the device (external.py)."""
-        from .external import PagedEllpack
+        """Whether the quantised rows are held as pages beyond the device (ellpack/pages.py)."""
 
-        return isinstance(self.ellpack, PagedEllpack)
+        return isinstance(self.ellpack, pages.PagedEllpack)
 
     def shares_cuts_with(self, other: "QuantileMatrix") -> bool:
         """True when both matrices were binned with the same cuts (one built with ref= the other)."""
@@ -291,10 +289,9 @@ class QuantileMatrix:
         backend = get_backend(self.device)
         xp = backend.xp
         if self.paged:
-            from .external import compact_rows
 
             idx = np.sort(idx)
-            ellpack = compact_rows(backend, self.ellpack, xp.asarray(idx))
+            ellpack = pages.compact_rows(backend, self.ellpack, xp.asarray(idx))
         else:
             ell = self.ellpack
             words = xp.zeros(_ellpack.n_words(idx.size * ell.row_stride, ell.bits), dtype=xp.uint32)
@@ -339,29 +336,27 @@ def row_indices(rows, n_rows: int, has_groups: bool = False) -> np.ndarray:
 
 def _auto_budget(n_rows: int, n_features: int, max_bin: int):
     """On the GPU with no budget given: (budget, free bytes) when the quantised rows might not
-    fit the device's free memory (external.auto_budget), else None.
+    fit the device's free memory (ellpack/pages.py auto_budget), else None.
 
     The estimate is an upper bound (the widest symbols max_bin allows), made before the cuts
     exist; quantising then pages only if the rows, packed as they are, exceed the budget, and
     _say_if_paged says so once it is known."""
     import cupy
 
-    from . import external
 
     free, _ = cupy.cuda.runtime.memGetInfo()
-    budget = external.auto_budget(n_rows, n_features, max_bin, free)
+    budget = pages.auto_budget(n_rows, n_features, max_bin, free)
     return None if budget is None else (budget, free)
 
 
 def _say_if_paged(ell, auto) -> None:
     """Warn when a matrix paged itself under the budget it chose (auto: _auto_budget's)."""
-    from . import external
 
-    if auto is None or not isinstance(ell, external.PagedEllpack):
+    if auto is None or not isinstance(ell, pages.PagedEllpack):
         return
     budget, free = auto
     warnings.warn(f"daskgb: {ell.n_rows} x {ell.n_features} quantised rows take {ell.nbytes / 2**30:.1f} GiB, more "
-                  f"than {external.AUTO_FREE_FRACTION:.0%} of the GPU's {free / 2**30:.1f} GiB free memory; keeping "
+                  f"than {pages.AUTO_FREE_FRACTION:.0%} of the GPU's {free / 2**30:.1f} GiB free memory; keeping "
                   f"them as {ell.n_pages} pages in host memory, streamed to the GPU (device_memory_budget={budget}; "
                   "pass device_memory_budget= and spill_dir= to choose)", stacklevel=3)
 

@@ -401,38 +401,3 @@ class Softmax(Objective):
 OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
                                         PseudoHuber, AbsoluteError, QuantileError)}
 MULTICLASS = ("multi:softprob", "multi:softmax")
-
-
-def get_objective(name: str, params=None) -> Objective:
-    """The objective called `name`, configured from TrainParams where it reads them."""
-    from . import ranking
-
-    if name in ranking.RANKING_OBJECTIVES:
-        return ranking.make_objective(name, params)
-    if name in MULTICLASS:
-        num_class = getattr(params, "num_class", 0) if params is not None else 0
-        if num_class < 2:
-            raise ValueError(f"{name} needs num_class >= 2, got {num_class}")
-        return Softmax(num_class, output_prob=name == "multi:softprob")
-    try:
-        cls = OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"unknown objective {name!r}; one of "
-                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES)}") from None
-    if params is None:
-        return cls()
-    if cls is Poisson:
-        obj = cls(params.max_delta_step if getattr(params, "max_delta_step_set", False) else 0.7)
-    elif cls is Tweedie:
-        obj = cls(params.tweedie_variance_power)
-    elif cls is PseudoHuber:
-        obj = cls(params.huber_slope)
-    elif cls is QuantileError:
-        obj = cls(params.quantile_alpha)
-    else:
-        obj = cls()
-    if getattr(params, "num_class", 0) > 1:
-        # A custom objective (obj=) with num_class outputs: the named objective only supplies the
-        # output transform, as in XGBoost; train() refuses this without obj=.
-        obj.n_groups = params.num_class
-    return obj

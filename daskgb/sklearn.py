@@ -230,7 +230,7 @@ class _GBModel:
             checkpoint_dir=None, checkpoint_every=None, resume=False):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
         checkpoint_dir / checkpoint_every / resume: as daskgb.train takes them."""
-        from . import QuantileMatrix
+        from .matrix import QuantileMatrix
 
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
 
@@ -513,7 +513,7 @@ class GBRanker(_GBModel):
         eval_qid (lists like eval_set) or in their X's qid column;
         sample_weight and sample_weight_eval_set hold one weight per query group.
         checkpoint_dir / checkpoint_every / resume: as daskgb.train takes them."""
-        from . import QuantileMatrix
+        from .matrix import QuantileMatrix
 
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
 

@@ -109,7 +109,7 @@ def to_xgboost_json(booster) -> dict:
     if margins.size == 1 and k > 1:
         margins = np.full(k, margins[0], dtype=np.float32)
     multiclass = booster.params.objective in ("multi:softprob", "multi:softmax")
-    attributes = {}
+    attributes = booster.attributes()  # XGBoost keeps string attributes, best_iteration among them
     if booster.best_iteration is not None:
         attributes["best_iteration"] = str(int(booster.best_iteration))
     if booster.best_score is not None:
@@ -209,11 +209,11 @@ def _tree_arrays(t: dict) -> Tree:
     return Tree(**{name: np.asarray(fields[name], dtype=dtype) for name, dtype in FIELDS.items()})
 
 
-def from_xgboost_json(d: dict):
-    """A daskgb Booster from XGBoost's JSON model (as xgboost.Booster.save_model writes a
-    .json file); ValueError for what daskgb cannot read (see the module docstring)."""
-    from .booster import Booster
-    from .objective import get_objective
+def booster_fields(d: dict) -> dict:
+    """What a daskgb Booster is made of (its constructor's arguments, and best_iteration,
+    best_score and attributes), read from XGBoost's JSON model (as xgboost.Booster.save_model
+    writes a .json file); ValueError for what daskgb cannot read (see the module docstring)."""
+    from .objectives import get_objective
 
     learner = d["learner"]
     gb = learner["gradient_booster"]
@@ -240,14 +240,14 @@ def from_xgboost_json(d: dict):
         except ValueError as exc:
             raise ValueError(f"corrupted XGBoost model: tree {i}: {exc}") from None
     names = learner.get("feature_names") or None
-    b = Booster(params, trees, base[0] if len(base) == 1 else base, n_features, names,
-                [int(g) for g in model["tree_info"]])
-    attributes = learner.get("attributes", {})
-    if "best_iteration" in attributes:
-        b.best_iteration = int(attributes["best_iteration"])
-    if "best_score" in attributes:
-        b.best_score = float(attributes["best_score"])
-    return b
+    attributes = dict(learner.get("attributes", {}))
+    best_iteration = attributes.pop("best_iteration", None)
+    best_score = attributes.pop("best_score", None)
+    return {"params": params, "trees": trees, "base_score": base[0] if len(base) == 1 else base,
+            "n_features": n_features, "feature_names": names, "tree_info": [int(g) for g in model["tree_info"]],
+            "best_iteration": None if best_iteration is None else int(best_iteration),
+            "best_score": None if best_score is None else float(best_score),
+            "attributes": {str(k): str(v) for k, v in attributes.items()}}
 
 
 def _as_train_params(params: dict):

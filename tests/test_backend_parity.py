@@ -15,6 +15,7 @@ from daskgb import ellpack, split
 from daskgb.layouts import PREDICT_NODE_DTYPE
 from daskgb.arrays import cuda_available, to_host
 from daskgb.backend import numpy_backend as nb
+from daskgb.ellpack import reference as ref
 from daskgb.sketch import Cuts
 
 MISSING_SENTINEL = -999.0
@@ -205,7 +206,7 @@ def fixed_histogram(ell_n, fixed, positions, build_nodes):
 
     positions may cover a forest's virtual rows (a multiple of the matrix's rows): virtual row
     v reads matrix row v % n_rows and gradient pair v."""
-    sym = nb.symbols(ell_n).astype(np.int64)
+    sym = ref.symbols(ell_n).astype(np.int64)
     total_bins = int(ell_n.cuts.total_bins)
     hist = np.zeros((len(build_nodes), total_bins, 2), dtype=np.int64)
     for s, node in enumerate(build_nodes):
@@ -233,7 +234,7 @@ def _reference_pack(symbols, bits: int) -> np.ndarray:
 def test_pack_unpack_round_trip(bits, monkeypatch):
     rng = np.random.default_rng(bits)
     # Chunks of 64 entries: 301 entries cross several chunk boundaries and end mid-chunk.
-    monkeypatch.setattr(nb, "_PACK_CHUNK_ENTRIES", 64)
+    monkeypatch.setattr(ref, "_PACK_CHUNK_ENTRIES", 64)
     symbols = rng.integers(0, 2**bits, 301, dtype=np.uint64).astype(np.uint32)
     symbols[:3] = 2**bits - 1  # all ones: catches a mask one bit short
     words = nb.pack_symbols(symbols, bits)
@@ -254,11 +255,11 @@ def test_feature_bins_sparse_layout(missing):
     dense = np.full((n_rows, cuts.n_features), np.nan, dtype=np.float32)
     for r in range(n_rows):
         dense[r, indices[indptr[r] : indptr[r + 1]]] = data[indptr[r] : indptr[r + 1]]
-    bins = nb.bin_dense(dense, cuts, missing, null_symbol=10**6).astype(np.int64)
+    bins = ref.bin_dense(dense, cuts, missing, null_symbol=10**6).astype(np.int64)
     expected = np.where(bins == 10**6, -1, bins)
     rows = np.repeat(np.arange(n_rows), cuts.n_features)
     features = np.tile(np.arange(cuts.n_features), n_rows)
-    got = nb.feature_bins(ell, rows, features)
+    got = ref.feature_bins(ell, rows, features)
     np.testing.assert_array_equal(got.reshape(n_rows, -1), expected)
     assert (expected == -1).any() and (expected >= 0).any()
 
@@ -268,10 +269,10 @@ def test_feature_bins_dense_layout_matches_bin_dense():
     cuts = make_cuts(rng, 5, 20)
     X = make_X(rng, cuts, 50, missing_frac=0.2)
     ell = ellpack.from_dense(nb, X, cuts, np.nan)
-    bins = nb.bin_dense(X, cuts, np.nan, ell.null_symbol).astype(np.int64)
+    bins = ref.bin_dense(X, cuts, np.nan, ell.null_symbol).astype(np.int64)
     rows = np.repeat(np.arange(50), 5)
     features = np.tile(np.arange(5), 50)
-    got = nb.feature_bins(ell, rows, features).reshape(50, 5)
+    got = ref.feature_bins(ell, rows, features).reshape(50, 5)
     np.testing.assert_array_equal(got, np.where(bins == ell.null_symbol, -1, bins))
 
 
@@ -441,15 +442,17 @@ def test_apply_splits(cb, layout):
 def test_build_histograms(cb, layout, budget, monkeypatch):
     import cupy
 
+    from daskgb.histogram import cuda as histogram_cuda
+
     # Dense rows: read through a window of words per thread (the default) or a load per slot.
-    monkeypatch.setattr(cb, "HIST_WINDOW", budget != "default_slot_loads")
+    monkeypatch.setattr(histogram_cuda, "HIST_WINDOW", budget != "default_slot_loads")
 
     # Sparse rows over several groups take one global pass unless told to scan group by group.
-    monkeypatch.setattr(cb, "SPARSE_ONE_PASS", budget != "small_grouped_sparse")
+    monkeypatch.setattr(histogram_cuda, "SPARSE_ONE_PASS", budget != "small_grouped_sparse")
     if budget.startswith("small"):
         # 40 bins per shared group: several groups, and features with more bins
         # take the global-atomic kernel.
-        monkeypatch.setattr(cb, "SHARED_BUDGET_BYTES", 40 * 16)
+        monkeypatch.setattr(histogram_cuda, "SHARED_BUDGET_BYTES", 40 * 16)
     rng = np.random.default_rng(10 + ["dense", "dense_missing", "sparse"].index(layout))
     ell_n, ell_c = both_ellpacks(cb, rng, layout, n_rows=4003, n_features=9, max_bins=90)
     part_n, part_c = grow_partitions(cb, ell_n, ell_c, rng, n_levels=3)

@@ -1,4 +1,4 @@
-"""Out-of-core matrices (external.py): pages in host memory or spill files train the in-core model."""
+"""Out-of-core matrices (ellpack/pages.py): pages in host memory or spill files train the in-core model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from exact_data import make_data
 
 import daskgb
-from daskgb.external import PagedEllpack, SpillDirectory, rows_per_page
+from daskgb.ellpack.pages import PagedEllpack, SpillDirectory, rows_per_page
 
 BUDGET = 2048  # bytes: a 600 x 6 matrix (5-7 bits a symbol) takes ~3 KB, so pages of ~350 rows or fewer
 
@@ -246,7 +246,7 @@ def test_continuous_data_sketched_by_chunks():
 
 
 def test_auto_budget():
-    from daskgb.external import AUTO_FREE_FRACTION, auto_budget
+    from daskgb.ellpack.pages import AUTO_FREE_FRACTION, auto_budget
 
     # 1M x 28 at 256 bins: 9 bits a value, about 31.5 MB.
     assert auto_budget(1_000_000, 28, 256, free_bytes=10**9) is None
@@ -274,7 +274,7 @@ def test_a_gpu_matrix_the_estimate_doubts_but_that_fits_stays_in_core_and_says_n
 
     import cupy
 
-    from daskgb import external
+    from daskgb.ellpack import pages as external
     from daskgb.ellpack import bits_for
 
     X, y = make_data(2, "reg:squarederror", False, n=5000)
@@ -295,7 +295,7 @@ def test_a_gpu_matrix_the_estimate_doubts_but_that_fits_stays_in_core_and_says_n
         warnings.simplefilter("error")
         m = build()
     assert not m.paged
-    from daskgb.backend.numpy_backend import unpack_symbols
+    from daskgb.ellpack.reference import unpack_symbols
 
     def unpacked(e):
         return unpack_symbols(cupy.asnumpy(e.words), e.bits, e.n_rows * e.row_stride)
@@ -307,7 +307,8 @@ def test_the_budget_can_be_chosen_once_the_rows_are_counted():
     """quantise_blocks(budget_for=...) learns the row count on its first pass and pages under
     the budget it returns (from_batches' automatic paging on a GPU), or stays in core."""
     from daskgb.backend import numpy_backend
-    from daskgb.external import quantise_blocks
+    from daskgb.ellpack.reference import symbols
+    from daskgb.ellpack.pages import quantise_blocks
 
     X, y = make_data(3, "reg:squarederror", False)
     seen = []
@@ -319,8 +320,8 @@ def test_the_budget_can_be_chosen_once_the_rows_are_counted():
                                budget_for=lambda n: seen.append(n) or BUDGET)
     _, whole = quantise_blocks(numpy_backend, blocks, X.shape[1], np.nan, 256, None, budget_for=lambda n: None)
     assert seen == [len(X)] and isinstance(paged, PagedEllpack) and not isinstance(whole, PagedEllpack)
-    rows = [numpy_backend.symbols(paged.page(i, np)) for i in range(paged.n_pages)]
-    np.testing.assert_array_equal(np.concatenate(rows), numpy_backend.symbols(whole))
+    rows = [symbols(paged.page(i, np)) for i in range(paged.n_pages)]
+    np.testing.assert_array_equal(np.concatenate(rows), symbols(whole))
 
 
 @pytest.mark.gpu

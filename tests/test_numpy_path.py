@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from daskgb.backend import numpy_backend as nb
+from daskgb.ellpack.reference import symbols
 
 from test_backend_parity import make_cuts, numpy_ellpack, random_gpair, random_level
 
 
 def histograms_by_definition(ell, gpair, positions, build_nodes):
     """Row by row, entry by entry, as plain double additions in row order."""
-    sym = nb.symbols(ell)
+    sym = symbols(ell)
     ptrs = np.asarray(ell.cuts.ptrs)
     slot = {node: i for i, node in enumerate(build_nodes)}
     hist = np.zeros((len(build_nodes), ell.cuts.total_bins, 2))

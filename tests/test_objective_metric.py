@@ -10,7 +10,7 @@ import pytest
 
 from daskgb.fmath import expf
 from daskgb.metric import auc, error, logloss, rmse
-from daskgb.objective import get_objective
+from daskgb.objectives import get_objective
 
 
 def test_expf_is_glibc_expf_bit_for_bit():

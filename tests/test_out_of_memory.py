@@ -9,7 +9,7 @@ from exact_data import make_data
 
 import daskgb
 from daskgb.training import fit as _fit
-from daskgb import external
+from daskgb.ellpack import pages as external
 from daskgb import matrix as _matrix
 from daskgb.out_of_memory import explain
 

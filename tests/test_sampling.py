@@ -9,7 +9,9 @@ import pytest
 
 import daskgb
 from daskgb.collective import LocalCommunicator, reduce_in_rank_order
-from daskgb.sampling import _KernelRows, _SortedRows, mvs_sample, mvs_threshold, mvs_weights, regularised_abs_gradient
+from daskgb.backend import numpy_backend
+from daskgb.sampling import mvs_sample, mvs_threshold, mvs_weights
+from daskgb.sampling.reference import SortedRows, regularised_abs_gradient
 
 LOCAL = LocalCommunicator()
 
@@ -204,21 +206,24 @@ def gpair_values(kind, n=20_000, seed=0):
 
 def test_mvs_sample_is_the_pairs_times_the_weights():
     gpair = gpair_values("zeros", seed=5)
-    np.testing.assert_array_equal(mvs_sample(np, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL),
+    np.testing.assert_array_equal(mvs_sample(numpy_backend, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL),
                                   gpair * mvs_weights(np, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL)[:, None])
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["spread", "ties", "zeros"])
 def test_the_sampling_kernels_equal_the_reference(kind):
-    """cupy_backend's kernels see the same r, count and sum them to the same integers at
+    """sampling/cuda.py's kernels see the same r, count and sum them to the same integers at
     random candidates, find the same mu and draw the same sample as the sorted reference."""
     import cupy
 
     gpair = gpair_values(kind, seed=11)
     n = len(gpair)
     lam = float(np.float32(0.1))
-    ref, ker = _SortedRows(np, regularised_abs_gradient(np, gpair)), _KernelRows(cupy.asarray(gpair), lam)
+    from daskgb.backend import cupy_backend
+    from daskgb.sampling.cuda import KernelRows
+
+    ref, ker = SortedRows(np, regularised_abs_gradient(np, gpair)), KernelRows(cupy.asarray(gpair), lam)
     assert ker.extremes() == ref.extremes()
     count, lo, hi = ref.extremes()
     scale = np.ldexp(1.0, np.frexp(hi * count)[1] - 62)
@@ -226,11 +231,11 @@ def test_the_sampling_kernels_equal_the_reference(kind):
     cands = np.sort(np.concatenate([rng.uniform(lo, hi, 40), [lo, hi], regularised_abs_gradient(np, gpair)[:20]]))
     np.testing.assert_array_equal(ker.stats(cands, scale), ref.stats(cands, scale))
     for rate in (0.05, 0.3, 0.9):
-        expected = mvs_sample(np, gpair, rate, n, 0, 3, 7, LOCAL)
+        expected = mvs_sample(numpy_backend, gpair, rate, n, 0, 3, 7, LOCAL)
         # A column of multiclass pairs: not contiguous.
         wide = cupy.asarray(np.stack([gpair, gpair[::-1]], axis=1))
-        got = mvs_sample(cupy, wide[:, 0], rate, n, 0, 3, 7, LOCAL)
+        got = mvs_sample(cupy_backend, wide[:, 0], rate, n, 0, 3, 7, LOCAL)
         np.testing.assert_array_equal(cupy.asnumpy(got), expected)
         mine = cupy.asarray(gpair)
-        assert mvs_sample(cupy, mine, rate, n, 0, 3, 7, LOCAL, inplace=True) is mine
+        assert mvs_sample(cupy_backend, mine, rate, n, 0, 3, 7, LOCAL, inplace=True) is mine
         np.testing.assert_array_equal(cupy.asnumpy(mine), expected)

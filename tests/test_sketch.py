@@ -555,12 +555,14 @@ def test_segmented_search_kernel_equals_the_steps(right):
     hi = starts[seg] + sizes[seg]
     lo = np.minimum(starts[seg] + rng.integers(0, 3, seg.size), hi)
     v = rng.integers(-3, 44, seg.size).astype(np.float64) + rng.choice([0.0, 0.5], seg.size)
-    want = sketch_mod._segmented_searchsorted_steps(np, a, lo, hi, v, int(sizes.max()), right)
+    from daskgb.sketch import cuda as sketch_cuda, reference
+
+    want = reference.segmented_searchsorted(np, a, lo, hi, v, int(sizes.max()), right)
     side = "right" if right else "left"
     brute = np.array([l + np.searchsorted(a[l:h], x, side=side) for l, h, x in zip(lo, hi, v)])
     np.testing.assert_array_equal(want, brute)
-    got = cupy_backend.segmented_searchsorted(cupy.asarray(a), cupy.asarray(lo), cupy.asarray(hi), cupy.asarray(v),
-                                              right)
+    got = sketch_cuda.segmented_searchsorted(cupy.asarray(a), cupy.asarray(lo), cupy.asarray(hi), cupy.asarray(v),
+                                             right)
     np.testing.assert_array_equal(got.get(), want)
     via = sketch_mod._segmented_searchsorted(cupy, cupy.asarray(a), cupy.asarray(lo), cupy.asarray(hi),
                                              cupy.asarray(v), int(sizes.max()), right)

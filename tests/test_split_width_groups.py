@@ -7,6 +7,7 @@ import pytest
 
 from daskgb import split
 from daskgb.backend import numpy_backend as nb
+from daskgb.split.reference import _width_groups
 from daskgb.sketch import Cuts
 from daskgb.split import SplitParams
 
@@ -38,7 +39,7 @@ def test_grouped_scan_equals_one_scan(seed):
     rng = np.random.default_rng(seed)
     widths = [2, 40, 2, 3, 256, 40, 7, 2, 130, 1, 2, 256]
     cuts = mixed_cuts(rng, widths)
-    assert nb._width_groups(cuts) is not None
+    assert _width_groups(cuts) is not None
     k = 12
     hist, parent = random_nodes(rng, cuts, k, ties=seed % 2 == 0)
     params = SplitParams(reg_lambda=[0.0, 1.0, 5.0][seed % 3], reg_alpha=0.5 * (seed % 2), min_child_weight=1.0,
@@ -64,7 +65,7 @@ def test_grouped_scan_equals_one_scan(seed):
 
 def test_one_width_keeps_one_scan():
     rng = np.random.default_rng(9)
-    assert nb._width_groups(mixed_cuts(rng, [256, 250, 256, 200])) is None
+    assert _width_groups(mixed_cuts(rng, [256, 250, 256, 200])) is None
 
 
 def test_tie_across_groups_goes_to_the_lower_feature():

@@ -1,4 +1,4 @@
-"""The one numpy/CuPy switch: which backend runs the hot loops for a device."""
+"""The one numpy/CuPy switch: which backend (backend/contract.py) runs the hot loops for a device or an array module."""
 
 from __future__ import annotations
 
@@ -35,3 +35,10 @@ def get_backend(device: str):
 
         return cupy_backend
     raise ValueError(f"no backend for device {device!r}")
+
+
+def backend_of(xp):
+    """The backend whose arrays are xp's (numpy or cupy)."""
+    import numpy as np
+
+    return get_backend("cpu" if xp is np else "cuda")

@@ -1,7 +1,13 @@
-"""Finds kernels/*.cu, builds them with cupy.RawModule (templates through name_expressions), caches per device."""
+"""Finds kernels/*.cu, builds them with cupy.RawModule (templates through name_expressions), caches per device, launches.
+
+Every stage's CUDA launcher (<stage>/cuda.py) gets its kernels and launches them through
+here: function() compiles a .cu file on first use and caches the kernel per device;
+launch_1d() sizes a grid-stride launch; sm_count() reads the device.
+"""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -58,3 +64,45 @@ def get_module(filename: str, name_expressions: tuple[str, ...]):
 def get_function(filename: str, name_expressions: tuple[str, ...], name: str):
     """One kernel (a name from name_expressions) of kernels/<filename>."""
     return get_module(filename, name_expressions).get_function(name)
+
+
+# Threads of a grid-stride launch (launch_1d).
+THREADS = 256
+
+_functions: dict = {}
+
+
+def function(filename: str, name_expressions: tuple[str, ...], name: str):
+    """The kernel `name` of kernels/<filename> (compiled with name_expressions), looked up once per device."""
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), filename, name)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _functions[key] = get_function(filename, name_expressions, name)
+    return fn
+
+
+def launch_1d(fn, n: int, args, threads: int = THREADS) -> None:
+    """Launch a grid-stride kernel over n items (nothing when n == 0)."""
+    if n > 0:
+        fn((min((n + threads - 1) // threads, 2**31 - 1),), (threads,), args)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count_of(device: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
+def sm_count() -> int:
+    """The current device's streaming multiprocessors."""
+    import cupy
+
+    return _sm_count_of(cupy.cuda.runtime.getDevice())
+
+
+def template_flag(flag: bool) -> str:
+    """A C++ bool template argument."""
+    return "true" if flag else "false"

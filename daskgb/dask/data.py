@@ -175,7 +175,7 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
                   *parts):
     """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). groups: None, or
     (per-partition global group ordinals, number of groups in all partitions). paging: the
-    (device_memory_budget, spill_dir) each worker keeps its own matrix within (external.py)."""
+    (device_memory_budget, spill_dir) each worker keeps its own matrix within (ellpack/pages.py)."""
     device_in_use()
     try:
         return _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels,

@@ -23,15 +23,19 @@ import cupy
 import cupyx
 import numpy as np
 
-from ..backend import cupy_backend as cb
+from ..backend import cupy_backend, kernels
+from ..ellpack.cuda import device_plan
 from ..feature_sets import ColumnSampler
-from ..histogram.quantiser import quantise
+from ..histogram import cuda as histogram
+from ..histogram.quantiser import check_finite, quantise
+from ..partition import cuda as partition
+from ..split import cuda as split
 from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..tree import FIELDS, Tree
 
 _PLAN_THREADS = 1024
 _LEVEL = ("grow_root", "expand_level", "label_leaves")
-_PARTITION_TILE_ROWS = cb._PARTITION_TILE_ROWS
+_PARTITION_TILE_ROWS = partition._PARTITION_TILE_ROWS
 # Rows a label_leaves block labels, about (its grid is sized by the tree's leaves).
 _LABEL_ROWS = 4096
 
@@ -46,15 +50,15 @@ def _level_masks(params, n_features: int, tree_index: int):
     masks = np.zeros((params.max_depth, n_features), dtype=np.uint8)
     for d in range(params.max_depth):
         masks[d, sampler.level_set(d)] = 1
-    return cb.to_device(masks)
+    return cupy.asarray(masks)
 
 
 def _root_sums(ell, gpair, root_hist, comm, from_bins: bool):
     """(1, 2) int64 gradient sums of the root, as grower._root_sums makes them (no host wait)."""
     if from_bins:
-        end = int(cb._plan(ell).ptrs_host[1])
+        end = int(device_plan(ell).ptrs_host[1])
         return root_hist[:, :end].sum(axis=1)
-    return comm.allreduce(cb.sum_gradients(gpair)[None])
+    return comm.allreduce(histogram.sum_gradients(gpair)[None])
 
 
 def _root_tiles(ell, setup):
@@ -65,8 +69,8 @@ def _root_tiles(ell, setup):
     if hit is None:
         n = ell.n_rows
         tile_rows = setup.tile_rows(n)
-        tiles = cb._tiles(np.array([n], dtype=np.int64), [0], np.zeros(1, dtype=np.int64), tile_rows)
-        hit = ell.__dict__[key] = (cb.to_device(tiles), tiles.shape[0] - 1, tile_rows)
+        tiles = histogram.tiles_of(np.array([n], dtype=np.int64), [0], np.zeros(1, dtype=np.int64), tile_rows)
+        hit = ell.__dict__[key] = (cupy.asarray(tiles), tiles.shape[0] - 1, tile_rows)
     return hit
 
 
@@ -101,7 +105,7 @@ def queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indi
 def fixed_gradients(gpair, comm):
     """The round's float gradient pairs quantised (histogram/quantiser.py) without waiting for
     the scale: the kernels read it on the device."""
-    return quantise(cb, cupy.ascontiguousarray(gpair, dtype=cupy.float32), comm, wait=False)
+    return quantise(cupy_backend, cupy.ascontiguousarray(gpair, dtype=cupy.float32), comm, wait=False)
 
 
 _VALUE_ROW = list(FIELDS).index("value")
@@ -139,7 +143,7 @@ class QueuedForest:
         """The host Trees (waits for this round's copy only); NaN gradients raise here."""
         self._copied.synchronize()
         if self._sums is not None:
-            cb._check_finite(self._sums)
+            check_finite(self._sums)
         return [_host_tree(h) for h in self._host]
 
 
@@ -178,7 +182,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     """One depthwise tree from the FixedGradients gpair, queued on the device: returns its
     words in level.cu's layout (a device array; _host_tree reads them) and labels
     positions[r] with row r's leaf * n_trees + tree."""
-    kern = lambda name: cb._kernel("level.cu", _LEVEL, name)  # noqa: E731
+    kern = lambda name: kernels.function("level.cu", _LEVEL, name)  # noqa: E731
     n = ell.n_rows
     max_depth = int(params.max_depth)
     cap = 2 ** (max_depth + 1) - 1  # nodes of a full tree
@@ -186,7 +190,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     eta = np.float32(params.learning_rate)
     p = (np.float64(sp.reg_lambda), np.float64(sp.reg_alpha), np.float64(sp.min_child_weight),
          np.float64(sp.max_delta_step))
-    setup = cb.histogram_setup(ell)
+    setup = histogram.histogram_setup(ell)
     total_bins = int(ell.cuts.total_bins)
     words = cupy.empty((len(FIELDS) + 1, cap), dtype=cupy.int32)  # level.cu's layout
     state = cupy.empty(4, dtype=cupy.int64)
@@ -204,14 +208,14 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     mark(HISTOGRAM)
     hist = arena.hist(0)
     hist.fill(0)
-    cb.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
+    histogram.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
     mark(ALLREDUCE)
     hist = comm.allreduce(hist, out=hist)
     mark(SPLIT)
     sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
-    kern("grow_root")((1,), (1,), (sums, cb._device_scale(scale), *p, eta, np.int64(n), words,
+    kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), *p, eta, np.int64(n), words,
                                    np.int32(cap), state, segs))
-    recs, left, right = cb.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
+    recs, left, right = split.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
                                            k_live)
 
     part_tiles = -(-n // _PARTITION_TILE_ROWS)
@@ -233,23 +237,23 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
             recs, np.int32(depth), np.int32(grow_children), *p, np.float32(sp.min_split_loss), eta, words,
             np.int32(cap), state, segs, part_info, np.int32(k_max), child_info, hist_tiles, np.int64(tile_rows)))
         n_left = cupy.empty(k_max, dtype=cupy.int64)
-        cb.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left)
+        partition.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left)
         if not grow_children:
             break
         mark(HISTOGRAM)
         built = arena.built(depth)
         built.fill(0)
-        cb.launch_histograms(ell, gpair, ridx, segs, hist_tiles, hist_grid, tile_rows, built, setup)
+        histogram.launch_histograms(ell, gpair, ridx, segs, hist_tiles, hist_grid, tile_rows, built, setup)
         mark(ALLREDUCE)
         built = comm.allreduce(built, out=built)
         mark(HISTOGRAM)
         children = arena.children(depth)
         sums = cupy.empty((2 * k_max, 2), dtype=cupy.int64)
-        cb.launch_children(hist, built, left, right, child_info, k_max, k_max, children, sums)
+        histogram.launch_children(hist, built, left, right, child_info, k_max, k_max, children, sums)
         hist = children
         del built
         mark(SPLIT)
-        recs, left, right = cb.launch_evaluate(ell.cuts, hist, sums, scale, sp,
+        recs, left, right = split.launch_evaluate(ell.cuts, hist, sums, scale, sp,
                                                None if masks is None else masks[depth + 1], 2 * k_max, k_live)
     del hist, arena
 

@@ -7,7 +7,7 @@ import warnings
 import cupy
 import numpy as np
 
-from ..backend import cupy_backend as cb
+from ..split.cuda import forget_split_counters, split_counters
 from . import device
 from .device import QueuedForest, fixed_gradients
 
@@ -110,7 +110,7 @@ class _ForestGraph:
         # The split kernel's block counters for this stream, made before the capture (a
         # capture would record their zeroing, not do it) and outside the graph's pool.
         with self.stream:
-            cb._split_counters(2 ** int(params.max_depth))
+            split_counters(2 ** int(params.max_depth))
         with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
             self.values = cupy.empty((n_values, 2), dtype=cupy.float32)
             self.stream.synchronize()
@@ -147,6 +147,6 @@ class _ForestGraph:
     def close(self) -> None:
         self.graph = self.comm = None
         self.words = self.positions = self.values = self.sums = None
-        cb._forget_split_counters(self.stream)
+        forget_split_counters(self.stream)
         self.pool.free_all_blocks()
         _GRAPH_POOLS.pop(id(self), None)

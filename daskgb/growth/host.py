@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import to_host
-from ..external import PagedEllpack
+from ..ellpack.pages import PagedEllpack
 from ..feature_sets import NodeFeatures
 from ..monotone import NodeBounds
 from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
@@ -53,7 +53,7 @@ class _Growth:
         self.features = [NodeFeatures(params, ell.n_features, t, interaction) for t in tree_indices]
         self.monotone = monotone
         self.bounds = [NodeBounds(monotone) for _ in tree_indices] if monotone is not None else None
-        # A paged matrix (external.py) has a partition per page, stepped page after page.
+        # A paged matrix (ellpack/pages.py) has a partition per page, stepped page after page.
         self.paged = isinstance(ell, PagedEllpack)
         if self.paged:
             self.parts = [backend.new_partition(b - a, self.k) for a, b in ell.row_ranges]

@@ -1,16 +1,75 @@
 """The gradient quantiser (XGBoost's GradientQuantiser): a round's gradient pairs as the histograms sum them.
 
-On the GPU the histograms sum int64 fixed point, so that their sums are exact whatever the
-order of the adds (backend prepare_gradients says how a scale is sized and applied). Every
-worker must quantise with the same scale, or the sums they allreduce would mean different
-things: the scale is sized by the sums of |gradient| and |hessian| over every worker's rows,
-summed here by the collective. Every training path sizes it through quantise(); nothing
-else computes it.
+Atomic adds on a GPU land in no fixed order and float sums depend on the order, so GPU
+histograms are summed in int64 fixed point, as XGBoost does (XGBOOST_GPU_NOTES §3). The
+scale of each column c (gradient, hessian) is sized once per tree:
+
+    S        = sum over rows of |gpair[:, c]|, in float64 -- over every worker's rows,
+               so that every worker quantises alike (their sums are then summed)
+    R        = 2 ** ceil(log2(S))          (R = 1 when S == 0)
+    scale[c] = R / 2**62
+    fixed    = trunc(float64(g) / scale[c]) as int64
+
+scale is a power of two, so g / scale is exact and only the truncation loses anything,
+less than scale per row. Every row has |fixed| <= 2**62 and all rows together sum to at
+most S / scale <= 2**62 in absolute value (up to the rounding of S, far below the 2**63
+limit), so any sum of rows -- a bin, a node, parent minus child, the same over all
+workers -- fits int64. Integer adds are associative: histograms are exact and identical
+whatever order the adds happen in. Multiplying by scale turns an int64 sum back into a
+double (split evaluation does). The numpy backend sums float64 in row order instead, and
+its scale is one.
+
+The arithmetic is here once, for the host (fixed_point_scale) and, as CUDA source beside it,
+for the device (DEVICE_SCALE_SOURCE: the device grower sizes the scale without a host wait);
+the backends' prepare_gradients apply it. Every training path sizes the scale through
+quantise(); nothing else does.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from ..phases import ALLREDUCE, OTHER, mark
+
+# 2 ** 62: the fixed point's range (see the module docstring).
+FIXED_POINT_RANGE = 2.0**62
+
+
+def pow2_at_least(s: float) -> float:
+    """Smallest power of two >= s; 1 for s <= 0."""
+    if s <= 0.0:
+        return 1.0
+    m, e = math.frexp(s)  # s = m * 2**e with 0.5 <= m < 1
+    return math.ldexp(1.0, e - 1 if m == 0.5 else e)
+
+
+def fixed_point_scale(abs_sums) -> np.ndarray:
+    """(2,) float64 scales of the gradient and hessian columns, from their |.| sums (host)."""
+    total = np.asarray(abs_sums, dtype=np.float64).reshape(2)
+    check_finite(total)
+    return np.array([pow2_at_least(float(s)) for s in total], dtype=np.float64) / FIXED_POINT_RANGE
+
+
+# fixed_point_scale on the device, as an elementwise body (float64 s -> scale, inv): 0, and a
+# NaN, give 1 / 2**62 (check_finite reports a NaN or infinite sum once the host reads it).
+DEVICE_SCALE_SOURCE = """
+    double r = 1.0;
+    if (s > 0.0) {
+      int e;
+      const double m = frexp(s, &e);
+      r = ldexp(1.0, m == 0.5 ? e - 1 : e);
+    }
+    scale = r / 4611686018427387904.0;
+    inv = 1.0 / scale;
+"""
+
+
+def check_finite(total) -> None:
+    """The error of gradients that are NaN or infinite, told by the sums a scale is sized by."""
+    if not np.all(np.isfinite(total)):
+        raise ValueError("gradient pairs contain NaN or infinite values; check the labels and the objective")
 
 
 def abs_sums(backend, gpair, comm):

@@ -1,8 +1,12 @@
-"""The predict stage: margins from trees, for raw features (thresholds) or rows quantised with the training cuts (bins)."""
+"""The predict stage: margins from trees, for raw features (thresholds) or rows quantised with the training cuts (bins).
+
+reference.py  numpy (the oracle; the CPU path)
+cuda.py       kernels/predict.cu launches (CuPy)
+"""
 
 from __future__ import annotations
 
-from ..external import PagedEllpack
+from ..ellpack.pages import PagedEllpack
 
 
 def add_tree_binned(backend, ell, tree, margin) -> None:

@@ -114,7 +114,7 @@ class Fit:
 
     def gradients(self, it: int) -> list:
         """Round it's gradient pairs, one (n_rows, 2) array per output group."""
-        return round_gradients(self.xp, self.objective, self.options.obj, self.margin, self.dtrain, it,
+        return round_gradients(self.backend, self.objective, self.options.obj, self.margin, self.dtrain, it,
                                self.n_groups, self.booster.params, self.n_rows_total, self.row_offset, self.comm)
 
     def finish_round(self, it: int, new_trees, after_round=None) -> bool:

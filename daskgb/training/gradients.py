@@ -5,11 +5,12 @@ from __future__ import annotations
 from ..sampling import mvs_sample, row_sample
 
 
-def round_gradients(xp, objective, obj, margin, dtrain, it: int, n_groups: int, p, n_rows_total: int,
+def round_gradients(backend, objective, obj, margin, dtrain, it: int, n_groups: int, p, n_rows_total: int,
                     row_offset: int, comm) -> list:
     """Round it's gradient pairs, one (n_rows, 2) array per output group, sampled as p says.
     n_rows_total: the rows of all workers; row_offset: this worker's first row among them
     (a row's sampling draws are keyed by it, so they do not depend on the partitioning)."""
+    xp = backend.xp
     if obj is None:
         gpair_all = objective.gradient_of(xp, margin, dtrain, it)
     else:
@@ -21,7 +22,7 @@ def round_gradients(xp, objective, obj, margin, dtrain, it: int, n_groups: int, 
         gpair = gpair_all if n_groups == 1 else gpair_all[:, group]
         if p.subsample < 1.0 and p.sampling_method == "gradient_based":
             # One output: the pairs are this round's own, sampled where they lie (device memory).
-            gpair = mvs_sample(xp, gpair, p.subsample, n_rows_total, row_offset, p.seed, it * n_groups + group,
+            gpair = mvs_sample(backend, gpair, p.subsample, n_rows_total, row_offset, p.seed, it * n_groups + group,
                                comm, inplace=n_groups == 1)
         elif p.subsample < 1.0:
             gpair = gpair * row_sample(xp, dtrain.n_rows, row_offset, p.seed, it * n_groups + group,

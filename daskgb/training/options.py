@@ -19,7 +19,8 @@ from ..callback import EarlyStopping, TrainingCallback
 from ..checkpoint import check_options
 from ..feature_sets import interaction_sets
 from ..monotone import monotone_vector
-from ..objective import QuantileError, Softmax, get_objective
+from ..objective import QuantileError, Softmax
+from ..objectives import get_objective
 from ..params import TrainParams
 from ..ranking import DEFAULT_METRIC_K, RANKING_OBJECTIVES, parse_metric
 

@@ -11,7 +11,7 @@ are freed before the trees grow unless the leaves are refitted from them.
 from __future__ import annotations
 
 from ..adaptive import refresh_leaves
-from ..external import compact_rows
+from ..ellpack.pages import compact_rows
 from ..growth import host as host_growth
 from ..histogram.quantiser import abs_sums, quantise
 from ..predict import add_tree_binned

@@ -1,4 +1,4 @@
-"""Weighted quantile sketch: per-feature summaries, merge, prune, and histogram cuts.
+"""The sketch stage: weighted quantile summaries per feature, merged and pruned across workers, and the histogram cuts.
 
 The summary is the weighted quantile summary of the XGBoost paper (KDD'16 §3.3
 and its appendix): per feature, strictly increasing values, each with a lower
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from .arrays import array_module, to_host
+from ..arrays import array_module, to_host
+from .cuts import Cuts, _as_xp
 
 # Dense input is sketched a block of columns at a time; a block holds at most this
 # many entries, so working memory is O(this) (about 100 bytes an entry). A column
@@ -46,11 +46,6 @@ _KRT_EPS = np.float32(1e-5)
 _KRT_EPS64 = np.float64(_KRT_EPS)
 
 _SIGN32 = 0x80000000
-
-
-def _as_xp(xp, a):
-    """The array `a` in module xp (a device->host copy when xp is numpy)."""
-    return to_host(a) if xp is np else xp.asarray(a)
 
 
 @dataclass
@@ -72,35 +67,6 @@ class Summary:
         return Summary(
             self.ptrs, _as_xp(xp, self.value), _as_xp(xp, self.rmin), _as_xp(xp, self.rmax), _as_xp(xp, self.wmin)
         )
-
-
-@dataclass
-class Cuts:
-    """Histogram bin boundaries: feature f owns global bins ptrs[f]:ptrs[f+1]; values[b] is bin b's upper bound (exclusive)."""
-
-    ptrs: Any  # (n_features + 1,) int32
-    values: Any  # float32
-    min_values: Any  # (n_features,) float32
-
-    @cached_property
-    def _host_ptrs(self) -> np.ndarray:
-        return to_host(self.ptrs).astype(np.int64)
-
-    @property
-    def n_features(self) -> int:
-        return len(self._host_ptrs) - 1
-
-    @property
-    def total_bins(self) -> int:
-        return int(self._host_ptrs[-1])
-
-    @cached_property
-    def max_bins_per_feature(self) -> int:
-        return int(np.diff(self._host_ptrs).max(initial=0))
-
-    def to(self, xp) -> "Cuts":
-        """The same cuts with their arrays in module xp (numpy or cupy)."""
-        return Cuts(_as_xp(xp, self.ptrs), _as_xp(xp, self.values), _as_xp(xp, self.min_values))
 
 
 # ----------------------------------------------------------------------------- budget
@@ -160,34 +126,12 @@ def _entry_features(xp, ptrs_dev, n):
 
 
 def _segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):
-    """searchsorted of each v[q] in a[lo[q]:hi[q]] (each slice sorted), as an index into a.
+    """searchsorted of each v[q] in a[lo[q]:hi[q]] (each slice sorted), as an index into a:
+    the backend's (sketch/reference.py's lock-step binary search in array steps; on a GPU,
+    sketch/cuda.py's kernel, a thread a query; tests compare the two)."""
+    from ..backend import backend_of
 
-    A lock-step binary search over all queries: one pass per bit of the widest
-    slice, so the cost is a few array operations per bit whatever the number of
-    segments, and the comparisons are exact (no offset keys for float64 ranks). On a GPU
-    that is ~130 small launches for slices of 4M entries: there one kernel does the same
-    search, a thread a query (cupy_backend.segmented_searchsorted; tests compare the two).
-    """
-    if xp is not np and a.dtype == xp.float64 and v.dtype == xp.float64:
-        from .backend import cupy_backend
-
-        return cupy_backend.segmented_searchsorted(a, lo, hi, v, right)
-    return _segmented_searchsorted_steps(xp, a, lo, hi, v, max_width, right)
-
-
-def _segmented_searchsorted_steps(xp, a, lo, hi, v, max_width: int, right: bool):
-    """_segmented_searchsorted as whole-array steps (the reference; numpy's path)."""
-    lo = lo.astype(xp.int64, copy=True)
-    hi = hi.astype(xp.int64, copy=True)
-    last = max(a.size - 1, 0)
-    for _ in range(int(max_width).bit_length()):
-        active = lo < hi
-        mid = (lo + hi) >> 1
-        am = a[xp.minimum(mid, last)]
-        go = (am <= v) if right else (am < v)
-        lo = xp.where(active & go, mid + 1, lo)
-        hi = xp.where(active & ~go, mid, hi)
-    return lo
+    return backend_of(xp).segmented_searchsorted(a, lo, hi, v, max_width, right)
 
 
 def _segmented_cummax(xp, x, local, max_width: int):

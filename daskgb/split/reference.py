@@ -1,98 +1,18 @@
-"""Split rules: leaf weight, gain, validity, and the best split of many nodes at once.
+"""Split evaluation as array operations: the best split of many nodes at once (the oracle of split/cuda.py).
 
-The arithmetic mirrors XGBoost's `hist` updater type for type, because models are
-tested against it tree for tree: gradient sums are double; each child's gain is
-computed in double and rounded to float; the loss change is float; parameters are
-float32 (XGBoost stores them as float) promoted to double where they meet sums.
+evaluate_splits is written against an array module: numpy's is the CPU path's (through
+evaluate_splits_grouped, which scans features of similar bin counts together), CuPy's the
+reference kernels/split.cu is tested against, and the GPU's way where the kernel does not
+apply (monotone constraints).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .layouts import SPLIT_DTYPE
-from .arrays import to_host
-
-# A split must improve the loss by more than this to be applied (XGBoost's kRtEps).
-RT_EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class SplitParams:
-    """The training parameters that split evaluation reads, as float32 values."""
-
-    reg_lambda: float = 1.0
-    reg_alpha: float = 0.0
-    min_child_weight: float = 1.0
-    max_delta_step: float = 0.0
-    min_split_loss: float = 0.0
-
-    def __post_init__(self):
-        for name in ("reg_lambda", "reg_alpha", "min_child_weight", "max_delta_step", "min_split_loss"):
-            object.__setattr__(self, name, float(np.float32(getattr(self, name))))
-
-
-def threshold_l1(xp, g, alpha: float):
-    """sign(g) * max(|g| - alpha, 0)."""
-    return xp.where(g > alpha, g - alpha, xp.where(g < -alpha, g + alpha, 0.0))
-
-
-def calc_weight(xp, G, H, p: SplitParams, bounds=None):
-    """Optimal leaf weight for gradient sums (G, H), as float32 (XGBoost's CalcWeight).
-
-    bounds: optional (lower, upper) float32 arrays broadcasting against G: the node's
-    monotone-constraint bounds (monotone.py), which the weight is clipped to.
-    """
-    G = xp.asarray(G, dtype=xp.float64)
-    H = xp.asarray(H, dtype=xp.float64)
-    ok = (H >= p.min_child_weight) & (H > 0.0)
-    denom = xp.where(ok, H + p.reg_lambda, 1.0)
-    w = -threshold_l1(xp, G, p.reg_alpha) / denom
-    if p.max_delta_step != 0.0:
-        w = xp.where(xp.abs(w) > p.max_delta_step, xp.copysign(p.max_delta_step, w), w)
-    w = xp.where(ok, w, 0.0).astype(xp.float32)
-    if bounds is not None:
-        lower, upper = bounds
-        w = xp.where(w < lower, lower, xp.where(w > upper, upper, w)).astype(xp.float32)
-    return w
-
-
-def child_gain(xp, G, H, p: SplitParams, bounds=None):
-    """Gain of one side of a split, as float32 (XGBoost's CalcGainGivenWeight).
-
-    bounds: as calc_weight's; given (monotone constraints are on), the gain is taken
-    at the bounded weight, as XGBoost does whenever the constraints are set.
-    """
-    G = xp.asarray(G, dtype=xp.float64)
-    H = xp.asarray(H, dtype=xp.float64)
-    positive = H > 0.0
-    if p.max_delta_step == 0.0 and bounds is None:
-        # At alpha 0 the threshold is G itself but for NaN (0 there); squared below, so the sign
-        # of a zero is moot: two passes over the candidates instead of six.
-        t = xp.where(xp.isnan(G), 0.0, G) if p.reg_alpha == 0.0 else threshold_l1(xp, G, p.reg_alpha)
-        gain = (t * t / xp.where(positive, H + p.reg_lambda, 1.0)).astype(xp.float32)
-    else:
-        # With a clipped weight the closed form no longer holds: evaluate the
-        # objective at the weight, in float as xgboost 3.2's CalcGainGivenWeight does:
-        # no alpha term (reg_alpha acts through the weight only), and (H + lambda)
-        # times (w * w). Saturated weights make neighbouring thresholds tie exactly in
-        # real arithmetic, so the association decides which wins.
-        w = calc_weight(xp, G, H, p, bounds)
-        g32, h32 = G.astype(xp.float32), H.astype(xp.float32)
-        lam = xp.float32(p.reg_lambda)
-        gain = -(xp.float32(2.0) * g32 * w + (h32 + lam) * (w * w))
-    return xp.where(positive, gain, xp.float32(0.0)).astype(xp.float32)
-
-
-def splits_applied(recs, depth: int, max_depth: int, p: SplitParams) -> np.ndarray:
-    """Which nodes' best splits are applied (XGBoost driver's IsValid), for host records."""
-    ok = (recs["feature"] >= 0) & (recs["gain"] > RT_EPS)
-    ok &= (recs["left_hess"] != 0.0) & (recs["right_hess"] != 0.0)
-    ok &= recs["gain"] >= np.float32(p.min_split_loss)
-    return ok & (not (max_depth > 0 and depth >= max_depth))
-
+from ..arrays import to_host
+from ..layouts import SPLIT_DTYPE
+from .rules import SplitParams, calc_weight, child_gain
 
 def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p: SplitParams, feature_mask=None,
                     monotone=None, bounds=None):
@@ -228,3 +148,60 @@ def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p
     zero = xp.zeros_like(left)
     found_x = xp.asarray(found)[:, None]
     return rec, xp.where(found_x, left, zero), xp.where(found_x, right, zero)
+
+
+def evaluate_splits_grouped(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
+    """Best split of each node (see split.evaluate_splits), the same records.
+
+    The reference pads every feature it scans to the widest one's bins; where bin counts
+    differ a lot (one-hot next to continuous features) that scans several times the real
+    bins. So features are evaluated in groups of similar width (bin counts up to 2, 4, 8, ...)
+    and each node keeps the best group's split: the largest loss change, ties to the lower
+    feature, as the single scan's visiting order decides.
+    """
+    groups = _width_groups(cuts)
+    if groups is None:
+        return evaluate_splits(np, hist, parent, scale, cuts.ptrs, cuts.values, cuts.min_values, params,
+                                      feature_mask, monotone, bounds)
+    mask = None if feature_mask is None else np.asarray(feature_mask, dtype=bool)
+    best = None
+    # The group holding feature 0 comes first: a node with no split reports its fields, as the
+    # reference does.
+    for feats, bins, ptrs, values, min_values in groups:
+        rec, left, right = evaluate_splits(
+            np, hist[:, bins], parent, scale, ptrs, values, min_values, params,
+            None if mask is None else mask[..., feats], None if monotone is None else np.asarray(monotone)[feats],
+            bounds)
+        rec["feature"] = np.where(rec["feature"] >= 0, feats[np.maximum(rec["feature"], 0)], -1)
+        if best is None:
+            best = [rec, left, right]
+            continue
+        brec = best[0]
+        wins = (rec["feature"] >= 0) & ((rec["gain"] > brec["gain"]) | (
+            (rec["gain"] == brec["gain"]) & (brec["feature"] >= 0) & (rec["feature"] < brec["feature"])))
+        brec[wins] = rec[wins]
+        best[1][wins] = left[wins]
+        best[2][wins] = right[wins]
+    return tuple(best)
+
+def _width_groups(cuts):
+    """Per group of features with similar bin counts: (features, their global bins, sub-cut ptrs,
+    values, min_values); None when one scan wastes little. Cached on the cuts."""
+    cached = cuts.__dict__.get("_width_groups", False)
+    if cached is not False:
+        return cached
+    ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
+    n_bins = np.diff(ptrs)
+    groups = None
+    if n_bins.size > 1 and n_bins.max() * n_bins.size > 2 * max(1, int(n_bins.sum())):
+        bucket = np.ceil(np.log2(np.maximum(n_bins, 1))).astype(np.int64)
+        values, min_values = np.asarray(cuts.values), np.asarray(cuts.min_values)
+        order = [bucket[0]] + sorted(set(bucket.tolist()) - {bucket[0]})
+        groups = []
+        for b in order:
+            feats = np.flatnonzero(bucket == b)
+            bins = np.concatenate([np.arange(ptrs[f], ptrs[f + 1]) for f in feats])
+            sub_ptrs = np.concatenate([[0], np.cumsum(n_bins[feats])])
+            groups.append((feats, bins, sub_ptrs, values[bins], min_values[feats]))
+    cuts.__dict__["_width_groups"] = groups
+    return groups

@@ -29,8 +29,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .arrays import to_host
-from .ellpack import Ellpack
+from ..arrays import to_host
+from .layout import Ellpack, bits_for, dense_input_layout, n_words, pack_dense_as
 
 # A page takes at most budget // PAGE_FRACTION bytes of packed symbols.
 PAGE_FRACTION = 4
@@ -96,7 +96,7 @@ class PagedEllpack:
         self.row_ranges = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
         self.n_rows = int(starts[-1])
         self._device_cuts: dict = {}  # device id -> the cuts there
-        self._copies: dict = {}  # device id -> cupy_backend.PageCopies
+        self._copies: dict = {}  # backend name -> its page_copies()
 
     @property
     def n_features(self) -> int:
@@ -133,15 +133,13 @@ class PagedEllpack:
         time, so that no per-matrix cache keeps every page). On a GPU the copy of the next page
         starts as this one is handed out, on a stream of its own, so that it overlaps the work
         on this one (training reads the pages in order); nothing is read ahead past the last."""
-        p = self._pages[index]
-        if xp is np:
-            return replace(p, words=np.array(p.words))
-        from .backend import cupy_backend
+        from ..backend import backend_of
 
-        device = xp.cuda.runtime.getDevice()
-        copies = self._copies.get(device)
+        p = self._pages[index]
+        backend = backend_of(xp)
+        copies = self._copies.get(backend.name)
         if copies is None:
-            copies = self._copies[device] = cupy_backend.PageCopies()
+            copies = self._copies[backend.name] = backend.page_copies()
         ahead = index + 1 if index + 1 < len(self._pages) else None
         words = copies.get(index, p.words, ahead, None if ahead is None else self._pages[ahead].words)
         return replace(p, words=words, cuts=self.device_cuts(xp))
@@ -169,8 +167,6 @@ def compact_rows(backend, paged: PagedEllpack, rows) -> Ellpack:
     Ellpack on the backend's device, in the same order: the sampled rows a tree trains on.
     Each page's rows are gathered from its packed words straight into their place in the
     new matrix's words (backend.gather_rows), so a page is read once and never unpacked."""
-    from .ellpack import n_words
-
     xp = backend.xp
     rows = xp.asarray(rows, dtype=xp.int64)
     stride = paged.row_stride
@@ -196,7 +192,7 @@ class CsrRows:
         self.shape = (features.n_rows, features.n_features)
 
     def __getitem__(self, rows: slice):
-        from .inputs import Features
+        from ..inputs import Features
 
         f = self.features
         a, b = rows.start or 0, min(f.n_rows, rows.stop)
@@ -230,8 +226,7 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
     budget_for: with budget_bytes None, a callable given the row count after the first pass
     that returns the budget to page under (or None: in core).
     """
-    from . import ellpack as _ellpack
-    from . import sketch
+    from .. import sketch
 
     xp = backend.xp
     budget = None if budget_bytes is None else int(budget_bytes)
@@ -269,7 +264,7 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
         if budget is not None:
             piece_rows = max(32, (budget // PAGE_FRACTION) // max(1, 4 * n_features))
     cuts = cuts.to(xp)
-    layout = _ellpack.dense_input_layout(cuts, n_features, has_missing, longest if has_missing else n_features)
+    layout = dense_input_layout(cuts, n_features, has_missing, longest if has_missing else n_features)
     row_bits = max(1, layout["row_stride"] * layout["bits"])
     in_core = budget is None or n * row_bits <= 8 * budget
     spill = SpillDirectory(spill_dir) if spill_dir is not None and not in_core else None
@@ -286,14 +281,14 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
 
     def close_page():
         nonlocal words
-        words = words[: _ellpack.n_words(filled * stride, layout["bits"])]  # a page short of page_rows
+        words = words[: n_words(filled * stride, layout["bits"])]  # a page short of page_rows
         if in_core:
-            parts.append(_ellpack.Ellpack(words=words, n_rows=filled, cuts=cuts, **layout))
+            parts.append(Ellpack(words=words, n_rows=filled, cuts=cuts, **layout))
             return
         host = backend.host_copy(words) if spill is None else np.asarray(to_host(words))
         if spill is not None:
             host = spill.write(len(parts), host)
-        parts.append(_ellpack.Ellpack(words=host, n_rows=filled, cuts=host_cuts, **layout))
+        parts.append(Ellpack(words=host, n_rows=filled, cuts=host_cuts, **layout))
 
     for Xc, _ in pieces(piece_rows):
         rows = int(Xc.shape[0])
@@ -301,8 +296,8 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
             close_page()
             words = None
         if words is None:
-            words, filled = xp.zeros(_ellpack.n_words(page_rows * stride, layout["bits"]), dtype=xp.uint32), 0
-        piece = _ellpack.pack_dense_as(backend, Xc, cuts, missing, layout)
+            words, filled = xp.zeros(n_words(page_rows * stride, layout["bits"]), dtype=xp.uint32), 0
+        piece = pack_dense_as(backend, Xc, cuts, missing, layout)
         backend.gather_rows(piece, xp.arange(rows, dtype=xp.int64), words, filled * stride)
         del piece
         filled += rows
@@ -315,11 +310,11 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
                          "second: they must give the same rows every time they are called")
     if in_core:
         if not parts:
-            return cuts, _ellpack.pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts, missing,
+            return cuts, pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts, missing,
                                                 layout)
         return cuts, parts[0]
     if not parts:  # no rows at all: one empty page
-        parts.append(replace(_ellpack.pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts,
+        parts.append(replace(pack_dense_as(backend, xp.zeros((0, n_features), dtype=xp.float32), cuts,
                                                     missing, layout), cuts=host_cuts))
     return cuts, PagedEllpack(parts, spill)
 
@@ -333,8 +328,6 @@ def auto_budget(n_rows: int, n_features: int, max_bin: int, free_bytes: int) -> 
     """The device-memory budget a matrix takes by itself: None when its quantised rows (at
     most bits_for(max_bin + 1) bits a value, dense) fit AUTO_FREE_FRACTION of free_bytes,
     else that share of free memory."""
-    from .ellpack import bits_for
-
     share = int(free_bytes * AUTO_FREE_FRACTION)
     need = -(-n_rows * n_features * bits_for(int(max_bin) + 1) // 8)
     return None if need <= share else max(share, 1)

@@ -1,4 +1,4 @@
-"""ELLPACK bin matrix: rows quantised to histogram bins, bit-packed, fixed row stride.
+"""The ELLPACK bin matrix: rows quantised to histogram bins, bit-packed, fixed row stride; its layouts and builders.
 
 Layouts (as XGBoost's, see XGBOOST_GPU_NOTES.md §1):
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .arrays import array_module, to_host
-from .sketch import Cuts
+from ..arrays import array_module, to_host
+from ..sketch.cuts import Cuts
 
 
 def bits_for(n_symbols: int) -> int:

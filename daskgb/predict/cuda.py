@@ -1,0 +1,66 @@
+"""The predict stage on a GPU: kernels/predict.cu adds every tree's leaf values to the rows' margins.
+
+Same names and results as predict/reference.py (the oracle).
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from ..arrays import to_host
+from ..backend import kernels
+from ..ellpack.cuda import device_plan
+from ..layouts import PREDICT_NODE_DTYPE
+
+_KERNELS = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
+
+def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
+    """Add the leaf values of every tree to out (float32), tree after tree.
+
+    X: (n_rows, n_features) float32; nodes: PREDICT_NODE_DTYPE of all trees
+    concatenated (host), tree t owning nodes[tree_offsets[t]:tree_offsets[t+1]].
+    A value goes left when it is < threshold; a missing one takes default_left.
+    """
+    if out.dtype != cupy.float32:
+        raise TypeError(f"predict_margin adds into a float32 array, got {out.dtype}")
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    n_rows, n_features = X.shape
+    offsets = np.asarray(to_host(tree_offsets), dtype=np.int32).ravel()
+    n_trees = offsets.size - 1
+    if n_rows == 0 or n_trees <= 0:
+        return out
+    # cupy has no structured dtypes: the records travel as bytes and the kernel
+    # reads them as PredictNode (kernels/common.cuh).
+    node_bytes = cupy.asarray(np.ascontiguousarray(to_host(nodes), dtype=PREDICT_NODE_DTYPE).view(np.uint8))
+    acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
+    fn = kernels.function("predict.cu", _KERNELS, "predict_margin")
+    kernels.launch_1d(fn, n_rows, (X, np.int64(n_rows), np.int32(n_features), node_bytes, cupy.asarray(offsets),
+                            np.int32(n_trees), np.float32(missing), acc))
+    if acc is not out:
+        out[...] = acc
+    return out
+
+def add_leaf_values(ell, tree, margin) -> None:
+    """margin += the tree's leaf value for each row of ell (binned with the training cuts),
+    each row routed by its bins in one launch (kernels/predict.cu add_leaf_values; the
+    reference is numpy_backend.add_leaf_values). margin: float32, one value a row, any stride."""
+    n = int(ell.n_rows)
+    if n == 0 or tree.n_nodes == 0:
+        return
+    if margin.dtype != cupy.float32 or margin.shape != (n,):
+        raise TypeError(f"add_leaf_values adds into a float32 array of {n} rows, got {margin.dtype} {margin.shape}")
+    m = tree.n_nodes
+    # One host-to-device copy: the (left, right, feature, bin) int4 records, then the leaf
+    # values, then default_left.
+    host = np.empty(20 * m + m, dtype=np.uint8)
+    host[: 16 * m].view(np.int32).reshape(m, 4)[...] = np.stack(
+        [tree.left, tree.right, tree.feature, tree.bin], axis=1)
+    host[16 * m : 20 * m].view(np.float32)[...] = tree.value
+    host[20 * m :] = tree.default_left.astype(np.int8).view(np.uint8)
+    table = cupy.asarray(host)
+    plan = device_plan(ell)
+    fn = kernels.function("predict.cu", _KERNELS, f"add_leaf_values<{kernels.template_flag(ell.is_dense)}>")
+    kernels.launch_1d(fn, n, (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol),
+                       plan.ptrs, np.int64(n), table[: 16 * m], table[20 * m :], table[16 * m : 20 * m],
+                       margin, np.int64(margin.strides[0] // 4)))

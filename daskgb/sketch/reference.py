@@ -1,0 +1,21 @@
+"""The sketch's one hot loop in array steps: a segmented binary search (the oracle of sketch/cuda.py; the CPU path)."""
+
+from __future__ import annotations
+
+
+def segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):
+    """searchsorted of each v[q] in a[lo[q]:hi[q]] (each slice sorted), as an index into a, in
+    module xp: a lock-step binary search over all queries, one pass per bit of the widest
+    slice, so the cost is a few array operations per bit whatever the number of segments,
+    and the comparisons are exact (no offset keys for float64 ranks)."""
+    lo = lo.astype(xp.int64, copy=True)
+    hi = hi.astype(xp.int64, copy=True)
+    last = max(a.size - 1, 0)
+    for _ in range(int(max_width).bit_length()):
+        active = lo < hi
+        mid = (lo + hi) >> 1
+        am = a[xp.minimum(mid, last)]
+        go = (am <= v) if right else (am < v)
+        lo = xp.where(active & go, mid + 1, lo)
+        hi = xp.where(active & ~go, mid, hi)
+    return lo

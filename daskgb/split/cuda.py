@@ -1,0 +1,172 @@
+"""Split evaluation on a GPU: the best split of every node of a level in one launch of kernels/split.cu.
+
+It computes exactly what split/reference.py's evaluate_splits computes, with one device
+sync (the records) instead of several; tests/stages/test_split.py compares the two.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+
+import cupy
+import numpy as np
+
+from .. import config
+from ..arrays import to_host
+from ..backend import kernels
+from ..layouts import SPLIT_DTYPE
+from . import reference
+
+_KERNELS = ("evaluate_splits",)
+
+_SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
+
+_CANDIDATE_BYTES = 48  # sizeof(Candidate) in kernels/split.cu
+
+class _CutsArrays:
+    """Host copies of a Cuts object's arrays, and device copies made on first use."""
+
+    def __init__(self, cuts):
+        self.host = (
+            np.asarray(to_host(cuts.ptrs), dtype=np.int64),
+            np.asarray(to_host(cuts.values), dtype=np.float32),
+            np.asarray(to_host(cuts.min_values), dtype=np.float32),
+        )
+        self._device = None
+
+    @property
+    def device(self):
+        """(ptrs int32, values float32, min_values float32) on the current device."""
+        if self._device is None:
+            ptrs, values, min_values = self.host
+            self._device = (cupy.asarray(ptrs.astype(np.int32)), cupy.asarray(values), cupy.asarray(min_values))
+        return self._device
+
+_CUTS_CACHE: OrderedDict = OrderedDict()
+
+def _cuts_arrays(cuts) -> _CutsArrays:
+    """The arrays of the last few Cuts objects split evaluation has seen.
+
+    Split evaluation reads the cuts every level; copying them from the device each
+    time would cost a device sync per array. An entry holds its Cuts object, so an
+    id is never reused while the entry lives.
+    """
+    key = (cupy.cuda.runtime.getDevice(), id(cuts))
+    hit = _CUTS_CACHE.get(key)
+    if hit is not None and hit[0] is cuts:
+        _CUTS_CACHE.move_to_end(key)
+        return hit[1]
+    arrays = _CutsArrays(cuts)
+    _CUTS_CACHE[key] = (cuts, arrays)
+    while len(_CUTS_CACHE) > 8:
+        _CUTS_CACHE.popitem(last=False)
+    return arrays
+
+_COUNTERS: dict = {}
+
+def split_counters(k: int):
+    """Per-node block counters of the split kernel: zero between launches (its last block per
+    node resets its counter), so one array serves every launch on a stream (launches on one
+    stream run one after another; another stream gets its own array)."""
+    key = (cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    c = _COUNTERS.get(key)
+    if c is None or c.size < k:
+        c = _COUNTERS[key] = cupy.zeros(max(k, 1024), dtype=cupy.uint32)
+    return c
+
+def forget_split_counters(stream) -> None:
+    """Drop a stream's counters (a CUDA graph's capture stream, when the graph goes)."""
+    _COUNTERS.pop((cupy.cuda.runtime.getDevice(), stream.ptr), None)
+
+@functools.lru_cache(maxsize=16)
+def _all_features_on(device: int, n_features: int):
+    return cupy.ones(n_features, dtype=cupy.uint8)
+
+def _all_features(n_features: int):
+    """A mask letting every feature split (cached: made once per device and width)."""
+    return _all_features_on(cupy.cuda.runtime.getDevice(), n_features)
+
+def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monotone=None, bounds=None):
+    """Best split of each node (see split.evaluate_splits), from int64 histograms.
+
+    feature_mask: None, (n_features,) for all nodes or (k, n_features) per node.
+    monotone / bounds: monotone constraints; the kernel does not implement them, so
+    with constraints set the array-operation reference runs on the device instead.
+
+    kernels/split.cu computes exactly what split.evaluate_splits computes, with
+    one device sync (the records) instead of several; the setting
+    daskgb.training.split-kernel off selects the array-operation reference on the device.
+    """
+    arrays = _cuts_arrays(cuts)
+    k = hist.shape[0]
+    n_features = len(arrays.host[0]) - 1
+    if (not config.get("training.split-kernel") or k == 0 or n_features == 0 or hist.dtype != cupy.int64
+            or monotone is not None):
+        ptrs, values, min_values = arrays.host
+        return reference.evaluate_splits(cupy, hist, parent, scale, ptrs, values, min_values, params, feature_mask,
+                                      monotone, bounds)
+    if feature_mask is None:
+        mask = None
+    else:
+        mask = cupy.asarray(np.asarray(to_host(feature_mask)).astype(np.uint8))
+        if mask.shape not in ((n_features,), (k, n_features)):
+            raise ValueError(f"feature_mask must have shape ({n_features},) or ({k}, {n_features}), got {mask.shape}")
+    records, left, right = launch_evaluate(cuts, hist, parent, scale, params, mask, k, k_live=None)
+    return to_host(records).view(SPLIT_DTYPE), left, right
+
+_NO_LIVE_COUNT: dict = {}
+
+_SCALES: OrderedDict = OrderedDict()
+
+def device_scale(scale):
+    """The (2,) float64 scale on the device: itself if it is there, else a copy, cached by
+    value (a tree's levels share one scale: one upload a tree, not one a level)."""
+    if isinstance(scale, cupy.ndarray):
+        return scale
+    host = np.ascontiguousarray(scale, dtype=np.float64).reshape(2)
+    key = (cupy.cuda.runtime.getDevice(), host.tobytes())
+    hit = _SCALES.get(key)
+    if hit is None:
+        hit = _SCALES[key] = cupy.asarray(host)
+        while len(_SCALES) > 8:
+            _SCALES.popitem(last=False)
+    return hit
+
+def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_live=None):
+    """kernels/split.cu over k_bound nodes: (records as SplitRecord bytes, left, right) on the
+    device. mask: None, a (n_features,) uint8 mask for all nodes, or (k_bound, n_features).
+    k_live: None (k_bound nodes), or a device int64 holding the number of nodes (<= k_bound)."""
+    arrays = _cuts_arrays(cuts)
+    n_features = len(arrays.host[0]) - 1
+    ptrs, values, min_values = arrays.device
+    hist = cupy.ascontiguousarray(hist)
+    parent = cupy.ascontiguousarray(parent, dtype=cupy.int64)
+    # The kernel reads node i's mask at mask[i * mask_stride]: stride 0 shares one row.
+    if mask is None:
+        mask, mask_stride = _all_features(n_features), 0
+    else:
+        mask_stride = 0 if mask.ndim == 1 else n_features
+    device = cupy.cuda.runtime.getDevice()
+    if k_live is None:
+        k_static = k_bound
+        k_live = _NO_LIVE_COUNT.get(device)
+        if k_live is None:
+            k_live = _NO_LIVE_COUNT[device] = cupy.zeros(1, dtype=cupy.int64)  # never read
+    else:
+        k_static = -1
+    records = cupy.empty(k_bound * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
+    # Enough blocks to fill the device: a node's features are split among n_chunks blocks.
+    n_chunks = min(-(-n_features // (_SPLIT_THREADS // 32)), max(1, -(-2 * kernels.sm_count() // k_bound)))
+    partial = cupy.empty(k_bound * n_chunks * _CANDIDATE_BYTES, dtype=cupy.uint8) if n_chunks > 1 else records
+    left = cupy.empty((k_bound, 2), dtype=cupy.int64)
+    right = cupy.empty((k_bound, 2), dtype=cupy.int64)
+    scale = device_scale(scale)
+    fn = kernels.function("split.cu", _KERNELS, "evaluate_splits")
+    fn((k_bound, n_chunks), (_SPLIT_THREADS,), (
+        hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
+        mask, np.int32(mask_stride), scale, np.float64(params.reg_lambda),
+        np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
+        partial, split_counters(k_bound), records, left, right, np.int32(k_static), k_live,
+    ))
+    return records, left, right
