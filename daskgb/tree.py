@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layouts import PREDICT_NODE_DTYPE
+from .layouts import PREDICT_NODE_DTYPE, TREE_FIELDS
 
-# The fields of a tree and their types, in the order of the arrays (kernels/level.cu keeps it too).
-FIELDS = {
+# The fields of a tree and their types, in layouts.TREE_FIELDS' order (growth.cu's rows).
+_TYPES = {
     "left": np.int32,  # child ids, -1 for a leaf
     "right": np.int32,
     "parent": np.int32,  # -1 for the root
@@ -23,6 +23,7 @@ FIELDS = {
     "cover": np.float32,  # sum of hessians of the node's rows
     "depth": np.int32,
 }
+FIELDS = {name: _TYPES[name] for name in TREE_FIELDS}
 
 
 @dataclass

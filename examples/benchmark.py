@@ -83,7 +83,7 @@ class PeakMemory:
     that measuring never slows the timed one.
 
     pool=True (daskgb): bytes in live CuPy arrays (the memory pool's used bytes) plus the
-    blocks held by training's CUDA graphs (backend/cuda_growth.graph_memory_bytes), read
+    blocks held by training's CUDA graphs (growth/graphs.py graph_memory_bytes), read
     after every allocation through a CuPy memory hook, so the pool's caching neither
     hides nor inflates the working set. pool=False (XGBoost, its own allocator): the
     device's used memory (cudaMemGetInfo), sampled by a thread every 2 ms.
@@ -99,7 +99,7 @@ class PeakMemory:
         if self.pool:
             from cupy.cuda import memory_hook
 
-            from daskgb.backend.cuda_growth import graph_memory_bytes
+            from daskgb.growth.graphs import graph_memory_bytes
 
             mempool = xp.get_default_memory_pool()
 

@@ -65,9 +65,11 @@ def main(argv=None):
                          "whole in memory, so row counts beyond host memory can train out of core")
     args = ap.parse_args(argv)
 
+    import dask.config
+
     import daskgb
-    from daskgb import external
     from daskgb.backend import get_backend, resolve_device
+    from daskgb.ellpack import pages as external
 
     device = resolve_device(args.device)
     xp = get_backend(device).xp
@@ -130,8 +132,8 @@ def main(argv=None):
         p = dict(params)
         if rate < 1.0:
             p.update(subsample=rate, sampling_method="gradient_based")
-        external.COMPACT_SAMPLED = path == "compact"
-        booster = daskgb.train(p, m, args.rounds, verbose_eval=False)
+        with dask.config.set({"daskgb.training.compact-sampled-pages": path == "compact"}):
+            booster = daskgb.train(p, m, args.rounds, verbose_eval=False)
         sync()
         t2 = time.perf_counter()
         peak.__exit__(None, None, None)
@@ -169,7 +171,6 @@ def main(argv=None):
     for rate in (float(r) for r in args.rates.split(",") if r):
         for path in (["stream"] if rate >= 1.0 else paths):
             results.append(run("out of core", rate, path, budget, cuts)[0])
-    external.COMPACT_SAMPLED = True
 
     ell_bytes = results[-1]["ellpack_mib"] * 2**20
     print(f"\n{args.rows:,} x {args.features} rows, depth {args.depth}, {args.rounds} rounds, device {device}; "
@@ -227,7 +228,7 @@ def run_dask(args, device, Xte, yte):
     from daskgb.dask.watch import live_workers
 
     import daskgb.dask as dd
-    from daskgb import external
+    from daskgb.ellpack import pages as external
     from daskgb.backend import get_backend
     from daskgb.metric import evaluate
 
@@ -276,8 +277,8 @@ def run_dask(args, device, Xte, yte):
             p = dict(params)
             if rate < 1.0:
                 p.update(subsample=rate, sampling_method="gradient_based")
-            # The setting is read where training runs: set it on the workers too.
-            client.run(setattr, external, "COMPACT_SAMPLED", path == "compact")
+            # The setting is read where training runs: set it on the workers.
+            client.run(_set_compacting, path == "compact")
             booster = dd.train(client, p, m, args.rounds, verbose_eval=False)["booster"]
             t2 = time.perf_counter()
             pred = xp.asarray(booster.predict(Xte))
@@ -299,11 +300,18 @@ def run_dask(args, device, Xte, yte):
         for rate in (float(r) for r in args.rates.split(",") if r):
             for path in (["stream"] if rate >= 1.0 else paths):
                 results.append(run("out of core", rate, path, budget))
-        client.run(setattr, external, "COMPACT_SAMPLED", True)
+        client.run(_set_compacting, True)
     print(f"\n{args.rows:,} x {args.features} rows through Dask ({args.dask} workers, device {device}), depth "
           f"{args.depth}, {args.rounds} rounds; in-core matrix {in_core['ellpack_mib']:.1f} MiB in all, device "
           f"budget {budget / 2**20:.1f} MiB a worker (1/{args.times:g} of its matrix)\n")
     report(results, in_core, args.json, {"budget_bytes_per_worker": budget, "workers": args.dask})
+
+
+def _set_compacting(on: bool) -> None:
+    """On a worker: sampled pages compacted (the compacted-pages path) or streamed."""
+    import dask.config
+
+    dask.config.set({"daskgb.training.compact-sampled-pages": on})
 
 
 if __name__ == "__main__":

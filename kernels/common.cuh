@@ -1,43 +1,8 @@
-// Record layouts shared with daskgb/layouts.py (field order, sizes and padding equal).
+// Device helpers every kernel shares: reading the bit-packed ELLPACK stream (ellpack/layout.py).
 #pragma once
-#ifdef __CUDACC_RTC__
-// NVRTC (cupy.RawModule) ships no C++ standard headers: the fixed-width types, spelled out.
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
-#else
-#include <cstdint>
-#endif
+#include "layouts.cuh"
 
-struct SplitRecord {  // SPLIT_DTYPE, 56 bytes
-  double left_grad;
-  double left_hess;
-  double right_grad;
-  double right_hess;
-  float gain;
-  float threshold;
-  int32_t feature;
-  int32_t bin;
-  int32_t default_left;
-  int32_t _pad;
-};
-
-struct PredictNode {  // PREDICT_NODE_DTYPE, 24 bytes
-  int32_t left;
-  int32_t right;
-  int32_t feature;
-  int32_t default_left;
-  float threshold;
-  float value;
-};
-
-static_assert(sizeof(SplitRecord) == 56, "SplitRecord must match SPLIT_DTYPE");
-static_assert(sizeof(PredictNode) == 24, "PredictNode must match PREDICT_NODE_DTYPE");
-
-// Symbol i of a bit-packed ELLPACK stream (see daskgb/ellpack.py): bits
+// Symbol i of a bit-packed ELLPACK stream (see daskgb/ellpack/layout.py): bits
 // [i*bits, (i+1)*bits) of a little-endian stream of uint32 words. The second word is
 // loaded only for a symbol that straddles two words (never when bits divides 32).
 __device__ __forceinline__ uint32_t ellpack_symbol(const uint32_t* __restrict__ words, int bits,
@@ -69,7 +34,7 @@ __device__ __forceinline__ int ellpack_lower_bound(const uint32_t* __restrict__ 
 }
 
 // Feature-local bin of feature f in the ELLPACK row whose first entry is row_begin,
-// or -1 when the value is missing (numpy_backend.feature_bins).
+// or -1 when the value is missing (ellpack/reference.py feature_bins).
 //   dense:  slot f holds the local bin, null_symbol marks a missing value;
 //   sparse: the last entry below the feature's end is the feature's bin when it is
 //           not below the feature's start.

@@ -1,4 +1,4 @@
-// Quantisation and bit packing of ELLPACK pages (daskgb/ellpack.py; numpy_backend.pack_dense / pack_csr).
+// Quantisation and bit packing of ELLPACK pages (ellpack/cuda.py; ellpack/reference.py's pack_dense / pack_csr are the reference).
 //
 // One thread builds one uint32 output word: it bins every entry whose bit field
 // overlaps the word and ORs the fields in. An entry straddling two words is binned
@@ -6,7 +6,7 @@
 #include "common.cuh"
 
 // First index of values[0:n] strictly greater than v (upper bound), clamped to the
-// feature's last bin: numpy_backend.bin_dense / XGBoost's SearchBin.
+// feature's last bin: ellpack/reference.py's bin_dense / XGBoost's SearchBin.
 __device__ __forceinline__ uint32_t search_bin(const float* __restrict__ values, int n, float v) {
   int lo = 0, hi = n;
   while (lo < hi) {
@@ -90,7 +90,7 @@ __global__ void pack_symbols(const uint32_t* __restrict__ symbols, unsigned long
 // The rows `rows` of a packed stream src (row_stride symbols a row), in the order given,
 // ORed into a zeroed packed stream `out` from symbol entry_offset on, without unpacking
 // src: the rows a tree samples from one page, at their place in the compacted matrix
-// (external.compact_rows). A thread builds one output word from the gathered symbols that
+// (ellpack/pages.py compact_rows). A thread builds one output word from the gathered symbols that
 // overlap it; the first and last words may hold other launches' symbols too, so words are
 // ORed in (launches on one stream run one after another).
 // Launch: one thread per output word from entry_offset's word on, any 1-D shape.
@@ -143,7 +143,7 @@ __device__ __forceinline__ void or_symbol(uint32_t* words, int bits, unsigned lo
 
 // Quantise a row-major (n_rows, n_features) float32 matrix into the sparse layout: row r's
 // slots hold the global bins of its present entries in feature order, then null_symbol up
-// to row_stride (numpy_backend.pack_dense_sparse). words: zeroed. One warp per row: lanes
+// to row_stride (ellpack/reference.py pack_dense_sparse). words: zeroed. One warp per row: lanes
 // read 32 neighbouring features, and a ballot gives each present one its slot.
 // Launch: 1-D, blocks of a multiple of 32 threads, any number.
 __global__ void pack_dense_sparse(const float* __restrict__ X, long long n_rows, int n_features,

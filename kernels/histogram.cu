@@ -1,4 +1,4 @@
-// Gradient histograms of tree nodes in int64 fixed point (cupy_backend.build_histograms).
+// Gradient histograms of tree nodes in int64 fixed point (histogram/cuda.py build_histograms).
 //
 // A block handles one tile (a run of one build node's ridx segment) and one feature
 // group (blockIdx.y): contiguous features whose bins fit the block's shared memory.
@@ -6,7 +6,7 @@
 // once and adds every threads_per_row-th of the row's slots in the group, starting
 // at a slot that differs from row to row, so that a warp's adds spread over
 // different features' bins. Integer atomics make every sum exact and independent of
-// the order the adds land in (see cupy_backend.prepare_gradients).
+// the order the adds land in (see histogram/quantiser.py).
 #include "common.cuh"
 
 // Shared-memory bins sum int64 values exactly with 32-bit shared atomics, as two planes
@@ -16,8 +16,6 @@
 // fire-and-forget planes per value -- the high word and the low word's 16-bit halves --
 // were slower.)
 constexpr int kPlanes = 2;
-// Slots a thread reads from one window of three words (cupy_backend._WINDOW_SLOTS).
-constexpr unsigned kWindowSlots = 8;
 __device__ __forceinline__ void shared_add(unsigned* p, int n_bins, int b, long long v) {
   const unsigned x_lo = (unsigned)(unsigned long long)v;
   const unsigned x_hi = (unsigned)((unsigned long long)v >> 32);
@@ -44,9 +42,10 @@ __device__ __forceinline__ void add_pair(unsigned* g_planes, unsigned* h_planes,
   }
 }
 
+// ell: the matrix; a: the launch's inputs and output (HistogramArgs):
 // hist: (n_build_nodes, total_bins, 2) int64, zeroed by the caller.
 // tiles: int64, a header row (n_tiles, 0, 0, 0), then n_tiles rows of (build-node slot, node
-// id, tile index, row offset): the block takes rows [tile index * tile_rows, + tile_rows)
+// id, tile index, row offset) (TileColumn): the block takes rows [tile index * tile_rows, + tile_rows)
 // of the node's segment, read from segs[node] = (start, count) on the device, so a launch
 // may be sized before the host knows the node's count (from its parent's, an upper bound:
 // tiles past the end return at once) or even the number of tiles (written on the device
@@ -69,18 +68,25 @@ __device__ __forceinline__ void add_pair(unsigned* g_planes, unsigned* h_planes,
 // window (dense only): each thread of a row takes a contiguous run of the row's slots in
 // the group (at most kWindowSlots of them, within three words from the run's first, which
 // the host checks) and reads its words once, extracting the symbols with funnel shifts,
-// instead of a load per slot. n_words: the words' length (the third word may lie past it).
+// instead of a load per slot. ell.n_words: the words' length (the third word may lie past it).
 // Otherwise (window == 0, or a sparse row) a thread takes every threads_per_row-th slot.
 // Launch: grid (at least n_tiles, n_groups), any block size.
 template <bool kDense, bool kShared>
-__global__ void build_histogram(const uint32_t* __restrict__ words, int bits, int row_stride,
-                                uint32_t null_symbol, const int32_t* __restrict__ ptrs,
-                                const uint32_t* __restrict__ ridx, const float2* __restrict__ gpair,
-                                const double* __restrict__ inv_scale,
-                                const long long* __restrict__ tiles, const long long* __restrict__ segs,
-                                long long tile_rows, const int32_t* __restrict__ groups, int total_bins,
-                                int threads_per_row, int window, unsigned long long n_words,
-                                long long* __restrict__ hist) {
+__global__ void build_histogram(const EllpackView ell, const HistogramArgs a) {
+  const uint32_t* __restrict__ words = ell.words;
+  const int bits = ell.bits, row_stride = ell.row_stride;
+  const uint32_t null_symbol = ell.null_symbol;
+  const int32_t* __restrict__ ptrs = ell.ptrs;
+  const unsigned long long n_words = ell.n_words;
+  const uint32_t* __restrict__ ridx = a.ridx;
+  const float2* __restrict__ gpair = a.gpair;
+  const double* __restrict__ inv_scale = a.inv_scale;
+  const long long* __restrict__ tiles = a.tiles;
+  const long long* __restrict__ segs = a.segs;
+  const long long tile_rows = a.tile_rows;
+  const int32_t* __restrict__ groups = a.groups;
+  const int total_bins = a.total_bins, threads_per_row = a.threads_per_row, window = a.window;
+  long long* __restrict__ hist = a.hist;
   extern __shared__ unsigned smem[];
   const double inv_scale_g = inv_scale[0], inv_scale_h = inv_scale[1];
   const int f0 = groups[2 * blockIdx.y];
@@ -88,15 +94,15 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   const int bin0 = ptrs[f0];
   const int n_bins = ptrs[f1] - bin0;
   if ((long long)blockIdx.x >= tiles[0]) return;  // the whole block: before any barrier
-  const long long* tile = tiles + 4 * (blockIdx.x + 1);
-  const long long slot = tile[0];
-  const long long node = tile[1];
-  const long long skip = tile[2] * tile_rows;
+  const long long* tile = tiles + kTileColumns * (blockIdx.x + 1);
+  const long long slot = tile[kTileSlot];
+  const long long node = tile[kTileNode];
+  const long long skip = tile[kTileIndex] * tile_rows;
   const long long seg_count = segs[2 * node + 1];
   if (skip >= seg_count) return;
   const long long begin = segs[2 * node] + skip;
   const unsigned count = (unsigned)min(tile_rows, seg_count - skip);
-  const unsigned long long row_offset = (unsigned long long)tile[3];
+  const unsigned long long row_offset = (unsigned long long)tile[kTileRowOffset];
   long long* node_hist = hist + (slot * total_bins + bin0) * 2;
   // Dense rows: the group's slots f0..f1-1. Sparse rows: up to every slot.
   const unsigned width = kDense ? (unsigned)(f1 - f0) : (unsigned)row_stride;
@@ -117,7 +123,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
   const unsigned rows_per_pass = blockDim.x / (unsigned)threads_per_row;
   for (unsigned i = threadIdx.x / (unsigned)threads_per_row; i < count; i += rows_per_pass) {
     const unsigned long long row = ridx[begin + i];
-    // The row's gradient pair in fixed point, as cupy_backend._to_fixed makes it: the scale
+    // The row's gradient pair in fixed point, as histogram/cuda.py's _to_fixed makes it: the scale
     // is a power of two, so the product is exact and the cast truncates toward zero.
     const float2 gf = gpair[row];
     const longlong2 gh = make_longlong2((long long)((double)gf.x * inv_scale_g),
@@ -190,11 +196,7 @@ __global__ void build_histogram(const uint32_t* __restrict__ words, int bits, in
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
-#define DASKGB_INSTANTIATE(D, S)                                                                        \
-  template __global__ void build_histogram<D, S>(const uint32_t*, int, int, uint32_t, const int32_t*, \
-                                                 const uint32_t*, const float2*, const double*, const long long*, \
-                                                 const long long*, long long, const int32_t*, int, int, int, \
-                                                 unsigned long long, long long*);
+#define DASKGB_INSTANTIATE(D, S) template __global__ void build_histogram<D, S>(const EllpackView, const HistogramArgs);
 DASKGB_INSTANTIATE(true, true)
 DASKGB_INSTANTIATE(true, false)
 DASKGB_INSTANTIATE(false, true)

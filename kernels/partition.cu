@@ -1,7 +1,7 @@
 // Rows per node: stable partition of each split node's ridx segment into its children
-// (cupy_backend.apply_splits; numpy_backend.apply_splits is the reference).
+// (partition/cuda.py apply_splits; partition/reference.py is the reference).
 //
-// Each split node's segment is cut into tiles of kTileRows rows, one block per tile.
+// Each split node's segment is cut into tiles of kPartitionTileRows rows, one block per tile.
 // partition_count decides every row's side, parks the row with its side in `scratch`
 // (same slot as in ridx, so the scatter may overwrite ridx) and counts the tile's
 // left rows. partition_scatter gives each tile its place from the counts of its
@@ -11,12 +11,12 @@
 // two launches, and the host need not wait: histogram launches read the children's
 // segments from the table (see histogram.cu).
 //
-// `info` holds the level's splits as int64: a header (k splits, n_tiles tiles), then
-// `stride` (>= k) entries per field, then the tiles:
+// `info` holds the level's splits as int64 (PartitionInfo, layouts.py PARTITION_INFO): a
+// header (k splits, n_tiles tiles), then `stride` (>= k) entries per field, then the tiles:
 //   k | n_tiles | start[S] | count[S] | feature[S] | bin[S] | default_left[S] | left_id[S] |
 //   right_id[S] | row_offset[S] | first_tile[S+1] | tile_split[n_tiles]          (S = stride)
 // Split i owns tiles first_tile[i] .. first_tile[i+1]-1; tile_split[b] is the split of tile b.
-// The host writes it with stride k and launches n_tiles blocks; level.cu writes it on the
+// The host writes it with stride k and launches n_tiles blocks; growth.cu writes it on the
 // device, and the host launches an upper bound of blocks (those past n_tiles return).
 //
 // ridx holds "virtual" rows: a forest of K trees grown together (multiclass) numbers
@@ -27,7 +27,7 @@
 // not at every level.
 #include "common.cuh"
 
-constexpr int kTileRows = 4096;  // cupy_backend._PARTITION_TILE_ROWS
+constexpr long long kTileRows = kPartitionTileRows;
 constexpr uint32_t kLeftBit = 0x80000000u;
 
 struct LevelSplits {
@@ -44,18 +44,19 @@ struct LevelSplits {
 
   long long n_tiles;
 
-  __device__ LevelSplits(const long long* info, int stride)
-      : start(info + 2),
-        count(info + 2 + stride),
-        feature(info + 2 + 2 * stride),
-        bin(info + 2 + 3 * stride),
-        default_left(info + 2 + 4 * stride),
-        left_id(info + 2 + 5 * stride),
-        right_id(info + 2 + 6 * stride),
-        row_offset(info + 2 + 7 * stride),
-        first_tile(info + 2 + 8 * stride),
-        tile_split(info + 2 + 9 * stride + 1),
-        n_tiles(info[1]) {}
+  __device__ LevelSplits(const long long* info, int stride) : LevelSplits(info, PartitionInfo(stride)) {}
+  __device__ LevelSplits(const long long* info, const PartitionInfo& at)
+      : start(info + at.start),
+        count(info + at.count),
+        feature(info + at.feature),
+        bin(info + at.bin),
+        default_left(info + at.default_left),
+        left_id(info + at.left_id),
+        right_id(info + at.right_id),
+        row_offset(info + at.row_offset),
+        first_tile(info + at.first_tile),
+        tile_split(info + at.tile_split),
+        n_tiles(info[at.n_tiles]) {}
 };
 
 // Sum of v over the block (every thread gets it). `buf`: 32 ints of shared memory.
@@ -73,10 +74,13 @@ __device__ __forceinline__ long long block_sum(long long v, long long* buf) {
 
 // tile_left[b] = left rows of tile b. Launch: grid (at least n_tiles), block a multiple of 32 (<= 1024).
 template <bool kDense>
-__global__ void partition_count(const uint32_t* __restrict__ words, int bits, int row_stride,
-                                uint32_t null_symbol, const int32_t* __restrict__ ptrs,
-                                const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int stride,
-                                uint32_t* __restrict__ scratch, int32_t* __restrict__ tile_left) {
+__global__ void partition_count(const EllpackView ell, const uint32_t* __restrict__ ridx,
+                                const long long* __restrict__ info, int stride, uint32_t* __restrict__ scratch,
+                                int32_t* __restrict__ tile_left) {
+  const uint32_t* __restrict__ words = ell.words;
+  const int bits = ell.bits, row_stride = ell.row_stride;
+  const uint32_t null_symbol = ell.null_symbol;
+  const int32_t* __restrict__ ptrs = ell.ptrs;
   __shared__ long long buf[32];
   const LevelSplits s(info, stride);
   if ((long long)blockIdx.x >= s.n_tiles) return;
@@ -102,7 +106,7 @@ __global__ void partition_count(const uint32_t* __restrict__ words, int bits, in
 
 // Moves the parked rows to their children's segments; n_left[i] = left rows of split i
 // and segs[node] = (start, count) of its children (written by the split's first tile;
-// the host, or level.cu, fills both in for splits without rows). Launch: as partition_count.
+// the host, or growth.cu, fills both in for splits without rows). Launch: as partition_count.
 __global__ void partition_scatter(const uint32_t* __restrict__ scratch, const int32_t* __restrict__ tile_left,
                                   const long long* __restrict__ info, int stride, uint32_t* __restrict__ ridx,
                                   long long* __restrict__ segs, long long* __restrict__ n_left) {
@@ -170,15 +174,16 @@ __global__ void partition_scatter(const uint32_t* __restrict__ scratch, const in
 }
 
 // positions[row] = node for every row of the given nodes' segments.
-// info: int64 start[k] | count[k] | node[k] | first_tile[k+1] | tile_node[n_tiles], tiles of kTileRows.
-// Launch: grid (n_tiles), any block size.
+// info: int64 start[k] | count[k] | node[k] | first_tile[k+1] | tile_node[n_tiles] (LabelInfo,
+// stride k), tiles of kTileRows. Launch: grid (n_tiles), any block size.
 __global__ void label_rows(const uint32_t* __restrict__ ridx, const long long* __restrict__ info, int k,
                            int32_t* __restrict__ positions) {
-  const long long* start = info;
-  const long long* count = info + k;
-  const long long* node = info + 2 * k;
-  const long long* first_tile = info + 3 * k;
-  const int i = (int)info[4 * k + 1 + blockIdx.x];
+  const LabelInfo at(k);
+  const long long* start = info + at.start;
+  const long long* count = info + at.count;
+  const long long* node = info + at.node;
+  const long long* first_tile = info + at.first_tile;
+  const int i = (int)info[at.tile_node + blockIdx.x];
   const long long begin = start[i] + (blockIdx.x - first_tile[i]) * (long long)kTileRows;
   const long long end = min(start[i] + count[i], begin + kTileRows);
   const int32_t id = (int32_t)node[i];
@@ -186,8 +191,8 @@ __global__ void label_rows(const uint32_t* __restrict__ ridx, const long long* _
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
-template __global__ void partition_count<true>(const uint32_t*, int, int, uint32_t, const int32_t*,
-                                               const uint32_t*, const long long*, int, uint32_t*, int32_t*);
-template __global__ void partition_count<false>(const uint32_t*, int, int, uint32_t, const int32_t*,
-                                                const uint32_t*, const long long*, int, uint32_t*, int32_t*);
+template __global__ void partition_count<true>(const EllpackView, const uint32_t*, const long long*, int, uint32_t*,
+                                               int32_t*);
+template __global__ void partition_count<false>(const EllpackView, const uint32_t*, const long long*, int, uint32_t*,
+                                                int32_t*);
 #endif

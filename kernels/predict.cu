@@ -1,8 +1,8 @@
-// Margins of raw feature rows from flattened trees (cupy_backend.predict_margin), and of
-// quantised rows from one tree routed by bins (cupy_backend.add_leaf_values).
+// Margins of raw feature rows from flattened trees (predict/cuda.py predict_margin), and of
+// quantised rows from one tree routed by bins (predict/cuda.py add_leaf_values).
 //
 // One thread per row walks every tree in order and adds the leaf values to a float
-// accumulator, in the order numpy_backend.predict_margin adds them, so both give
+// accumulator, in the order predict/reference.py's predict_margin adds them, so both give
 // the same float32 result.
 #include "common.cuh"
 
@@ -38,11 +38,13 @@ __global__ void predict_margin(const float* __restrict__ X, long long n_rows, in
 // nodes: (n_nodes, 4) int32 rows (left, right, feature, bin), left < 0 for a leaf;
 // default_left: (n_nodes,) int8. Launch: 1-D, any shape (grid-stride over rows).
 template <bool kDense>
-__global__ void add_leaf_values(const uint32_t* __restrict__ words, int bits, int row_stride,
-                                uint32_t null_symbol, const int32_t* __restrict__ ptrs, long long n_rows,
-                                const int4* __restrict__ nodes, const int8_t* __restrict__ default_left,
-                                const float* __restrict__ value, float* __restrict__ margin,
-                                long long margin_stride) {
+__global__ void add_leaf_values(const EllpackView ell, long long n_rows, const int4* __restrict__ nodes,
+                                const int8_t* __restrict__ default_left, const float* __restrict__ value,
+                                float* __restrict__ margin, long long margin_stride) {
+  const uint32_t* __restrict__ words = ell.words;
+  const int bits = ell.bits, row_stride = ell.row_stride;
+  const uint32_t null_symbol = ell.null_symbol;
+  const int32_t* __restrict__ ptrs = ell.ptrs;
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x; row < n_rows; row += stride) {
     const unsigned long long begin = (unsigned long long)row * (unsigned long long)row_stride;
@@ -59,8 +61,8 @@ __global__ void add_leaf_values(const uint32_t* __restrict__ words, int bits, in
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
-template __global__ void add_leaf_values<true>(const uint32_t*, int, int, uint32_t, const int32_t*, long long,
-                                               const int4*, const int8_t*, const float*, float*, long long);
-template __global__ void add_leaf_values<false>(const uint32_t*, int, int, uint32_t, const int32_t*, long long,
-                                                const int4*, const int8_t*, const float*, float*, long long);
+template __global__ void add_leaf_values<true>(const EllpackView, long long, const int4*, const int8_t*, const float*,
+                                               float*, long long);
+template __global__ void add_leaf_values<false>(const EllpackView, long long, const int4*, const int8_t*,
+                                                const float*, float*, long long);
 #endif

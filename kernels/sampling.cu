@@ -1,12 +1,11 @@
 // Gradient-based sampling (MVS) over gradient pairs, without the sorted copy of every
-// row's regularised gradient that daskgb/sampling.py's reference builds
-// (cupy_backend.mvs_*; numpy's path in sampling.py is the reference). Every figure here
+// row's regularised gradient that sampling/reference.py builds
+// (sampling/cuda.py; sampling/reference.py is the reference). Every figure here
 // equals the reference's bit for bit: r_i is computed with the same double operations
 // (no fused multiply-add), counts and fixed-point sums are exact integers, and the
 // row's uniform is the same splitmix64 hash.
 #include "common.cuh"
 
-constexpr int kMaxCandidates = 64;  // sampling._CANDIDATES
 
 // sqrt(g^2 + lambda * h^2) in double, each operation rounded as numpy rounds it.
 __device__ __forceinline__ double mvs_r(float g, float h, double lambda) {

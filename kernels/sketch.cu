@@ -1,4 +1,4 @@
-// The weighted quantile sketch's segmented binary search (sketch._segmented_searchsorted):
+// The weighted quantile sketch's segmented binary search (sketch/cuda.py; sketch/reference.py is the reference):
 // for each query q, the index of the first entry of a[lo[q]:hi[q]] (a sorted run) that is
 // greater than v[q] (right) or not less than it (left), as an index into a; hi[q] where
 // none is. One thread a query: the array-operation reference takes one pass per bit of the

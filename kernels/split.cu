@@ -1,8 +1,8 @@
-// Best split of each node from its int64 fixed-point histogram (cupy_backend.evaluate_splits).
+// Best split of each node from its int64 fixed-point histogram (split/cuda.py evaluate_splits).
 //
-// The same candidates, arithmetic and choice as split.evaluate_splits, the reference:
+// The same candidates, arithmetic and choice as split/reference.py's evaluate_splits:
 // gradient sums are exact int64 scans turned into double by one multiply; each
-// child's gain is computed in double and rounded to float as split.child_gain does;
+// child's gain is computed in double and rounded to float as split/rules.py's child_gain does;
 // the loss change is float. Candidates are ranked as that function's argmax ranks
 // them: the largest loss change, ties to the earliest in its visiting order
 // (features in order; within a feature the forward scan over bins 0..n-1, then the
@@ -10,18 +10,13 @@
 #include "common.cuh"
 #include "split_math.cuh"
 
-// One candidate: its loss change and where it lies in the visiting order.
-struct Candidate {
-  float loss;
-  int feature;
-  int order;  // forward bin b: b; backward bin b: n_bins + (n_bins - 1 - b)
-  long long left_g, left_h, right_g, right_h;
-
-  __device__ __forceinline__ bool beats(const Candidate& o) const {
-    if (loss != o.loss) return loss > o.loss;
-    return feature != o.feature ? feature < o.feature : order < o.order;
-  }
-};
+// A candidate (layouts.py CANDIDATE: its loss change, where it lies in the visiting order --
+// forward bin b: b; backward bin b: n_bins + (n_bins - 1 - b) -- and its children's sums)
+// beats another: the larger loss change, ties to the earlier in the visiting order.
+__device__ __forceinline__ bool beats(const Candidate& c, const Candidate& o) {
+  if (c.loss != o.loss) return c.loss > o.loss;
+  return c.feature != o.feature ? c.feature < o.feature : c.order < o.order;
+}
 
 __device__ __forceinline__ Candidate shfl_down(const Candidate& c, int delta) {
   Candidate o;
@@ -35,10 +30,10 @@ __device__ __forceinline__ Candidate shfl_down(const Candidate& c, int delta) {
   return o;
 }
 
-// Loss change of a split into (left, right), or -inf where split.evaluate_splits
+// Loss change of a split into (left, right), or -inf where split/reference.py's evaluate_splits
 // rejects it (a child below min_child_weight, or a non-finite loss change).
 __device__ __forceinline__ float loss_change(long long lg, long long lh, long long rg, long long rh, double scale_g,
-                                             double scale_h, float root_gain, const SplitParamsD& p) {
+                                             double scale_h, float root_gain, const SplitParams& p) {
   const double dlg = (double)lg * scale_g, dlh = (double)lh * scale_h;
   const double drg = (double)rg * scale_g, drh = (double)rh * scale_h;
   const float gain = child_gain(dlg, dlh, p) + child_gain(drg, drh, p);
@@ -47,7 +42,6 @@ __device__ __forceinline__ float loss_change(long long lg, long long lh, long lo
   return ok ? loss : neg_inf();
 }
 
-constexpr int kSplitThreads = 256;
 constexpr int kSplitWarps = kSplitThreads / 32;
 
 // A candidate parked in global memory for the node's last block, through L2 (L1 is not
@@ -67,32 +61,37 @@ __device__ __forceinline__ Candidate load_candidate(const Candidate* src) {
                    __ldcg(&src->left_h), __ldcg(&src->right_g), __ldcg(&src->right_h)};
 }
 
-// hist: (k, total_bins, 2) int64; parent: (k, 2) int64; scale: (2,) float64 on the device, the
-// multipliers from fixed point to double; feature_mask: uint8, node i may split
-// on feature f when feature_mask[i * mask_stride + f] is set (mask_stride 0: one (n_features,)
-// mask for all nodes; n_features: a (k, n_features) mask, a row per node).
-// out: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen children (zero
-// where no split was found), as split.evaluate_splits returns them.
+// in (SplitInputs): hist: (k, total_bins, 2) int64; parent: (k, 2) int64; scale: (2,) float64
+// on the device, the multipliers from fixed point to double; feature_mask: uint8, node i may
+// split on feature f when feature_mask[i * mask_stride + f] is set (mask_stride 0: one
+// (n_features,) mask for all nodes; n_features: a (k, n_features) mask, a row per node).
+// o (SplitOutputs): records: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen
+// children (zero where no split was found), as split/reference.py's evaluate_splits returns them.
 // k: the number of nodes, k_static, or where k_static < 0, *k_live (written on the device by
-// level.cu; the host launches an upper bound of nodes and blocks past k return at once).
+// growth.cu; the host launches an upper bound of nodes and blocks past k return at once).
 // Launch: grid (>= k, n_chunks), block (kSplitThreads,): a node's features are shared by
 // n_chunks blocks, one warp per feature at a time; each block parks its best candidate in
 // partial[node * n_chunks + chunk], and the node's last block to finish (counted in
 // counters[node], which it resets to 0 for the next launch) picks the node's best and
 // writes the outputs. Candidates rank by (loss, feature, order), not by which block saw
 // them, so the result does not depend on n_chunks.
-__global__ void evaluate_splits(const long long* __restrict__ hist, const long long* __restrict__ parent,
-                                int total_bins, const int32_t* __restrict__ ptrs, int n_features,
-                                const float* __restrict__ cut_values, int n_cut_values,
-                                const float* __restrict__ min_values, const uint8_t* __restrict__ feature_mask,
-                                int mask_stride, const double* __restrict__ scale, double reg_lambda, double reg_alpha,
-                                double min_child_weight, double max_delta_step, Candidate* __restrict__ partial,
-                                unsigned* __restrict__ counters, SplitRecord* __restrict__ out,
-                                long long* __restrict__ left_out, long long* __restrict__ right_out, int k_static,
-                                const long long* __restrict__ k_live) {
-  const long long k = k_static >= 0 ? (long long)k_static : *k_live;
+__global__ void evaluate_splits(const SplitInputs in, const SplitParams p, const SplitOutputs o) {
+  const long long* __restrict__ hist = in.hist;
+  const long long* __restrict__ parent = in.parent;
+  const int32_t* __restrict__ ptrs = in.ptrs;
+  const float* __restrict__ cut_values = in.cut_values;
+  const float* __restrict__ min_values = in.min_values;
+  const uint8_t* __restrict__ feature_mask = in.feature_mask;
+  const double* __restrict__ scale = in.scale;
+  const int total_bins = in.total_bins, n_features = in.n_features, n_cut_values = in.n_cut_values;
+  const int mask_stride = in.mask_stride;
+  Candidate* __restrict__ partial = o.partial;
+  unsigned* __restrict__ counters = o.counters;
+  SplitRecord* __restrict__ out = o.records;
+  long long* __restrict__ left_out = o.left;
+  long long* __restrict__ right_out = o.right;
+  const long long k = in.k_static >= 0 ? (long long)in.k_static : *in.k_live;
   if ((long long)blockIdx.x >= k) return;  // the whole block, before any barrier or counter
-  const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
   const double scale_g = scale[0], scale_h = scale[1];
   const int node = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -139,20 +138,20 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
       // Forward: missing goes right.
       Candidate c{loss_change(fg, fh, pg - fg, ph - fh, scale_g, scale_h, root_gain, p), f, b, fg, fh, pg - fg,
                   ph - fh};
-      if (c.beats(best)) best = c;
+      if (beats(c, best)) best = c;
       if (has_missing) {
         // Backward: bins b..n-1 (and no missing) go right, missing goes left.
         const long long bg = tg - fg + vg, bh = th - fh + vh;
         Candidate cb{loss_change(pg - bg, ph - bh, bg, bh, scale_g, scale_h, root_gain, p), f,
                      n_bins + (n_bins - 1 - b), pg - bg, ph - bh, bg, bh};
-        if (cb.beats(best)) best = cb;
+        if (beats(cb, best)) best = cb;
       }
     }
   }
 
   for (int d = 16; d > 0; d >>= 1) {
-    const Candidate o = shfl_down(best, d);
-    if (o.beats(best)) best = o;
+    const Candidate other = shfl_down(best, d);
+    if (beats(other, best)) best = other;
   }
   __shared__ Candidate per_warp[kSplitWarps];
   if (lane == 0) per_warp[warp] = best;
@@ -160,7 +159,7 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
   if (threadIdx.x != 0) return;
   best = per_warp[0];
   for (int w = 1; w < kSplitWarps; ++w) {
-    if (per_warp[w].beats(best)) best = per_warp[w];
+    if (beats(per_warp[w], best)) best = per_warp[w];
   }
   if (gridDim.y > 1) {
     Candidate* mine = partial + (long long)node * gridDim.y;
@@ -171,8 +170,8 @@ __global__ void evaluate_splits(const long long* __restrict__ hist, const long l
     counters[node] = 0u;
     best = load_candidate(mine);
     for (unsigned c = 1; c < gridDim.y; ++c) {
-      const Candidate o = load_candidate(mine + c);
-      if (o.beats(best)) best = o;
+      const Candidate other = load_candidate(mine + c);
+      if (beats(other, best)) best = other;
     }
   }
 

@@ -1,10 +1,7 @@
-// Split arithmetic shared by split.cu and level.cu: split.py's calc_weight and child_gain,
-// type for type.
+// Split arithmetic shared by split.cu and growth.cu: split/rules.py's calc_weight and child_gain,
+// type for type, on layouts.py's SplitParams (float32 values, promoted to double).
 #pragma once
-
-struct SplitParamsD {  // split.SplitParams: float32 values, promoted to double
-  double reg_lambda, reg_alpha, min_child_weight, max_delta_step;
-};
+#include "layouts.cuh"
 
 // -inf without <cmath> (NVRTC has no standard headers).
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -13,8 +10,8 @@ __device__ __forceinline__ double threshold_l1(double g, double alpha) {
   return g > alpha ? g - alpha : (g < -alpha ? g + alpha : 0.0);
 }
 
-// split.calc_weight
-__device__ __forceinline__ float calc_weight(double G, double H, const SplitParamsD& p) {
+// split/rules.py calc_weight
+__device__ __forceinline__ float calc_weight(double G, double H, const SplitParams& p) {
   const bool ok = H >= p.min_child_weight && H > 0.0;
   const double denom = ok ? H + p.reg_lambda : 1.0;
   double w = -threshold_l1(G, p.reg_alpha) / denom;
@@ -22,8 +19,8 @@ __device__ __forceinline__ float calc_weight(double G, double H, const SplitPara
   return ok ? (float)w : 0.0f;
 }
 
-// split.child_gain
-__device__ __forceinline__ float child_gain(double G, double H, const SplitParamsD& p) {
+// split/rules.py child_gain
+__device__ __forceinline__ float child_gain(double G, double H, const SplitParams& p) {
   if (!(H > 0.0)) return 0.0f;
   if (p.max_delta_step == 0.0) {
     const double t = threshold_l1(G, p.reg_alpha);
@@ -33,6 +30,6 @@ __device__ __forceinline__ float child_gain(double G, double H, const SplitParam
   const float g32 = (float)G, h32 = (float)H;
   const float lam = (float)p.reg_lambda;
   // xgboost 3.2's CalcGainGivenWeight: -(2 G w + (H + lambda) * (w * w)), no alpha term. The
-  // _rn intrinsics are never fused into multiply-adds, so the float result is split.child_gain's.
+  // _rn intrinsics are never fused into multiply-adds, so the float result is split/rules.py child_gain's.
   return -__fadd_rn(__fmul_rn(__fmul_rn(2.0f, g32), w), __fmul_rn(__fadd_rn(h32, lam), __fmul_rn(w, w)));
 }

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..arrays import array_module, to_host
 from ..backend import kernels
+from ..layouts import ELLPACK_VIEW, kernel_args
 from .layout import n_words
 
 _KERNELS = ("pack_dense", "pack_symbols", "bin_entries", "pack_dense_sparse", "gather_rows")
@@ -140,6 +141,14 @@ class DevicePlan:
             raise TypeError("the CUDA backend needs the ELLPACK matrix on the GPU; call ell.to(cupy) first")
         self.ptrs, _ = device_cuts(ell.cuts)
         self.ptrs_host = np.asarray(to_host(ell.cuts.ptrs), dtype=np.int64)
+        # The matrix as the kernels take it (layouts.py ELLPACK_VIEW), made once.
+        self.view = kernel_args(ELLPACK_VIEW, words=ell.words, ptrs=self.ptrs, n_words=ell.words.size, bits=ell.bits,
+                                row_stride=ell.row_stride, null_symbol=ell.null_symbol, n_features=ell.n_features)
+
+def ellpack_view(ell):
+    """The matrix as the kernels take it: an EllpackView struct (layouts.py), made once per matrix."""
+    return device_plan(ell).view
+
 
 def device_plan(ell) -> DevicePlan:
     """The matrix's DevicePlan, made once and cached on it (as ellpack/reference.py's symbols)."""

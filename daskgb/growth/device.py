@@ -4,7 +4,7 @@ growth/host.py keeps the host in the loop: at every level it reads the split rec
 decides which nodes split, numbers their children and sizes the next launches. That is
 about 0.8 ms of Python and CuPy calls a level, more than the device's work on data of a
 few hundred thousand rows, and the device idles while the host catches up. Here
-kernels/level.cu makes those decisions on the device, and the host queues the same
+kernels/growth.cu makes those decisions on the device, and the host queues the same
 launches for every tree, each sized for the most nodes its level can have (blocks past
 the level's real work return at once). Nothing waits until the round's trees are done;
 the host then reads them in one copy.
@@ -26,6 +26,8 @@ import numpy as np
 from ..backend import cupy_backend, kernels
 from ..ellpack.cuda import device_plan
 from ..feature_sets import ColumnSampler
+from ..layouts import (CHILDREN_INFO, GROWTH_STATE, HISTOGRAM_TILE_COLUMNS, PARTITION_INFO, PARTITION_TILE_ROWS,
+                       TREE_BUFFERS, TREE_FIELDS, kernel_args)
 from ..histogram import cuda as histogram
 from ..histogram.quantiser import check_finite, quantise
 from ..partition import cuda as partition
@@ -34,8 +36,7 @@ from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..tree import FIELDS, Tree
 
 _PLAN_THREADS = 1024
-_LEVEL = ("grow_root", "expand_level", "label_leaves")
-_PARTITION_TILE_ROWS = partition._PARTITION_TILE_ROWS
+_KERNELS = ("grow_root", "expand_level", "label_leaves")
 # Rows a label_leaves block labels, about (its grid is sized by the tree's leaves).
 _LABEL_ROWS = 4096
 
@@ -108,16 +109,16 @@ def fixed_gradients(gpair, comm):
     return quantise(cupy_backend, cupy.ascontiguousarray(gpair, dtype=cupy.float32), comm, wait=False)
 
 
-_VALUE_ROW = list(FIELDS).index("value")
+_VALUE_ROW = TREE_FIELDS.index("value")
 
 
 class QueuedForest:
-    """A round's trees in level.cu's layout on the device, copied to page-locked host memory
+    """A round's trees in growth.cu's layout on the device, copied to page-locked host memory
     by the stream as soon as they are grown: trees() waits for that copy and for nothing
     queued after it, so the device can grow the next round while the host reads these."""
 
     def __init__(self, words, positions, sums):
-        self.words, self.positions = words, positions  # words: (K, len(FIELDS) + 1, cap) int32
+        self.words, self.positions = words, positions  # words: (K, len(TREE_FIELDS) + 1, cap) int32
         self._host = cupy.asnumpy(words, out=cupyx.empty_pinned(words.shape, words.dtype), blocking=False)
         # The sums the fixed-point scale was sized by (None: checked already): read with the
         # trees, to check for NaN.
@@ -180,21 +181,20 @@ class _HistogramArena:
 def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int, positions, n_trees: int = 1,
               tree: int = 0):
     """One depthwise tree from the FixedGradients gpair, queued on the device: returns its
-    words in level.cu's layout (a device array; _host_tree reads them) and labels
-    positions[r] with row r's leaf * n_trees + tree."""
-    kern = lambda name: kernels.function("level.cu", _LEVEL, name)  # noqa: E731
+    words in growth.cu's layout (layouts.TREE_FIELDS rows; a device array, _host_tree reads
+    them) and labels positions[r] with row r's leaf * n_trees + tree."""
+    kern = lambda name: kernels.function("growth.cu", _KERNELS, name)  # noqa: E731
     n = ell.n_rows
     max_depth = int(params.max_depth)
     cap = 2 ** (max_depth + 1) - 1  # nodes of a full tree
     sp = params.split_params()
-    eta = np.float32(params.learning_rate)
-    p = (np.float64(sp.reg_lambda), np.float64(sp.reg_alpha), np.float64(sp.min_child_weight),
-         np.float64(sp.max_delta_step))
+    p = split.split_params_args(sp, params.learning_rate)
     setup = histogram.histogram_setup(ell)
     total_bins = int(ell.cuts.total_bins)
-    words = cupy.empty((len(FIELDS) + 1, cap), dtype=cupy.int32)  # level.cu's layout
-    state = cupy.empty(4, dtype=cupy.int64)
-    k_live = state[1:2]  # level.cu's kCandidates: the nodes split.cu evaluates
+    words = cupy.empty((len(TREE_FIELDS) + 1, cap), dtype=cupy.int32)  # growth.cu's layout
+    state = cupy.empty(len(GROWTH_STATE), dtype=cupy.int64)
+    candidates = GROWTH_STATE.index("candidates")
+    k_live = state[candidates : candidates + 1]  # the nodes split.cu evaluates
     segs = cupy.zeros((cap, 2), dtype=cupy.int64)
     segs[0, 1] = n
     ridx = cupy.arange(n, dtype=cupy.uint32)
@@ -213,29 +213,31 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     hist = comm.allreduce(hist, out=hist)
     mark(SPLIT)
     sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
-    kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), *p, eta, np.int64(n), words,
-                                   np.int32(cap), state, segs))
+    buffers = dict(tree=words, state=state, segs=segs, cap=cap)
+    kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), p, np.int64(n),
+                                   kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None,
+                                               tile_rows=0, part_stride=0, **buffers)))
     recs, left, right = split.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
                                            k_live)
 
-    part_tiles = -(-n // _PARTITION_TILE_ROWS)
+    part_tiles = -(-n // PARTITION_TILE_ROWS)
     for depth in range(max_depth):
         k_max = 2**depth  # the level's candidates, at most
         grow_children = depth + 1 < max_depth
-        # The inputs of the level's launches, written by expand_level (layouts in the kernels).
-        part_info = cupy.empty(2 + 9 * k_max + 1 + part_tiles + k_max, dtype=cupy.int64)
-        child_info = cupy.empty(1 + 2 * k_max, dtype=cupy.int64)
+        # The inputs of the level's launches, written by expand_level (layouts.py).
+        part_info = cupy.empty(PARTITION_INFO.size(k_max, part_tiles + k_max), dtype=cupy.int64)
+        child_info = cupy.empty(CHILDREN_INFO.size(k_max), dtype=cupy.int64)
         if grow_children:
             # The built children hold about half the level's rows; a split's tiles are counted
             # from its parent's rows (an upper bound), so the grid allows one spare per split.
             tile_rows = setup.tile_rows(max(1, n // 2))
             hist_grid = -(-n // tile_rows) + k_max
-            hist_tiles = cupy.empty(4 * (hist_grid + 1), dtype=cupy.int64)
+            hist_tiles = cupy.empty(len(HISTOGRAM_TILE_COLUMNS) * (hist_grid + 1), dtype=cupy.int64)
         else:
             tile_rows, hist_grid, hist_tiles = 1, 0, child_info  # not written
-        kern("expand_level")((1,), (_PLAN_THREADS,), (
-            recs, np.int32(depth), np.int32(grow_children), *p, np.float32(sp.min_split_loss), eta, words,
-            np.int32(cap), state, segs, part_info, np.int32(k_max), child_info, hist_tiles, np.int64(tile_rows)))
+        level = kernel_args(TREE_BUFFERS, part_info=part_info, child_info=child_info, hist_tiles=hist_tiles,
+                            tile_rows=tile_rows, part_stride=k_max, **buffers)
+        kern("expand_level")((1,), (_PLAN_THREADS,), (recs, np.int32(depth), np.int32(grow_children), p, level))
         n_left = cupy.empty(k_max, dtype=cupy.int64)
         partition.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left)
         if not grow_children:
@@ -259,17 +261,16 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
 
     leaves = 2**max_depth
     chunks = int(min(256, max(1, -(-n // (leaves * _LABEL_ROWS)))))
-    kern("label_leaves")((cap, chunks), (256,), (words, np.int32(cap), state, segs, ridx, np.int32(n_trees),
-                                                 np.int32(tree), positions))
+    kern("label_leaves")((cap, chunks), (256,), (level, ridx, np.int32(n_trees), np.int32(tree), positions))
     mark(OTHER)
     return words
 
 
 def _host_tree(words: np.ndarray) -> Tree:
-    """The Tree of level.cu's device layout (copied to the host)."""
+    """The Tree of growth.cu's device layout (copied to the host)."""
     n_nodes = int(words[-1, 0])
     fields = {}
-    for i, (name, dtype) in enumerate(FIELDS.items()):
-        row = words[i, :n_nodes]
+    for i, name in enumerate(TREE_FIELDS):
+        row, dtype = words[i, :n_nodes], FIELDS[name]
         fields[name] = row.view(np.float32).copy() if dtype == np.float32 else row.astype(dtype)
     return Tree(**fields)

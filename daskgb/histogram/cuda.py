@@ -1,4 +1,4 @@
-"""The histogram stage on a GPU: int64 fixed-point gradient sums per bin (kernels/histogram.cu, children.cu).
+"""The histogram stage on a GPU: int64 fixed-point gradient sums per bin (kernels/histogram.cu, histogram_children.cu).
 
 Same names and results as histogram/reference.py, the oracle: the fixed-point sums times the
 scale are the float sums up to the quantisation (histogram/quantiser.py), and exact, so the
@@ -16,7 +16,8 @@ import numpy as np
 
 from ..arrays import to_host
 from ..backend import kernels
-from ..ellpack.cuda import device_plan
+from ..ellpack.cuda import device_plan, ellpack_view
+from ..layouts import CHILDREN_INFO, HISTOGRAM_ARGS, HISTOGRAM_TILE_COLUMNS, WINDOW_SLOTS, kernel_args
 from .quantiser import DEVICE_SCALE_SOURCE, check_finite, fixed_point_scale
 
 _HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
@@ -51,10 +52,8 @@ _HIST_THREADS = 1024
 
 # Dense rows: each histogram thread reads its run of a row's slots from one window of
 # three words, when its run fits (kernels/histogram.cu, `window`), instead of a load per
-# slot. _WINDOW_SLOTS: kWindowSlots there.
+# slot (at most layouts.WINDOW_SLOTS of them).
 HIST_WINDOW = True
-
-_WINDOW_SLOTS = 8
 
 # Sparse rows whose bins need several shared-memory groups: one pass with global atomics
 # (True) or a pass per group over the group's run of each row (False).
@@ -234,9 +233,9 @@ class HistogramSetup:
         width = max(max_width, 1) if ell.is_dense else -(-ell.row_stride // self.n_groups)
         self.threads_per_row = _threads_per_row(width)
         self.rows_per_pass = _HIST_THREADS // self.threads_per_row
-        # A thread's run: at most _WINDOW_SLOTS slots, starting anywhere in a word, within three words.
+        # A thread's run: at most WINDOW_SLOTS slots, starting anywhere in a word, within three words.
         run = -(-width // self.threads_per_row)
-        self.window_fits = ell.is_dense and run <= _WINDOW_SLOTS and 31 + run * ell.bits <= 96
+        self.window_fits = ell.is_dense and run <= WINDOW_SLOTS and 31 + run * ell.bits <= 96
 
     def tile_rows(self, total_rows: int) -> int:
         """Rows of a tile when a launch covers about total_rows rows: about _BLOCKS_PER_SM blocks
@@ -254,16 +253,18 @@ def histogram_setup(ell) -> HistogramSetup:
 
 def tiles_of(bounds: np.ndarray, nodes, row_offsets: np.ndarray, tile_rows: int):
     """histogram.cu's tiles: a header row (n_tiles, 0, 0, 0), then rows of (build-node slot,
-    node id, tile index, row offset): each node's rows (at most bounds[i]) cut into runs of
-    tile_rows; the row offset is the node's tree's first virtual row."""
+    node id, tile index, row offset) (layouts.HISTOGRAM_TILE_COLUMNS): each node's rows (at
+    most bounds[i]) cut into runs of tile_rows; the row offset is the node's tree's first
+    virtual row."""
     per_node = -(-bounds // tile_rows)
     slot = np.repeat(np.arange(len(bounds), dtype=np.int64), per_node)
-    out = np.zeros((slot.size + 1, 4), dtype=np.int64)
+    out = np.zeros((slot.size + 1, len(HISTOGRAM_TILE_COLUMNS)), dtype=np.int64)
     out[0, 0] = slot.size
-    out[1:, 0] = slot
-    out[1:, 1] = np.asarray(nodes, dtype=np.int64)[slot]
-    out[1:, 2] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
-    out[1:, 3] = row_offsets[slot]
+    column = {name: i for i, name in enumerate(HISTOGRAM_TILE_COLUMNS)}
+    out[1:, column["slot"]] = slot
+    out[1:, column["node"]] = np.asarray(nodes, dtype=np.int64)[slot]
+    out[1:, column["index"]] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
+    out[1:, column["row_offset"]] = row_offsets[slot]
     return out
 
 def launch_histograms(ell, gpair_native, ridx, segs, tiles, grid: int, tile_rows: int, hist,
@@ -274,22 +275,21 @@ def launch_histograms(ell, gpair_native, ridx, segs, tiles, grid: int, tile_rows
         return
     if not isinstance(gpair_native, FixedGradients):
         raise TypeError("build_histograms takes the FixedGradients of prepare_gradients")
-    plan = device_plan(ell)
     dense = kernels.template_flag(ell.is_dense)
-    total_bins = int(ell.cuts.total_bins)
-    common = (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-              ridx, gpair_native.values, gpair_native.inv_scale_d, tiles, segs,
-              np.int64(tile_rows))
-    rest = (np.int32(total_bins), np.int32(setup.threads_per_row), np.int32(HIST_WINDOW and setup.window_fits),
-            np.uint64(ell.words.size), hist)
+    view = ellpack_view(ell)
+    args = dict(ridx=ridx, gpair=gpair_native.values, inv_scale=gpair_native.inv_scale_d, tiles=tiles, segs=segs,
+                hist=hist, tile_rows=tile_rows, total_bins=int(ell.cuts.total_bins),
+                threads_per_row=setup.threads_per_row, window=int(HIST_WINDOW and setup.window_fits))
     if setup.shared.shape[0]:
         fn = kernels.function("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, true>")
         if setup.smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = setup.smem
-        fn((grid, setup.shared.shape[0]), (_HIST_THREADS,), common + (setup.shared,) + rest, shared_mem=setup.smem)
+        fn((grid, setup.shared.shape[0]), (_HIST_THREADS,), (view, kernel_args(HISTOGRAM_ARGS, groups=setup.shared,
+                                                                                 **args)), shared_mem=setup.smem)
     if setup.single.shape[0]:
         fn = kernels.function("histogram.cu", _HISTOGRAM, f"build_histogram<{dense}, false>")
-        fn((grid, setup.single.shape[0]), (_HIST_THREADS,), common + (setup.single,) + rest,
+        fn((grid, setup.single.shape[0]), (_HIST_THREADS,), (view, kernel_args(HISTOGRAM_ARGS, groups=setup.single,
+                                                                                 **args)),
            shared_mem=_group_smem(0, 1))
 
 def build_histograms(ell, gpair_native, part, build_nodes):
@@ -315,7 +315,7 @@ def build_histograms(ell, gpair_native, part, build_nodes):
     return hist
 
 def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):
-    """numpy_backend.children_histograms in one launch (kernels/children.cu)."""
+    """histogram/reference.py's children_histograms in one launch (kernels/histogram_children.cu)."""
     k = len(parent_rows)
     if not all(a.dtype == cupy.int64 for a in (parents, built, parent_left, parent_right)):
         from . import reference  # the kernel takes int64 fixed point only
@@ -327,15 +327,14 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
     sums = cupy.empty((2 * k, 2), dtype=cupy.int64)
     if k == 0:
         return hist, sums
-    info = cupy.asarray(np.concatenate([[k], np.asarray(parent_rows, dtype=np.int64),
-                                     np.asarray(build_right, dtype=np.int64)]))
+    info = cupy.asarray(CHILDREN_INFO.build(k, k=[k], parent_row=parent_rows, build_right=build_right))
     launch_children(parents, built, parent_left, parent_right, info, k, k, hist, sums)
     return hist, sums
 
 def launch_children(parents, built, parent_left, parent_right, info, stride: int, k_bound: int, hist, sums) -> None:
-    """children_histograms for at most k_bound splits (kernels/children.cu reads k from info)."""
+    """children_histograms for at most k_bound splits (kernels/histogram_children.cu reads k from info)."""
     row_len = math.prod(built.shape[1:])
-    fn = kernels.function("children.cu", _CHILDREN, "children_histograms")
+    fn = kernels.function("histogram_children.cu", _CHILDREN, "children_histograms")
     kernels.launch_1d(fn, max(k_bound * row_len, 4 * k_bound), (
         cupy.ascontiguousarray(parents), cupy.ascontiguousarray(built), cupy.ascontiguousarray(parent_left),
         cupy.ascontiguousarray(parent_right), info, np.int32(stride), np.int64(row_len), hist, sums))

@@ -14,11 +14,11 @@ import numpy as np
 
 from ..arrays import to_host
 from ..backend import kernels
-from ..ellpack.cuda import device_plan
+from ..ellpack.cuda import ellpack_view
+from ..layouts import LABEL_INFO, PARTITION_INFO, PARTITION_TILE_ROWS
 
 _KERNELS = ("partition_count<true>", "partition_count<false>", "partition_scatter", "label_rows")
 
-_PARTITION_TILE_ROWS = 4096  # kTileRows in kernels/partition.cu
 
 _PARTITION_THREADS = 512
 
@@ -172,8 +172,8 @@ def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
     return RowPartition(n_rows, n_trees)
 
 def _partition_tiles(counts: np.ndarray):
-    """(first_tile (k+1,), tile owner (n_tiles,)) of segments cut into _PARTITION_TILE_ROWS runs."""
-    tiles_per = -(-counts // _PARTITION_TILE_ROWS)
+    """(first_tile (k+1,), tile owner (n_tiles,)) of segments cut into PARTITION_TILE_ROWS runs."""
+    tiles_per = -(-counts // PARTITION_TILE_ROWS)
     first_tile = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(tiles_per, out=first_tile[1:])
     return first_tile, np.repeat(np.arange(counts.size, dtype=np.int64), tiles_per)
@@ -181,7 +181,8 @@ def _partition_tiles(counts: np.ndarray):
 def _label_rows(ridx, seg: np.ndarray, nodes: np.ndarray, positions) -> None:
     first_tile, owner = _partition_tiles(seg[:, 1])
     if owner.size:
-        info = cupy.asarray(np.concatenate([seg[:, 0], seg[:, 1], nodes, first_tile, owner]))
+        info = cupy.asarray(LABEL_INFO.build(nodes.size, tail=owner, start=seg[:, 0], count=seg[:, 1], node=nodes,
+                                             first_tile=first_tile))
         fn = kernels.function("partition.cu", _KERNELS, "label_rows")
         fn((owner.size,), (_PARTITION_THREADS,), (ridx, info, np.int32(nodes.size), positions))
 
@@ -190,12 +191,9 @@ def launch_partition(ell, ridx, scratch, info, stride: int, grid: int, segs, n_l
     kernels/partition.cu for info, whose fields have `stride` entries)."""
     if grid <= 0:
         return
-    plan = device_plan(ell)
     tile_left = cupy.empty(grid, dtype=cupy.int32)
     count_fn = kernels.function("partition.cu", _KERNELS, f"partition_count<{kernels.template_flag(ell.is_dense)}>")
-    count_fn((grid,), (_PARTITION_THREADS,), (
-        ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol), plan.ptrs,
-        ridx, info, np.int32(stride), scratch, tile_left))
+    count_fn((grid,), (_PARTITION_THREADS,), (ellpack_view(ell), ridx, info, np.int32(stride), scratch, tile_left))
     scatter_fn = kernels.function("partition.cu", _KERNELS, "partition_scatter")
     scatter_fn((grid,), (_PARTITION_THREADS,), (scratch, tile_left, info, np.int32(stride), ridx, segs, n_left))
 
@@ -227,11 +225,11 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     part.count[children] = np.concatenate([counts, counts])
     part._positions = None
     if owner.size:
-        # One host-to-device copy for all of the level's split parameters and tiles (layout in partition.cu).
-        info = cupy.asarray(np.concatenate([
-            [k, owner.size], starts, counts,
-            *(np.asarray(to_host(a), dtype=np.int64).ravel() for a in (features, bins, default_left)),
-            lids, rids, part.row_offsets(nids), first_tile, owner]))
+        # One host-to-device copy for all of the level's split parameters and tiles (layouts.py PARTITION_INFO).
+        info = cupy.asarray(PARTITION_INFO.build(
+            k, tail=owner, k=[k], n_tiles=[owner.size], start=starts, count=counts, feature=to_host(features),
+            bin=to_host(bins), default_left=to_host(default_left), left_id=lids, right_id=rids,
+            row_offset=part.row_offsets(nids), first_tile=first_tile))
         n_left_d = cupy.empty(k, dtype=cupy.int64)  # splits without rows have no tiles and stay unread
         launch_partition(ell, part.ridx, part.scratch, info, k, owner.size, part.segs_d, n_left_d)
         # Children of splits with rows wait for their counts; those of empty splits are known (empty).

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..arrays import to_host
 from ..backend import kernels
-from ..ellpack.cuda import device_plan
+from ..ellpack.cuda import ellpack_view
 from ..layouts import PREDICT_NODE_DTYPE
 
 _KERNELS = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
@@ -59,8 +59,6 @@ def add_leaf_values(ell, tree, margin) -> None:
     host[16 * m : 20 * m].view(np.float32)[...] = tree.value
     host[20 * m :] = tree.default_left.astype(np.int8).view(np.uint8)
     table = cupy.asarray(host)
-    plan = device_plan(ell)
     fn = kernels.function("predict.cu", _KERNELS, f"add_leaf_values<{kernels.template_flag(ell.is_dense)}>")
-    kernels.launch_1d(fn, n, (ell.words, np.int32(ell.bits), np.int32(ell.row_stride), np.uint32(ell.null_symbol),
-                       plan.ptrs, np.int64(n), table[: 16 * m], table[20 * m :], table[16 * m : 20 * m],
-                       margin, np.int64(margin.strides[0] // 4)))
+    kernels.launch_1d(fn, n, (ellpack_view(ell), np.int64(n), table[: 16 * m], table[20 * m :], table[16 * m : 20 * m],
+                              margin, np.int64(margin.strides[0] // 4)))

@@ -27,12 +27,13 @@ import math
 
 import numpy as np
 
+from ..layouts import MVS_CANDIDATES
 from .reference import MVS_LAMBDA, SortedRows, mvs_key, regularised_abs_gradient, row_uniforms
 
 SAMPLING_METHODS = ("uniform", "gradient_based")
 
-# Candidate thresholds tried per collective while narrowing the bracket around mu.
-_CANDIDATES = 64
+# Candidate thresholds tried per collective while narrowing the bracket around mu (the kernels' kMaxCandidates).
+_CANDIDATES = MVS_CANDIDATES
 _MAX_STEPS = 64
 
 

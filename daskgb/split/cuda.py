@@ -15,14 +15,12 @@ import numpy as np
 from .. import config
 from ..arrays import to_host
 from ..backend import kernels
-from ..layouts import SPLIT_DTYPE
+from ..layouts import CANDIDATE, SPLIT_DTYPE, SPLIT_INPUTS, SPLIT_OUTPUTS, SPLIT_PARAMS, SPLIT_THREADS, kernel_args
 from . import reference
 
 _KERNELS = ("evaluate_splits",)
 
-_SPLIT_THREADS = 256  # kSplitThreads in kernels/split.cu
 
-_CANDIDATE_BYTES = 48  # sizeof(Candidate) in kernels/split.cu
 
 class _CutsArrays:
     """Host copies of a Cuts object's arrays, and device copies made on first use."""
@@ -157,16 +155,32 @@ def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_liv
         k_static = -1
     records = cupy.empty(k_bound * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord bytes
     # Enough blocks to fill the device: a node's features are split among n_chunks blocks.
-    n_chunks = min(-(-n_features // (_SPLIT_THREADS // 32)), max(1, -(-2 * kernels.sm_count() // k_bound)))
-    partial = cupy.empty(k_bound * n_chunks * _CANDIDATE_BYTES, dtype=cupy.uint8) if n_chunks > 1 else records
+    n_chunks = min(-(-n_features // (SPLIT_THREADS // 32)), max(1, -(-2 * kernels.sm_count() // k_bound)))
+    partial = cupy.empty(k_bound * n_chunks * CANDIDATE.dtype.itemsize, dtype=cupy.uint8) if n_chunks > 1 else records
     left = cupy.empty((k_bound, 2), dtype=cupy.int64)
     right = cupy.empty((k_bound, 2), dtype=cupy.int64)
-    scale = device_scale(scale)
+    inputs = kernel_args(SPLIT_INPUTS, hist=hist, parent=parent, ptrs=ptrs, cut_values=values, min_values=min_values,
+                         feature_mask=mask, scale=device_scale(scale), k_live=k_live, total_bins=hist.shape[1],
+                         n_features=n_features, n_cut_values=values.size, mask_stride=mask_stride, k_static=k_static)
+    outputs = kernel_args(SPLIT_OUTPUTS, partial=partial, counters=split_counters(k_bound), records=records, left=left,
+                          right=right)
     fn = kernels.function("split.cu", _KERNELS, "evaluate_splits")
-    fn((k_bound, n_chunks), (_SPLIT_THREADS,), (
-        hist, parent, np.int32(hist.shape[1]), ptrs, np.int32(n_features), values, np.int32(values.size), min_values,
-        mask, np.int32(mask_stride), scale, np.float64(params.reg_lambda),
-        np.float64(params.reg_alpha), np.float64(params.min_child_weight), np.float64(params.max_delta_step),
-        partial, split_counters(k_bound), records, left, right, np.int32(k_static), k_live,
-    ))
+    fn((k_bound, n_chunks), (SPLIT_THREADS,), (inputs, split_params_args(params), outputs))
     return records, left, right
+
+
+_PARAMS: OrderedDict = OrderedDict()
+
+
+def split_params_args(params, eta: float = 0.0):
+    """The SplitParams struct (layouts.py) of split/rules.py's SplitParams and a learning rate,
+    cached by value (a fit's trees share one)."""
+    key = (params.reg_lambda, params.reg_alpha, params.min_child_weight, params.max_delta_step,
+           params.min_split_loss, float(np.float32(eta)))
+    hit = _PARAMS.get(key)
+    if hit is None:
+        hit = _PARAMS[key] = kernel_args(SPLIT_PARAMS, reg_lambda=key[0], reg_alpha=key[1], min_child_weight=key[2],
+                                         max_delta_step=key[3], min_split_loss=key[4], eta=key[5])
+        while len(_PARAMS) > 16:
+            _PARAMS.popitem(last=False)
+    return hit

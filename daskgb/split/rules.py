@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# A split must improve the loss by more than this to be applied (XGBoost's kRtEps).
-RT_EPS = 1e-6
+from ..layouts import RT_EPS  # a split must improve the loss by more than this (XGBoost's kRtEps)
 
 
 @dataclass(frozen=True)

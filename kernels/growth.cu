@@ -1,31 +1,22 @@
 // A depthwise tree grown level by level with no host work between the levels
-// (daskgb/backend/cuda_growth.py; grower.py and driver.py are the reference, and the trees
+// (growth/device.py; growth/host.py and growth/driver.py are the reference, and the trees
 // are the same to the bit).
 //
 // The host launches the same kernels for every tree, each sized for the most nodes its
 // level can have. The kernels here decide on the device what the host's grower decides:
-// which evaluated nodes split (driver.Driver.pop, split.splits_applied), the children's
-// ids, weights and covers (grower._Growth.expand, tree.TreeBuilder), the partition's splits
-// and tiles (partition.cu's info), which child of each split is built and the histogram
-// tiles (grower._Growth.children, cupy_backend._tiles), and the next level's node count
-// (split.cu's k_live). The host reads the finished tree once.
+// which evaluated nodes split (driver.Driver.pop, split/rules.py splits_applied), the
+// children's ids, weights and covers (host.py's _Growth.expand, tree.TreeBuilder), the
+// partition's splits and tiles (partition.cu's info), which child of each split is built and
+// the histogram tiles (host.py's _Growth.children, histogram/cuda.py tiles_of), and the next
+// level's node count (split.cu's k_live). The host reads the finished tree once.
+//
+// The tree's buffers (TreeBuffers, layouts.py): tree: kFields rows of `cap` 32-bit words in
+// TreeField order (floats as their bits), then one row whose first word is the number of
+// nodes; state: GrowthState (int64); segs: (cap, 2) each node's (start, count) of ridx;
+// part_info, child_info, hist_tiles: the level's launches' inputs (PartitionInfo and
+// ChildrenInfo with stride part_stride, histogram tiles of tile_rows rows).
 #include "common.cuh"
 #include "split_math.cuh"
-
-constexpr long long kPartitionTileRows = 4096;  // partition.cu's kTileRows
-constexpr double kRtEps = 1e-6;                 // split.RT_EPS
-constexpr int kMaxSplits = 2048;                // cuda_growth.MAX_LEVEL_NODES
-
-// The tree: kFields rows of `cap` 32-bit words in tree.py's _FIELDS order (floats as their
-// bits), then one row whose first word is the number of nodes.
-enum Field {
-  kLeft, kRight, kParent, kFeature, kBin, kThreshold, kDefaultLeft, kValue, kBaseWeight, kGain, kCover, kDepth,
-  kFields
-};
-
-// state (int64): nodes in the tree; candidates of the level (the nodes evaluated, with
-// consecutive ids); the first candidate's id; splits made by the level.
-enum State { kNodes, kCandidates, kFirstCandidate, kSplits };
 
 struct TreeView {
   int* a;
@@ -37,7 +28,7 @@ struct TreeView {
   __device__ __forceinline__ void set_count(long long n) const { a[(long long)kFields * cap] = (int)n; }
 };
 
-// A new leaf (TreeBuilder.add_children): value is the weight times the learning rate, in float.
+// A new leaf (tree.py TreeBuilder.add_children): value is the weight times the learning rate, in float.
 __device__ __forceinline__ void write_leaf(const TreeView& t, long long node, long long parent, int depth, float weight,
                                            float eta, double cover) {
   t.at(kLeft, node) = -1;
@@ -54,16 +45,16 @@ __device__ __forceinline__ void write_leaf(const TreeView& t, long long node, lo
   t.at(kDepth, node) = depth;
 }
 
-// Node 0 from the root's (2,) int64 gradient sums times scale (grower._Growth.root), the root's
-// segment (all n_rows rows), and the state of level 0: one candidate, the root.
+// Node 0 from the root's (2,) int64 gradient sums times scale (host.py's _Growth.root), the
+// root's segment (all n_rows rows), and the state of level 0: one candidate, the root.
 // Launch: one thread.
-__global__ void grow_root(const long long* __restrict__ sums, const double* __restrict__ scale, double reg_lambda,
-                          double reg_alpha, double min_child_weight, double max_delta_step, float eta,
-                          long long n_rows, int* __restrict__ tree, int cap, long long* __restrict__ state,
-                          long long* __restrict__ segs) {
-  const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
+__global__ void grow_root(const long long* __restrict__ sums, const double* __restrict__ scale, const SplitParams p,
+                          long long n_rows, const TreeBuffers b) {
+  long long* __restrict__ state = b.state;
+  long long* __restrict__ segs = b.segs;
+  const float eta = p.eta;
   const double G = (double)sums[0] * scale[0], H = (double)sums[1] * scale[1];
-  const TreeView t{tree, cap};
+  const TreeView t{b.tree, b.cap};
   write_leaf(t, 0, -1, 0, calc_weight(G, H, p), eta, H);
   t.set_count(1);
   state[kNodes] = 1;
@@ -137,37 +128,40 @@ __device__ __forceinline__ int owner_of(const long long* first, int k, long long
 // depth: the candidates' depth; grow_children: their children are evaluated in turn
 // (driver.child_valid: depth + 1 < max_depth), so histogram tiles and the next level's
 // candidates are written.
-// part_info: partition.cu's info with stride part_stride (>= candidates).
-// child_info: children.cu's info with stride part_stride.
-// hist_tiles: histogram.cu's tiles for the children built, of tile_rows rows: a split's
+// b.part_info: partition.cu's info with stride b.part_stride (>= candidates).
+// b.child_info: histogram_children.cu's info with stride b.part_stride.
+// b.hist_tiles: histogram.cu's tiles for the children built, of b.tile_rows rows: a split's
 // children's rows are not counted yet, so each gets as many tiles as its parent's rows
 // need (the surplus return at once).
 // Launch: one block (of up to 1024 threads).
-__global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restrict__ recs, int depth, int grow_children, double reg_lambda,
-                             double reg_alpha, double min_child_weight, double max_delta_step, float min_split_loss,
-                             float eta, int* __restrict__ tree, int cap, long long* __restrict__ state,
-                             long long* __restrict__ segs, long long* __restrict__ part_info, int part_stride,
-                             long long* __restrict__ child_info, long long* __restrict__ hist_tiles,
-                             long long tile_rows) {
+__global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restrict__ recs, int depth,
+                                                     int grow_children, const SplitParams p, const TreeBuffers b) {
   __shared__ long long buf[33];
   __shared__ long long first_part[kMaxSplits + 1];
   __shared__ long long first_hist[kMaxSplits + 1];
-  const SplitParamsD p{reg_lambda, reg_alpha, min_child_weight, max_delta_step};
-  const TreeView t{tree, cap};
+  const float min_split_loss = p.min_split_loss, eta = p.eta;
+  long long* __restrict__ state = b.state;
+  long long* __restrict__ segs = b.segs;
+  long long* __restrict__ part_info = b.part_info;
+  long long* __restrict__ child_info = b.child_info;
+  long long* __restrict__ hist_tiles = b.hist_tiles;
+  const long long tile_rows = b.tile_rows;
+  const TreeView t{b.tree, b.cap};
   const long long n_cand = state[kCandidates], first = state[kFirstCandidate], n_nodes = state[kNodes];
-  const int S = part_stride;
-  long long* start = part_info + 2;
-  long long* count = start + S;
-  long long* feature = start + 2 * S;
-  long long* bin = start + 3 * S;
-  long long* default_left = start + 4 * S;
-  long long* left_id = start + 5 * S;
-  long long* right_id = start + 6 * S;
-  long long* row_offset = start + 7 * S;
-  long long* first_tile = start + 8 * S;
-  long long* tile_split = start + 9 * S + 1;
-  long long* parent_row = child_info + 1;
-  long long* build_right = child_info + 1 + S;
+  const PartitionInfo part_at(b.part_stride);
+  const ChildrenInfo child_at(b.part_stride);
+  long long* start = part_info + part_at.start;
+  long long* count = part_info + part_at.count;
+  long long* feature = part_info + part_at.feature;
+  long long* bin = part_info + part_at.bin;
+  long long* default_left = part_info + part_at.default_left;
+  long long* left_id = part_info + part_at.left_id;
+  long long* right_id = part_info + part_at.right_id;
+  long long* row_offset = part_info + part_at.row_offset;
+  long long* first_tile = part_info + part_at.first_tile;
+  long long* tile_split = part_info + part_at.tile_split;
+  long long* parent_row = child_info + child_at.parent_row;
+  long long* build_right = child_info + child_at.build_right;
 
   // Which candidates split (in id order, as the driver pops them), and their ranks.
   long long k = 0;
@@ -177,7 +171,7 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
     SplitRecord r;
     if (i < n_cand) {
       r = recs[i];
-      // split.splits_applied; the gain compares as a double, as the host's numpy does.
+      // split/rules.py splits_applied; the gain compares as a double, as the host's numpy does.
       valid = r.feature >= 0 && (double)r.gain > kRtEps && r.left_hess != 0.0 && r.right_hess != 0.0 &&
               r.gain >= min_split_loss;
     }
@@ -227,23 +221,23 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
   block_exclusive_scan_array(first_hist, kk, buf);
   const long long n_part_tiles = first_part[kk], n_hist_tiles = first_hist[kk];
   for (int i = threadIdx.x; i <= kk; i += blockDim.x) first_tile[i] = first_part[i];
-  for (long long b = threadIdx.x; b < n_part_tiles; b += blockDim.x) tile_split[b] = owner_of(first_part, kk, b);
-  for (long long b = threadIdx.x; b < n_hist_tiles; b += blockDim.x) {
-    const int i = owner_of(first_hist, kk, b);
+  for (long long j = threadIdx.x; j < n_part_tiles; j += blockDim.x) tile_split[j] = owner_of(first_part, kk, j);
+  for (long long j = threadIdx.x; j < n_hist_tiles; j += blockDim.x) {
+    const int i = owner_of(first_hist, kk, j);
     const long long lid = n_nodes + 2 * (long long)i;
-    long long* row = hist_tiles + 4 * (b + 1);
-    row[0] = i;
-    row[1] = build_right[i] ? lid + 1 : lid;  // written above by this block
-    row[2] = b - first_hist[i];
-    row[3] = 0;
+    long long* row = hist_tiles + kTileColumns * (j + 1);
+    row[kTileSlot] = i;
+    row[kTileNode] = build_right[i] ? lid + 1 : lid;  // written above by this block
+    row[kTileIndex] = j - first_hist[i];
+    row[kTileRowOffset] = 0;
   }
   if (threadIdx.x == 0) {
-    part_info[0] = k;
-    part_info[1] = n_part_tiles;
-    child_info[0] = k;
+    part_info[part_at.k] = k;
+    part_info[part_at.n_tiles] = n_part_tiles;
+    child_info[child_at.k] = k;
     if (grow_children) {
-      hist_tiles[0] = n_hist_tiles;
-      hist_tiles[1] = hist_tiles[2] = hist_tiles[3] = 0;
+      hist_tiles[0] = n_hist_tiles;  // the header row: (n_tiles, 0, ...)
+      for (int c = 1; c < kTileColumns; ++c) hist_tiles[c] = 0;
     }
     state[kNodes] = n_nodes + 2 * k;
     state[kCandidates] = grow_children ? 2 * k : 0;
@@ -254,14 +248,14 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
 }
 
 // positions[row] = the leaf of every row once the tree is grown, as the forest's node id
-// leaf * n_trees + tree (grower.grow_forest's numbering: tree `tree` of n_trees grown in a
+// leaf * n_trees + tree (host.py grow_forest's numbering: tree `tree` of n_trees grown in a
 // round): block (node, chunk) labels chunk blockIdx.y of the node's segment when the node
 // is a leaf. Launch: grid (cap, chunks), any block size.
-__global__ void label_leaves(const int* __restrict__ tree, int cap, const long long* __restrict__ state,
-                             const long long* __restrict__ segs, const uint32_t* __restrict__ ridx, int n_trees,
-                             int tree_index, int32_t* __restrict__ positions) {
+__global__ void label_leaves(const TreeBuffers b, const uint32_t* __restrict__ ridx, int n_trees, int tree_index,
+                             int32_t* __restrict__ positions) {
+  const long long* __restrict__ segs = b.segs;
   const long long node = blockIdx.x;
-  if (node >= state[kNodes] || tree[(long long)kLeft * cap + node] != -1) return;
+  if (node >= b.state[kNodes] || b.tree[(long long)kLeft * b.cap + node] != -1) return;
   const long long start = segs[2 * node], count = segs[2 * node + 1];
   const long long per = (count + gridDim.y - 1) / gridDim.y;
   const long long begin = start + blockIdx.y * per;
