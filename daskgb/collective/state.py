@@ -26,6 +26,7 @@ class KeptNccl:
     def __init__(self):
         self._kept: dict = {}  # device -> (key, generation, communicator)
         self._lock = threading.Lock()
+        self._closed = False  # the worker is closing: a fit ending now keeps nothing
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -36,12 +37,15 @@ class KeptNccl:
             return self._kept.pop(device, None)
 
     def keep(self, device: int, entry) -> None:
-        """Keep entry for device; the one kept there before is freed."""
+        """Keep entry for device; the one kept there before is freed (entry itself, once closed)."""
         with self._lock:
-            old = self._kept.pop(device, None)
-            self._kept[device] = entry
-        if old is not None:
-            drop(old[2])
+            if self._closed:
+                dropped = entry
+            else:
+                dropped = self._kept.pop(device, None)
+                self._kept[device] = entry
+        if dropped is not None:
+            drop(dropped[2])
 
     def release(self) -> int:
         """Free every kept communicator; returns how many."""
@@ -51,6 +55,12 @@ class KeptNccl:
         for entry in kept:
             drop(entry[2])
         return len(kept)
+
+    def close(self) -> int:
+        """release(), and keep nothing from now on; returns how many were kept."""
+        with self._lock:
+            self._closed = True
+        return self.release()
 
 
 def drop(comm) -> None:
@@ -76,7 +86,7 @@ class CollectiveState:
         are told why) and free the kept NCCL communicators; returns how many were kept."""
         for rendezvous in list(self.roots.values()):
             await rendezvous.shutdown(error=f"collective root of job {rendezvous.job_id!r} stopped: {reason}")
-        return self.kept_nccl.release()
+        return self.kept_nccl.close()
 
 
 _PROCESS = CollectiveState()

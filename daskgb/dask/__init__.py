@@ -8,7 +8,7 @@ import numpy as np
 
 from ..inputs import check_feature_names
 from ..training.options import TrainingOptions
-from . import dashboard, progress
+from . import dashboard, plugin, progress
 from .data import DaskQuantileMatrix
 from .watch import gather_watching, live_workers
 from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
@@ -61,6 +61,7 @@ def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) 
     # The workers train on the data's device and print nothing: the client shows the progress.
     worker_options = options.for_workers(device)
     num_boost_round, checkpoint_path = options.num_boost_round, options.checkpoint_dir
+    plugin.register(client)
     workers = dtrain.workers
     alive = live_workers(client)
     missing = [a for a in workers if a not in alive]
@@ -73,7 +74,7 @@ def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) 
     job = uuid.uuid4().hex
     root = client.submit(start_collective, job, workers=[workers[0]], allow_other_workers=False,
                          pure=False).result()
-    timeout = None  # the workers' DASKGB_COLLECTIVE_TIMEOUT, else the communicator's default
+    timeout = None  # each worker's setting collective.timeout (daskgb/config.py)
     # Progress and the eval log are shown here, on the client (dask/progress.py); the workers
     # print nothing. Rank 0 reports only when someone shows it: the scheduler keeps every
     # topic's events, and a search's many fits would pile them up there.
@@ -137,12 +138,18 @@ def release_nccl(client) -> dict:
     """Free the NCCL communicators the workers keep between fits ({worker: how many}).
 
     A multi-GPU fit that ends cleanly leaves its communicator on each worker for the next fit
-    on the same workers, which then skips NCCL's setup and teardown (daskgb.collective
-    KEEP_NCCL; DASKGB_KEEP_NCCL=0 turns keeping off). A kept communicator holds NCCL's
+    on the same workers, which then skips NCCL's setup and teardown (collective/nccl.py; the
+    setting collective.keep-nccl false turns keeping off). A kept communicator holds NCCL's
     buffers in device memory until this is called or the worker ends."""
+    plugin.register(client)
+    return client.run(_release_kept_nccl)
+
+
+def _release_kept_nccl(dask_worker) -> int:
+    """Client.run function: free what this worker's collective state keeps."""
     from ..collective import release_kept_nccl
 
-    return client.run(release_kept_nccl)
+    return release_kept_nccl(dask_worker)
 
 
 def _interrupt(client, job: str, workers: list, reason: str) -> list:
@@ -197,6 +204,7 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     """
     import dask.array as da
 
+    plugin.register(client)
     if isinstance(X, DaskQuantileMatrix):
         return _predict_matrix(client, booster, X, output_margin, iteration_range)
     if isinstance(X, da.Array):
