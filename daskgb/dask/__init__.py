@@ -157,9 +157,8 @@ def _interrupt(client, job: str, workers: list, reason: str) -> list:
     interrupt_job), within a few seconds at most; the rounds they were in."""
     if not workers:
         return []
-    try:
-        answers = client.sync(client._run, interrupt_job, job, reason, workers=workers, nanny=False,
-                              on_error="return", callback_timeout=5)
+    try:  # callback_timeout: Client.run hands it to Client.sync, which bounds the whole call
+        answers = client.run(interrupt_job, job, reason, workers=workers, on_error="return", callback_timeout=5)
     except Exception:
         return []
     return [r for r in answers.values() if isinstance(r, int)]
