@@ -10,10 +10,11 @@ from ..inputs import check_feature_names
 from ..training.options import TrainingOptions
 from . import dashboard, plugin, progress
 from .data import DaskQuantileMatrix
+from .fit_lock import WorkersBusyError, workers_held
 from .watch import gather_watching, live_workers
 from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
 
-__all__ = ["DaskQuantileMatrix", "WorkerLostError", "train", "predict", "release_nccl"]
+__all__ = ["DaskQuantileMatrix", "WorkerLostError", "WorkersBusyError", "train", "predict", "release_nccl"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
           verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None,
@@ -37,7 +38,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     worker stops all of them at the same round. The device
     follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
     params say "cpu" or "cuda". A worker that dies mid-training is an error
-    within seconds; training never hangs on it.
+    within seconds; training never hangs on it. A fit on workers another fit is training on
+    waits for it to end (dask/fit_lock.py; WorkersBusyError after the setting
+    dask.wait-for-busy-workers).
 
     checkpoint_dir / checkpoint_every / resume: as in daskgb.train. Rank 0's worker writes the
     checkpoints, so the directory must be a path it can write. After a lost worker, build the
@@ -54,20 +57,27 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
 
 def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) -> dict:
     """train() with its options made (the estimators call this): checks the matrices on the
-    client, then trains on their workers; returns train()'s dict."""
+    client, then trains on their workers, once no other fit trains there; returns train()'s dict."""
     evals = list(evals or [])
     options.check(dtrain, evals, DaskQuantileMatrix)
     device = _device(options.train_params.device, dtrain.device)
     # The workers train on the data's device and print nothing: the client shows the progress.
     worker_options = options.for_workers(device)
-    num_boost_round, checkpoint_path = options.num_boost_round, options.checkpoint_dir
     plugin.register(client)
     workers = dtrain.workers
     alive = live_workers(client)
     missing = [a for a in workers if a not in alive]
     if missing:
         raise RuntimeError(f"workers holding training data have left the cluster: {missing}")
+    with workers_held(client, workers):
+        return _train(client, options, worker_options, dtrain, evals)
 
+
+def _train(client, options: TrainingOptions, worker_options: TrainingOptions, dtrain: DaskQuantileMatrix,
+           evals: list) -> dict:
+    """run()'s training, on workers this fit holds."""
+    num_boost_round, checkpoint_path = options.num_boost_round, options.checkpoint_dir
+    workers = dtrain.workers
     if checkpoint_path is not None:  # a bad directory fails here, before any training
         client.submit(checkpoint_dir_ready, str(checkpoint_path), workers=[workers[0]], allow_other_workers=False,
                       pure=False).result()
