@@ -32,7 +32,7 @@ def _train_in_task(params, local, rounds, give_back=False):
 
     import daskgb
 
-    from daskgb.dask.worker import _give_back_device_memory
+    from daskgb.dask.plugin import _give_back_device_memory
 
     cupy.cuda.runtime.deviceSynchronize()
     t = time.perf_counter()

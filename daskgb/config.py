@@ -24,6 +24,9 @@ DEFAULTS = {
     # Seconds a GPU worker waits after a fit for the next daskgb task before it gives back
     # its cached device memory (0: at once).
     "worker.give-back-after": 2.0,
+    # Seconds a Dask fit waits for workers another fit is training on before it gives up,
+    # naming them (dask/fit_lock.py: fits on the same workers queue, one at a time).
+    "dask.wait-for-busy-workers": 3600.0,
     # The training paths (training/plan.py): off, a path is never planned.
     "training.device-growth": True,  # depthwise trees grown on the device, one host wait a round
     "training.queue-rounds": True,  # round i + 1 queued before round i's trees are read

@@ -8,12 +8,13 @@ import numpy as np
 
 from ..inputs import check_feature_names
 from ..training.options import TrainingOptions
-from . import dashboard, progress
+from . import dashboard, plugin, progress
 from .data import DaskQuantileMatrix
+from .fit_lock import WorkersBusyError, workers_held
 from .watch import gather_watching, live_workers
 from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
 
-__all__ = ["DaskQuantileMatrix", "WorkerLostError", "train", "predict", "release_nccl"]
+__all__ = ["DaskQuantileMatrix", "WorkerLostError", "WorkersBusyError", "train", "predict", "release_nccl"]
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
           verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None,
@@ -37,7 +38,9 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     worker stops all of them at the same round. The device
     follows the workers (dask-cuda workers: CUDA; plain workers: CPU) unless
     params say "cpu" or "cuda". A worker that dies mid-training is an error
-    within seconds; training never hangs on it.
+    within seconds; training never hangs on it. A fit on workers another fit is training on
+    waits for it to end (dask/fit_lock.py; WorkersBusyError after the setting
+    dask.wait-for-busy-workers).
 
     checkpoint_dir / checkpoint_every / resume: as in daskgb.train. Rank 0's worker writes the
     checkpoints, so the directory must be a path it can write. After a lost worker, build the
@@ -54,26 +57,34 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
 
 def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) -> dict:
     """train() with its options made (the estimators call this): checks the matrices on the
-    client, then trains on their workers; returns train()'s dict."""
+    client, then trains on their workers, once no other fit trains there; returns train()'s dict."""
     evals = list(evals or [])
     options.check(dtrain, evals, DaskQuantileMatrix)
     device = _device(options.train_params.device, dtrain.device)
     # The workers train on the data's device and print nothing: the client shows the progress.
     worker_options = options.for_workers(device)
-    num_boost_round, checkpoint_path = options.num_boost_round, options.checkpoint_dir
+    plugin.register(client)
     workers = dtrain.workers
     alive = live_workers(client)
     missing = [a for a in workers if a not in alive]
     if missing:
         raise RuntimeError(f"workers holding training data have left the cluster: {missing}")
+    with workers_held(client, workers):
+        return _train(client, options, worker_options, dtrain, evals)
 
+
+def _train(client, options: TrainingOptions, worker_options: TrainingOptions, dtrain: DaskQuantileMatrix,
+           evals: list) -> dict:
+    """run()'s training, on workers this fit holds."""
+    num_boost_round, checkpoint_path = options.num_boost_round, options.checkpoint_dir
+    workers = dtrain.workers
     if checkpoint_path is not None:  # a bad directory fails here, before any training
         client.submit(checkpoint_dir_ready, str(checkpoint_path), workers=[workers[0]], allow_other_workers=False,
                       pure=False).result()
     job = uuid.uuid4().hex
     root = client.submit(start_collective, job, workers=[workers[0]], allow_other_workers=False,
                          pure=False).result()
-    timeout = None  # the workers' DASKGB_COLLECTIVE_TIMEOUT, else the communicator's default
+    timeout = None  # each worker's setting collective.timeout (daskgb/config.py)
     # Progress and the eval log are shown here, on the client (dask/progress.py); the workers
     # print nothing. Rank 0 reports only when someone shows it: the scheduler keeps every
     # topic's events, and a search's many fits would pile them up there.
@@ -137,12 +148,18 @@ def release_nccl(client) -> dict:
     """Free the NCCL communicators the workers keep between fits ({worker: how many}).
 
     A multi-GPU fit that ends cleanly leaves its communicator on each worker for the next fit
-    on the same workers, which then skips NCCL's setup and teardown (daskgb.collective
-    KEEP_NCCL; DASKGB_KEEP_NCCL=0 turns keeping off). A kept communicator holds NCCL's
+    on the same workers, which then skips NCCL's setup and teardown (collective/nccl.py; the
+    setting collective.keep-nccl false turns keeping off). A kept communicator holds NCCL's
     buffers in device memory until this is called or the worker ends."""
+    plugin.register(client)
+    return client.run(_release_kept_nccl)
+
+
+def _release_kept_nccl(dask_worker) -> int:
+    """Client.run function: free what this worker's collective state keeps."""
     from ..collective import release_kept_nccl
 
-    return client.run(release_kept_nccl)
+    return release_kept_nccl(dask_worker)
 
 
 def _interrupt(client, job: str, workers: list, reason: str) -> list:
@@ -150,9 +167,8 @@ def _interrupt(client, job: str, workers: list, reason: str) -> list:
     interrupt_job), within a few seconds at most; the rounds they were in."""
     if not workers:
         return []
-    try:
-        answers = client.sync(client._run, interrupt_job, job, reason, workers=workers, nanny=False,
-                              on_error="return", callback_timeout=5)
+    try:  # callback_timeout: Client.run hands it to Client.sync, which bounds the whole call
+        answers = client.run(interrupt_job, job, reason, workers=workers, on_error="return", callback_timeout=5)
     except Exception:
         return []
     return [r for r in answers.values() if isinstance(r, int)]
@@ -197,6 +213,7 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     """
     import dask.array as da
 
+    plugin.register(client)
     if isinstance(X, DaskQuantileMatrix):
         return _predict_matrix(client, booster, X, output_margin, iteration_range)
     if isinstance(X, da.Array):

@@ -226,6 +226,11 @@ class TrainingStore:
     def __init__(self):
         self.fits: dict[str, Fit] = {}  # in the order they started
 
+    @property
+    def max_rounds(self) -> int:
+        """The rounds a fit keeps (the page's sources keep as many)."""
+        return MAX_ROUNDS
+
     def report(self, worker: str | None = None, job: str = "", rank: int = 0, world: int = 1, rounds: int = 0,
                device: str = "cpu", rows: int = 0, memory: int = 0, memory_kind: str = "", items=(), **_) -> None:
         """A worker's report (RoundBoard.flush's message; worker: its address, which the scheduler adds)."""

@@ -19,7 +19,6 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from .. import phases
-from .dashboard import MAX_ROUNDS
 
 UPDATE_MS = 500
 # histogram, allreduce, split, other
@@ -174,8 +173,8 @@ class TrainingPage:
                 self._add_curves(fit.metric_names())
             curves = {"round": cols["round"],
                       **{n: metrics.get(n, [math.nan] * len(cols["round"])) for n in self.metric_names}}
-            self.curves_source.stream(curves, rollover=MAX_ROUNDS)
-            self.phase_source.stream(_in_ms(cols), rollover=MAX_ROUNDS)
+            self.curves_source.stream(curves, rollover=store.max_rounds)
+            self.phase_source.stream(_in_ms(cols), rollover=store.max_rounds)
             self.last_round = cols["round"][-1]
         workers = _in_ms(fit.worker_rows())
         if workers != self._workers:  # unchanged data is not sent to the browser again

@@ -18,6 +18,7 @@ from .. import sketch
 from ..arrays import array_module, to_host
 from ..inputs import check_feature_names, is_numeric_dtype
 from ..matrix import check_paging
+from .plugin import register
 from .watch import gather_watching, live_workers
 from .worker import device_in_use, give_back_device_memory_when_idle
 
@@ -307,6 +308,7 @@ class DaskQuantileMatrix:
         check_paging(device_memory_budget, spill_dir)
         if device is not None and device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES} or None, got {device!r}")
+        register(client)  # the workers' state, which the tasks below use (dask/plugin.py)
         workers = live_workers(client)
         if not workers:
             raise ValueError("the Dask cluster has no workers")

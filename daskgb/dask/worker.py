@@ -4,30 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 import os
 import sys
-import threading
 import time
 
-logger = logging.getLogger(__name__)
-
-# The communicator of each training job running on this worker, so that the client can
-# interrupt a rank whose NCCL kernels wait on a peer that is gone (interrupt_job).
-_RUNNING: dict = {}
+from .plugin import PLUGIN_NAME, RunningJob, worker_state
 
 
-async def interrupt_job(job_id: str, reason: str):
+async def interrupt_job(job_id: str, reason: str, dask_worker=None):
     """Run on the worker's event loop by the client (Client.run) when training failed elsewhere:
     release this rank's NCCL waits so its task ends and the worker is free. Returns the round
     this rank was in (None where it runs no such job)."""
-    comm = _RUNNING.get(job_id)
-    if comm is None:
+    state = getattr(dask_worker.plugins.get(PLUGIN_NAME), "state", None) if dask_worker is not None else None
+    job = state.running.get(job_id) if state is not None else None
+    if job is None:
         return None
-    interrupt = getattr(comm, "interrupt", None)
+    interrupt = getattr(job.comm, "interrupt", None)
     if interrupt is not None:
         interrupt(reason)
-    return getattr(comm, "training_round", None)
+    return getattr(job.comm, "training_round", None)
 
 
 def start_collective(job_id: str) -> str:
@@ -45,89 +40,35 @@ def train_on_worker(job_id, root_address, rank, world_size, options, dtrain, eva
     round to the scheduler's daskgb page (dask/dashboard.py)."""
     from ..collective import DaskCommunicator, NcclCommunicator
 
-    device_in_use()
+    state = worker_state()
+    state.device_in_use()
     started = time.perf_counter()
     comm = DaskCommunicator.connect(job_id, root_address, rank, world_size, timeout=timeout)
     on_gpu = options.train_params.device == "cuda"
     if on_gpu and world_size > 1:
         comm = NcclCommunicator(comm)
     setup_s = time.perf_counter() - started
-    _RUNNING[job_id] = comm
+    state.running[job_id] = RunningJob(comm, time.time())
     # As a context manager the communicator aborts on an exception, so the other
     # ranks fail at once with this rank's error rather than a bare lost connection.
     try:
         result = _train_ranked(comm, job_id, rank, world_size, options, dtrain, evals, progress_topic, dashboard)
     finally:
-        _RUNNING.pop(job_id, None)
+        state.running.pop(job_id, None)
         if on_gpu:
-            give_back_device_memory_when_idle()
+            state.give_back_device_memory_when_idle()
     result["collective"]["setup_s"] = setup_s
     return result
 
 
-def _give_back_device_memory(device: int | None = None) -> None:
-    """Return the blocks CuPy's pools cached (on device, default the current one) to the
-    device: a worker holds the cluster's GPU between fits, and the cache would otherwise keep
-    the training peak (and grow with fragmentation from fit to fit). Blocks in use (the
-    worker's data, a matrix the user keeps) stay."""
-    import gc
-
-    import cupy
-
-    gc.collect()  # arrays held only by reference cycles (a failed round's frames) go first
-    with cupy.cuda.Device(device):
-        cupy.get_default_memory_pool().free_all_blocks()
-    cupy.get_default_pinned_memory_pool().free_all_blocks()
-
-
-def _current_device() -> int:
-    import cupy
-
-    return cupy.cuda.Device().id
-
-
-# Seconds a GPU worker waits, after a fit, for the next daskgb task before it gives its cached
-# device memory back (DASKGB_GIVE_BACK_AFTER_S; 0: at once, as the fit ends).
-GIVE_BACK_AFTER_S = float(os.environ.get("DASKGB_GIVE_BACK_AFTER_S", "2"))
-# Bumped by every daskgb task that uses the device (device_in_use): a give-back waiting for
-# an idle worker sees it and skips.
-_ACTIVITY = [0]
-# Held while memory is given back: a task that starts meanwhile waits (a cudaFree while a
-# training captures a CUDA graph would break the capture).
-_GIVING_BACK = threading.Lock()
-
-
 def device_in_use() -> None:
-    """Called as a daskgb task that uses the device starts on a worker (building a matrix,
-    training): a pending give-back of cached device memory is skipped, one under way waited for."""
-    _ACTIVITY[0] += 1
-    with _GIVING_BACK:
-        pass
+    """This worker's WorkerState.device_in_use (dask/plugin.py), for a task that starts using the device."""
+    worker_state().device_in_use()
 
 
 def give_back_device_memory_when_idle() -> None:
-    """_give_back_device_memory once no daskgb task has started on this worker for
-    GIVE_BACK_AFTER_S, not as the fit ends: on Higgs 10.5M (H100, ci/dask_overhead.py) giving
-    back took 0.08-0.14 s of each fit, and daskgb.dask.train went from 2.96-3.02 s to 2.91 s
-    (a plain worker task training the same rows: 2.78-2.91 s). Back-to-back fits (a parameter
-    search) keep the pool's blocks; an idle worker still returns what a fit cached."""
-    device, seen = _current_device(), _ACTIVITY[0]
-    if GIVE_BACK_AFTER_S <= 0:
-        with _GIVING_BACK:
-            _give_back_device_memory(device)
-        return
-
-    def give_back_if_idle():
-        time.sleep(GIVE_BACK_AFTER_S)
-        with _GIVING_BACK:
-            if _ACTIVITY[0] != seen or _RUNNING:
-                return  # another task uses the device: it gives back when it ends
-            try:
-                _give_back_device_memory(device)
-            except Exception as e:  # a worker shutting down: nothing to give back to
-                logger.debug("giving back device memory failed: %s", e)
-
-    threading.Thread(target=give_back_if_idle, name="daskgb-give-back", daemon=True).start()
+    """This worker's WorkerState.give_back_device_memory_when_idle (dask/plugin.py)."""
+    worker_state().give_back_device_memory_when_idle()
 
 
 def _train_ranked(comm, job_id, rank, world_size, options, dtrain, evals, progress_topic, dashboard):

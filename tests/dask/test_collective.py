@@ -322,6 +322,21 @@ def test_timeout_setting(monkeypatch):
         resolve_timeout()
 
 
+def test_timeout_setting_through_dask_config(monkeypatch):
+    """The setting is read when used, from dask.config first (DASK_DASKGB__COLLECTIVE__TIMEOUT
+    reaches it there), then from the variable daskgb read before."""
+    import dask.config
+
+    monkeypatch.setenv("DASKGB_COLLECTIVE_TIMEOUT", "12.5")
+    with dask.config.set({"daskgb.collective.timeout": "2 minutes"}):
+        assert resolve_timeout() == 120.0
+        assert resolve_timeout(3) == 3.0
+    assert resolve_timeout() == 12.5
+    with dask.config.set({"daskgb.collective.timeout": "soon"}):
+        with pytest.raises(ValueError, match="daskgb.collective.timeout"):
+            resolve_timeout()
+
+
 # --- GPU: NCCL between two worker processes, one GPU each -------------------------------------
 
 
@@ -428,10 +443,10 @@ def test_nccl_watchdog_releases_a_wait_on_a_stuck_peer():
 def test_release_nccl_frees_what_workers_keep(client):
     """daskgb.dask.release_nccl reaches every worker; CPU workers keep no NCCL communicator."""
     import daskgb.dask as dgb
-    from daskgb import collective
+    from daskgb.collective.state import KeptNccl
 
     freed = dgb.release_nccl(client)
-    assert set(freed) == set(client.scheduler_info()["workers"]) and set(freed.values()) == {0}
+    assert set(freed) == set(live_workers(client)) and set(freed.values()) == {0}
 
     class Fake:
         aborted = 0
@@ -439,8 +454,9 @@ def test_release_nccl_frees_what_workers_keep(client):
         def abort(self):
             Fake.aborted += 1
 
-    collective._keep(99, ("key", "gen", Fake()))
-    collective._keep(99, ("other", "gen2", Fake()))  # a new keep on a device drops the old one
-    assert Fake.aborted == 1
-    assert collective.release_kept_nccl() == 1 and Fake.aborted == 2
-    assert collective._take_kept(99) is None
+    kept = KeptNccl()
+    kept.keep(99, ("key", "gen", Fake()))
+    kept.keep(99, ("other", "gen2", Fake()))  # a new keep on a device drops the old one
+    assert Fake.aborted == 1 and len(kept) == 1
+    assert kept.release() == 1 and Fake.aborted == 2
+    assert kept.take(99) is None

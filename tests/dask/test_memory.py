@@ -25,14 +25,15 @@ def _daskgb_objects(dask_worker):
     import enum
     import gc
 
-    from daskgb.dask import worker as training
+    from daskgb.dask.plugin import PLUGIN_NAME
 
     gc.collect()
     # Enum members (training/plan.py's paths) are constants of their module, not a fit's.
     live = collections.Counter(type(o).__name__ for o in gc.get_objects()
                                if str(type(o).__dict__.get("__module__", "")).startswith("daskgb")
                                and not isinstance(o, enum.Enum))
-    return {"objects": dict(live), "keys": sorted(str(k) for k in dask_worker.data), "jobs": len(training._RUNNING)}
+    jobs = dask_worker.plugins[PLUGIN_NAME].state.running
+    return {"objects": dict(live), "keys": sorted(str(k) for k in dask_worker.data), "jobs": len(jobs)}
 
 
 def _summary(state: dict) -> dict:
@@ -67,14 +68,19 @@ def _settled(client, before, timeout=15.0):
 def test_repeated_fits_leave_nothing_behind(client):
     from distributed import wait
 
+    from daskgb.dask.plugin import register
+
     rng = np.random.default_rng(0)
     Xn = rng.normal(size=(4000, 8)).astype(np.float32)
     yn = (Xn[:, 0] + Xn[:, 1] * Xn[:, 2] > 0).astype(np.float32)
     X, y = client.persist([da.from_array(Xn, chunks=(1000, 8)), da.from_array(yn, chunks=1000)])
     wait([X, y])
+    register(client)  # each worker's daskgb state (dask/plugin.py) lives as long as the worker
     before = _summary(client.run(_daskgb_objects))
     assert len(before["keys"]) == 8  # X's and y's blocks, nothing else
-    assert all(v == {} for v in before["objects"].values()) and before["jobs"] == 0
+    # The plugin's state, and the collective's process-wide one (collective/state.py).
+    state = {"DaskgbWorkerPlugin": 1, "WorkerState": 1, "CollectiveState": 2, "KeptNccl": 2}
+    assert all(v == state for v in before["objects"].values()) and before["jobs"] == 0
     for i in range(12):
         model = daskgb.DaskGBClassifier(n_estimators=5, max_depth=4, device="cpu", client=client)
         model.fit(X, y, verbose=False)

@@ -57,7 +57,7 @@ def test_two_gpus_grow_the_trees_of_one(policy):
 
 def test_a_second_fit_takes_the_nccl_communicator_the_first_kept():
     """A clean fit keeps its NCCL communicator for the next fit on the same workers
-    (collective.KEEP_NCCL); a failed fit's is never reused, and the fit after it makes its own.
+    (collective/nccl.py, the setting collective.keep-nccl); a failed fit's is never reused, and the fit after it makes its own.
     The models do not depend on which communicator summed the histograms."""
     cupy = pytest.importorskip("cupy")
     if cupy.cuda.runtime.getDeviceCount() < 2:
@@ -71,9 +71,9 @@ def test_a_second_fit_takes_the_nccl_communicator_the_first_kept():
 
     class FailOnRankOne(TrainingCallback):
         def after_iteration(self, model, epoch, evals_log):
-            from daskgb.dask.worker import _RUNNING
+            from daskgb.dask.plugin import worker_state
 
-            if epoch == 2 and any(getattr(c, "rank", 0) == 1 for c in _RUNNING.values()):
+            if epoch == 2 and any(getattr(j.comm, "rank", 0) == 1 for j in worker_state().running.values()):
                 raise RuntimeError("rank 1 fails on purpose")
             return False
 
