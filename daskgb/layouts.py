@@ -70,11 +70,13 @@ class Struct:
 
     def c_declaration(self) -> str:
         body = "".join(f"  {c} {f};\n" for f, c in self.fields)
+        return (f"// {self.doc}\nstruct {self.name} {{\n{body}}};\n"
+                f"static_assert(sizeof({self.name}) == {self.dtype.itemsize}, \"{self.name}: size\");\n")
+
+    def c_offset_checks(self) -> str:
         d = self.dtype
-        checks = [f"static_assert(sizeof({self.name}) == {d.itemsize}, \"{self.name}: size\");"]
-        checks += [f"static_assert(__builtin_offsetof({self.name}, {f}) == {d.fields[f][1]}, \"{self.name}.{f}: offset\");"
-                   for f, _ in self.fields]
-        return f"// {self.doc}\nstruct {self.name} {{\n{body}}};\n" + "\n".join(checks) + "\n"
+        return "".join(f"static_assert(__builtin_offsetof({self.name}, {f}) == {d.fields[f][1]}, "
+                       f"\"{self.name}.{f}: offset\");\n" for f, _ in self.fields)
 
 
 # The best split of one node, as split evaluation returns it (split/reference.py, split.cu).
@@ -283,6 +285,9 @@ def header() -> str:
              "#endif\n"]
     parts.append("\n".join(f"constexpr {c} {n} = {_c_literal(v, c)};  // {doc}" for n, c, v, doc in CONSTANTS) + "\n")
     parts.extend(s.c_declaration() for s in STRUCTS)
+    # NVRTC has no offsetof: the host compilers check the offsets (tests/test_layouts.py), and a
+    # kernel reads them on the GPU (the same test's GPU half).
+    parts.append("#ifndef __CUDACC_RTC__\n" + "".join(s.c_offset_checks() for s in STRUCTS) + "#endif\n")
     parts.append(_enum("TreeField", "a device-grown tree's rows of words (TREE_FIELDS)", "k", TREE_FIELDS,
                        "kFields"))
     parts.append(_enum("GrowthState", "a device-grown tree's state (GROWTH_STATE)", "k", GROWTH_STATE, "kStateSize"))

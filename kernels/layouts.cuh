@@ -40,16 +40,6 @@ struct SplitRecord {
   int32_t _pad;
 };
 static_assert(sizeof(SplitRecord) == 56, "SplitRecord: size");
-static_assert(__builtin_offsetof(SplitRecord, left_grad) == 0, "SplitRecord.left_grad: offset");
-static_assert(__builtin_offsetof(SplitRecord, left_hess) == 8, "SplitRecord.left_hess: offset");
-static_assert(__builtin_offsetof(SplitRecord, right_grad) == 16, "SplitRecord.right_grad: offset");
-static_assert(__builtin_offsetof(SplitRecord, right_hess) == 24, "SplitRecord.right_hess: offset");
-static_assert(__builtin_offsetof(SplitRecord, gain) == 32, "SplitRecord.gain: offset");
-static_assert(__builtin_offsetof(SplitRecord, threshold) == 36, "SplitRecord.threshold: offset");
-static_assert(__builtin_offsetof(SplitRecord, feature) == 40, "SplitRecord.feature: offset");
-static_assert(__builtin_offsetof(SplitRecord, bin) == 44, "SplitRecord.bin: offset");
-static_assert(__builtin_offsetof(SplitRecord, default_left) == 48, "SplitRecord.default_left: offset");
-static_assert(__builtin_offsetof(SplitRecord, _pad) == 52, "SplitRecord._pad: offset");
 
 // one node of a tree for prediction (PREDICT_NODE_DTYPE)
 struct PredictNode {
@@ -61,12 +51,6 @@ struct PredictNode {
   float value;
 };
 static_assert(sizeof(PredictNode) == 24, "PredictNode: size");
-static_assert(__builtin_offsetof(PredictNode, left) == 0, "PredictNode.left: offset");
-static_assert(__builtin_offsetof(PredictNode, right) == 4, "PredictNode.right: offset");
-static_assert(__builtin_offsetof(PredictNode, feature) == 8, "PredictNode.feature: offset");
-static_assert(__builtin_offsetof(PredictNode, default_left) == 12, "PredictNode.default_left: offset");
-static_assert(__builtin_offsetof(PredictNode, threshold) == 16, "PredictNode.threshold: offset");
-static_assert(__builtin_offsetof(PredictNode, value) == 20, "PredictNode.value: offset");
 
 // a split candidate of split.cu (blocks park theirs in global memory)
 struct Candidate {
@@ -79,13 +63,6 @@ struct Candidate {
   long long right_h;
 };
 static_assert(sizeof(Candidate) == 48, "Candidate: size");
-static_assert(__builtin_offsetof(Candidate, loss) == 0, "Candidate.loss: offset");
-static_assert(__builtin_offsetof(Candidate, feature) == 4, "Candidate.feature: offset");
-static_assert(__builtin_offsetof(Candidate, order) == 8, "Candidate.order: offset");
-static_assert(__builtin_offsetof(Candidate, left_g) == 16, "Candidate.left_g: offset");
-static_assert(__builtin_offsetof(Candidate, left_h) == 24, "Candidate.left_h: offset");
-static_assert(__builtin_offsetof(Candidate, right_g) == 32, "Candidate.right_g: offset");
-static_assert(__builtin_offsetof(Candidate, right_h) == 40, "Candidate.right_h: offset");
 
 // an ELLPACK matrix as kernels read it (ellpack/cuda.py ellpack_view)
 struct EllpackView {
@@ -98,13 +75,6 @@ struct EllpackView {
   int n_features;
 };
 static_assert(sizeof(EllpackView) == 40, "EllpackView: size");
-static_assert(__builtin_offsetof(EllpackView, words) == 0, "EllpackView.words: offset");
-static_assert(__builtin_offsetof(EllpackView, ptrs) == 8, "EllpackView.ptrs: offset");
-static_assert(__builtin_offsetof(EllpackView, n_words) == 16, "EllpackView.n_words: offset");
-static_assert(__builtin_offsetof(EllpackView, bits) == 24, "EllpackView.bits: offset");
-static_assert(__builtin_offsetof(EllpackView, row_stride) == 28, "EllpackView.row_stride: offset");
-static_assert(__builtin_offsetof(EllpackView, null_symbol) == 32, "EllpackView.null_symbol: offset");
-static_assert(__builtin_offsetof(EllpackView, n_features) == 36, "EllpackView.n_features: offset");
 
 // the split rules' parameters and the learning rate (split/cuda.py)
 struct SplitParams {
@@ -116,12 +86,6 @@ struct SplitParams {
   float eta;
 };
 static_assert(sizeof(SplitParams) == 40, "SplitParams: size");
-static_assert(__builtin_offsetof(SplitParams, reg_lambda) == 0, "SplitParams.reg_lambda: offset");
-static_assert(__builtin_offsetof(SplitParams, reg_alpha) == 8, "SplitParams.reg_alpha: offset");
-static_assert(__builtin_offsetof(SplitParams, min_child_weight) == 16, "SplitParams.min_child_weight: offset");
-static_assert(__builtin_offsetof(SplitParams, max_delta_step) == 24, "SplitParams.max_delta_step: offset");
-static_assert(__builtin_offsetof(SplitParams, min_split_loss) == 32, "SplitParams.min_split_loss: offset");
-static_assert(__builtin_offsetof(SplitParams, eta) == 36, "SplitParams.eta: offset");
 
 // a histogram launch's rows, gradients, tiles and output
 struct HistogramArgs {
@@ -138,17 +102,6 @@ struct HistogramArgs {
   int window;
 };
 static_assert(sizeof(HistogramArgs) == 80, "HistogramArgs: size");
-static_assert(__builtin_offsetof(HistogramArgs, ridx) == 0, "HistogramArgs.ridx: offset");
-static_assert(__builtin_offsetof(HistogramArgs, gpair) == 8, "HistogramArgs.gpair: offset");
-static_assert(__builtin_offsetof(HistogramArgs, inv_scale) == 16, "HistogramArgs.inv_scale: offset");
-static_assert(__builtin_offsetof(HistogramArgs, tiles) == 24, "HistogramArgs.tiles: offset");
-static_assert(__builtin_offsetof(HistogramArgs, segs) == 32, "HistogramArgs.segs: offset");
-static_assert(__builtin_offsetof(HistogramArgs, groups) == 40, "HistogramArgs.groups: offset");
-static_assert(__builtin_offsetof(HistogramArgs, hist) == 48, "HistogramArgs.hist: offset");
-static_assert(__builtin_offsetof(HistogramArgs, tile_rows) == 56, "HistogramArgs.tile_rows: offset");
-static_assert(__builtin_offsetof(HistogramArgs, total_bins) == 64, "HistogramArgs.total_bins: offset");
-static_assert(__builtin_offsetof(HistogramArgs, threads_per_row) == 68, "HistogramArgs.threads_per_row: offset");
-static_assert(__builtin_offsetof(HistogramArgs, window) == 72, "HistogramArgs.window: offset");
 
 // a split launch's histograms, sums, cuts and feature masks
 struct SplitInputs {
@@ -167,19 +120,6 @@ struct SplitInputs {
   int k_static;
 };
 static_assert(sizeof(SplitInputs) == 88, "SplitInputs: size");
-static_assert(__builtin_offsetof(SplitInputs, hist) == 0, "SplitInputs.hist: offset");
-static_assert(__builtin_offsetof(SplitInputs, parent) == 8, "SplitInputs.parent: offset");
-static_assert(__builtin_offsetof(SplitInputs, ptrs) == 16, "SplitInputs.ptrs: offset");
-static_assert(__builtin_offsetof(SplitInputs, cut_values) == 24, "SplitInputs.cut_values: offset");
-static_assert(__builtin_offsetof(SplitInputs, min_values) == 32, "SplitInputs.min_values: offset");
-static_assert(__builtin_offsetof(SplitInputs, feature_mask) == 40, "SplitInputs.feature_mask: offset");
-static_assert(__builtin_offsetof(SplitInputs, scale) == 48, "SplitInputs.scale: offset");
-static_assert(__builtin_offsetof(SplitInputs, k_live) == 56, "SplitInputs.k_live: offset");
-static_assert(__builtin_offsetof(SplitInputs, total_bins) == 64, "SplitInputs.total_bins: offset");
-static_assert(__builtin_offsetof(SplitInputs, n_features) == 68, "SplitInputs.n_features: offset");
-static_assert(__builtin_offsetof(SplitInputs, n_cut_values) == 72, "SplitInputs.n_cut_values: offset");
-static_assert(__builtin_offsetof(SplitInputs, mask_stride) == 76, "SplitInputs.mask_stride: offset");
-static_assert(__builtin_offsetof(SplitInputs, k_static) == 80, "SplitInputs.k_static: offset");
 
 // a split launch's records, children's sums and scratch
 struct SplitOutputs {
@@ -190,11 +130,6 @@ struct SplitOutputs {
   long long* right;
 };
 static_assert(sizeof(SplitOutputs) == 40, "SplitOutputs: size");
-static_assert(__builtin_offsetof(SplitOutputs, partial) == 0, "SplitOutputs.partial: offset");
-static_assert(__builtin_offsetof(SplitOutputs, counters) == 8, "SplitOutputs.counters: offset");
-static_assert(__builtin_offsetof(SplitOutputs, records) == 16, "SplitOutputs.records: offset");
-static_assert(__builtin_offsetof(SplitOutputs, left) == 24, "SplitOutputs.left: offset");
-static_assert(__builtin_offsetof(SplitOutputs, right) == 32, "SplitOutputs.right: offset");
 
 // a device-grown tree's words, state, segments and launch inputs
 struct TreeBuffers {
@@ -209,6 +144,73 @@ struct TreeBuffers {
   int part_stride;
 };
 static_assert(sizeof(TreeBuffers) == 64, "TreeBuffers: size");
+
+#ifndef __CUDACC_RTC__
+static_assert(__builtin_offsetof(SplitRecord, left_grad) == 0, "SplitRecord.left_grad: offset");
+static_assert(__builtin_offsetof(SplitRecord, left_hess) == 8, "SplitRecord.left_hess: offset");
+static_assert(__builtin_offsetof(SplitRecord, right_grad) == 16, "SplitRecord.right_grad: offset");
+static_assert(__builtin_offsetof(SplitRecord, right_hess) == 24, "SplitRecord.right_hess: offset");
+static_assert(__builtin_offsetof(SplitRecord, gain) == 32, "SplitRecord.gain: offset");
+static_assert(__builtin_offsetof(SplitRecord, threshold) == 36, "SplitRecord.threshold: offset");
+static_assert(__builtin_offsetof(SplitRecord, feature) == 40, "SplitRecord.feature: offset");
+static_assert(__builtin_offsetof(SplitRecord, bin) == 44, "SplitRecord.bin: offset");
+static_assert(__builtin_offsetof(SplitRecord, default_left) == 48, "SplitRecord.default_left: offset");
+static_assert(__builtin_offsetof(SplitRecord, _pad) == 52, "SplitRecord._pad: offset");
+static_assert(__builtin_offsetof(PredictNode, left) == 0, "PredictNode.left: offset");
+static_assert(__builtin_offsetof(PredictNode, right) == 4, "PredictNode.right: offset");
+static_assert(__builtin_offsetof(PredictNode, feature) == 8, "PredictNode.feature: offset");
+static_assert(__builtin_offsetof(PredictNode, default_left) == 12, "PredictNode.default_left: offset");
+static_assert(__builtin_offsetof(PredictNode, threshold) == 16, "PredictNode.threshold: offset");
+static_assert(__builtin_offsetof(PredictNode, value) == 20, "PredictNode.value: offset");
+static_assert(__builtin_offsetof(Candidate, loss) == 0, "Candidate.loss: offset");
+static_assert(__builtin_offsetof(Candidate, feature) == 4, "Candidate.feature: offset");
+static_assert(__builtin_offsetof(Candidate, order) == 8, "Candidate.order: offset");
+static_assert(__builtin_offsetof(Candidate, left_g) == 16, "Candidate.left_g: offset");
+static_assert(__builtin_offsetof(Candidate, left_h) == 24, "Candidate.left_h: offset");
+static_assert(__builtin_offsetof(Candidate, right_g) == 32, "Candidate.right_g: offset");
+static_assert(__builtin_offsetof(Candidate, right_h) == 40, "Candidate.right_h: offset");
+static_assert(__builtin_offsetof(EllpackView, words) == 0, "EllpackView.words: offset");
+static_assert(__builtin_offsetof(EllpackView, ptrs) == 8, "EllpackView.ptrs: offset");
+static_assert(__builtin_offsetof(EllpackView, n_words) == 16, "EllpackView.n_words: offset");
+static_assert(__builtin_offsetof(EllpackView, bits) == 24, "EllpackView.bits: offset");
+static_assert(__builtin_offsetof(EllpackView, row_stride) == 28, "EllpackView.row_stride: offset");
+static_assert(__builtin_offsetof(EllpackView, null_symbol) == 32, "EllpackView.null_symbol: offset");
+static_assert(__builtin_offsetof(EllpackView, n_features) == 36, "EllpackView.n_features: offset");
+static_assert(__builtin_offsetof(SplitParams, reg_lambda) == 0, "SplitParams.reg_lambda: offset");
+static_assert(__builtin_offsetof(SplitParams, reg_alpha) == 8, "SplitParams.reg_alpha: offset");
+static_assert(__builtin_offsetof(SplitParams, min_child_weight) == 16, "SplitParams.min_child_weight: offset");
+static_assert(__builtin_offsetof(SplitParams, max_delta_step) == 24, "SplitParams.max_delta_step: offset");
+static_assert(__builtin_offsetof(SplitParams, min_split_loss) == 32, "SplitParams.min_split_loss: offset");
+static_assert(__builtin_offsetof(SplitParams, eta) == 36, "SplitParams.eta: offset");
+static_assert(__builtin_offsetof(HistogramArgs, ridx) == 0, "HistogramArgs.ridx: offset");
+static_assert(__builtin_offsetof(HistogramArgs, gpair) == 8, "HistogramArgs.gpair: offset");
+static_assert(__builtin_offsetof(HistogramArgs, inv_scale) == 16, "HistogramArgs.inv_scale: offset");
+static_assert(__builtin_offsetof(HistogramArgs, tiles) == 24, "HistogramArgs.tiles: offset");
+static_assert(__builtin_offsetof(HistogramArgs, segs) == 32, "HistogramArgs.segs: offset");
+static_assert(__builtin_offsetof(HistogramArgs, groups) == 40, "HistogramArgs.groups: offset");
+static_assert(__builtin_offsetof(HistogramArgs, hist) == 48, "HistogramArgs.hist: offset");
+static_assert(__builtin_offsetof(HistogramArgs, tile_rows) == 56, "HistogramArgs.tile_rows: offset");
+static_assert(__builtin_offsetof(HistogramArgs, total_bins) == 64, "HistogramArgs.total_bins: offset");
+static_assert(__builtin_offsetof(HistogramArgs, threads_per_row) == 68, "HistogramArgs.threads_per_row: offset");
+static_assert(__builtin_offsetof(HistogramArgs, window) == 72, "HistogramArgs.window: offset");
+static_assert(__builtin_offsetof(SplitInputs, hist) == 0, "SplitInputs.hist: offset");
+static_assert(__builtin_offsetof(SplitInputs, parent) == 8, "SplitInputs.parent: offset");
+static_assert(__builtin_offsetof(SplitInputs, ptrs) == 16, "SplitInputs.ptrs: offset");
+static_assert(__builtin_offsetof(SplitInputs, cut_values) == 24, "SplitInputs.cut_values: offset");
+static_assert(__builtin_offsetof(SplitInputs, min_values) == 32, "SplitInputs.min_values: offset");
+static_assert(__builtin_offsetof(SplitInputs, feature_mask) == 40, "SplitInputs.feature_mask: offset");
+static_assert(__builtin_offsetof(SplitInputs, scale) == 48, "SplitInputs.scale: offset");
+static_assert(__builtin_offsetof(SplitInputs, k_live) == 56, "SplitInputs.k_live: offset");
+static_assert(__builtin_offsetof(SplitInputs, total_bins) == 64, "SplitInputs.total_bins: offset");
+static_assert(__builtin_offsetof(SplitInputs, n_features) == 68, "SplitInputs.n_features: offset");
+static_assert(__builtin_offsetof(SplitInputs, n_cut_values) == 72, "SplitInputs.n_cut_values: offset");
+static_assert(__builtin_offsetof(SplitInputs, mask_stride) == 76, "SplitInputs.mask_stride: offset");
+static_assert(__builtin_offsetof(SplitInputs, k_static) == 80, "SplitInputs.k_static: offset");
+static_assert(__builtin_offsetof(SplitOutputs, partial) == 0, "SplitOutputs.partial: offset");
+static_assert(__builtin_offsetof(SplitOutputs, counters) == 8, "SplitOutputs.counters: offset");
+static_assert(__builtin_offsetof(SplitOutputs, records) == 16, "SplitOutputs.records: offset");
+static_assert(__builtin_offsetof(SplitOutputs, left) == 24, "SplitOutputs.left: offset");
+static_assert(__builtin_offsetof(SplitOutputs, right) == 32, "SplitOutputs.right: offset");
 static_assert(__builtin_offsetof(TreeBuffers, tree) == 0, "TreeBuffers.tree: offset");
 static_assert(__builtin_offsetof(TreeBuffers, state) == 8, "TreeBuffers.state: offset");
 static_assert(__builtin_offsetof(TreeBuffers, segs) == 16, "TreeBuffers.segs: offset");
@@ -218,6 +220,7 @@ static_assert(__builtin_offsetof(TreeBuffers, hist_tiles) == 40, "TreeBuffers.hi
 static_assert(__builtin_offsetof(TreeBuffers, tile_rows) == 48, "TreeBuffers.tile_rows: offset");
 static_assert(__builtin_offsetof(TreeBuffers, cap) == 56, "TreeBuffers.cap: offset");
 static_assert(__builtin_offsetof(TreeBuffers, part_stride) == 60, "TreeBuffers.part_stride: offset");
+#endif
 
 // a device-grown tree's rows of words (TREE_FIELDS)
 enum TreeField {

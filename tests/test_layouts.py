@@ -127,15 +127,16 @@ def test_the_split_records_and_nodes_keep_their_layouts():
 
 @pytest.mark.gpu
 def test_the_device_lays_out_every_struct_as_python():
-    """NVRTC (what CuPy compiles the kernels with) on the GPU: sizeof and offsetof of every
-    struct field, written by a kernel, against the numpy dtypes."""
+    """NVRTC (what CuPy compiles the kernels with) on the GPU: the size of every struct and the
+    place of each field in one (NVRTC has no offsetof: addresses within an instance), written
+    by a kernel, against the numpy dtypes."""
     import cupy
 
     from daskgb.backend.kernels import COMPILE_OPTIONS
 
     entries = [(s, None) for s in layouts.STRUCTS] + [(s, f) for s in layouts.STRUCTS for f, _ in s.fields]
-    body = "\n".join(f"  out[{i}] = " + (f"sizeof({s.name});" if f is None else
-                                        f"__builtin_offsetof({s.name}, {f});")
+    body = "\n".join(f"  {{ {s.name} v; out[{i}] = " + (f"sizeof({s.name}); }}" if f is None else
+                                                     f"(unsigned long long)((const char*)&v.{f} - (const char*)&v); }}")
                      for i, (s, f) in enumerate(entries))
     code = f'#include "layouts.cuh"\nextern "C" __global__ void layout_of(unsigned long long* out) {{\n{body}\n}}\n'
     module = cupy.RawModule(code=code, options=COMPILE_OPTIONS + (f"-I{KERNELS}",))
