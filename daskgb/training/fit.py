@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from .. import checkpoint as _checkpoint
@@ -97,7 +99,7 @@ class Fit:
                              has_callbacks=bool(self.callbacks), phase_clock=_phases.clock_running(),
                              interaction=self.interaction, monotone=self.monotone, comm=self.comm)
         plan = plan_rounds(facts)
-        if self.comm.rank == 0:
+        if self.comm.rank == 0 and logger.isEnabledFor(logging.DEBUG):
             logger.debug("daskgb training path: %s", plan.describe())
         return plan
 
@@ -121,14 +123,15 @@ class Fit:
         """The host's part of round it, once its trees are known: the model, the eval log, the
         callbacks and the checkpoint. True to stop."""
         booster, history, options = self.booster, self.evals.history, self.options
-        for group, tree in enumerate(new_trees):
-            booster.trees.append(tree)
-            booster.tree_info.append(group)
-            self.evals.add_tree(self.backend, tree, group)
-        line = [f"[{it}]"] + self.evals.evaluate(self.xp, self.objective, self.margin, self.comm)
+        booster.trees.extend(new_trees)
+        booster.tree_info.extend(range(len(new_trees)))
         every = self.print_every
-        if every and self.evals and (it % every == 0 or it == options.num_boost_round - 1):
-            print("\t".join(line), flush=True)
+        if self.evals:
+            for group, tree in enumerate(new_trees):
+                self.evals.add_tree(self.backend, tree, group)
+            line = [f"[{it}]"] + self.evals.evaluate(self.xp, self.objective, self.margin, self.comm)
+            if every and (it % every == 0 or it == options.num_boost_round - 1):
+                print("\t".join(line), flush=True)
         if after_round is not None:  # the Dask layer's progress and dashboard reports (dask/worker.py)
             after_round(it, history)
         # Every callback runs (none is skipped because an earlier one asked to stop), as in XGBoost.
