@@ -1,4 +1,4 @@
-"""Finds kernels/*.cu, builds them with cupy.RawModule (templates through name_expressions), caches per device, launches.
+"""Kernels: kernels/*.cu built with cupy.RawModule (templates by name expression), cached per device, launched.
 
 Every stage's CUDA launcher (<stage>/cuda.py) gets its kernels and launches them through
 here: function() compiles a .cu file on first use and caches the kernel per device;

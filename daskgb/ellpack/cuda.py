@@ -1,4 +1,4 @@
-"""The ELLPACK stage on a GPU: ellpack/reference.py's quantising and packing as kernels/ellpack.cu launches, and host pages' copies.
+"""The ELLPACK stage on a GPU: quantising and packing as kernels/ellpack.cu launches, and host pages' copies.
 
 Same names, arguments and results as ellpack/reference.py (the oracle), on CuPy arrays.
 """

@@ -1,4 +1,4 @@
-"""The histogram stage in numpy: float64 gradient sums per bin, in row order (the oracle of histogram/cuda.py; the CPU path).
+"""The histogram stage in numpy: float64 gradient sums per bin in row order (histogram/cuda.py's oracle).
 
 Rows are added in row order, so every bin's sum is the one XGBoost's single-threaded CPU
 builder makes; no quantising is needed (prepare_gradients' scale is one).

@@ -1,4 +1,4 @@
-"""The partition stage in numpy: which node each row is in, and rows moved to the children of split nodes (the oracle of partition/cuda.py)."""
+"""The partition stage in numpy: each row's node, and rows moved to split nodes' children (partition/cuda.py's oracle)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The predict stage in numpy: margins from trees, for raw features or rows binned with the training cuts (the oracle of predict/cuda.py)."""
+"""The predict stage in numpy: margins from trees, for raw or binned rows (the oracle of predict/cuda.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gradient-based sampling in array operations: the rows' regularised gradients, their sorted view and the sample (the oracle of sampling/cuda.py; the CPU path)."""
+"""Gradient-based sampling in array operations: rows' regularised gradients, sorted, and the sample (cuda.py's oracle)."""
 
 from __future__ import annotations
 

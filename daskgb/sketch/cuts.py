@@ -19,7 +19,8 @@ def _as_xp(xp, a):
 
 @dataclass
 class Cuts:
-    """Histogram bin boundaries: feature f owns global bins ptrs[f]:ptrs[f+1]; values[b] is bin b's upper bound (exclusive)."""
+    """Histogram bin boundaries: feature f owns global bins ptrs[f]:ptrs[f+1]; values[b] is bin b's upper
+    bound (exclusive)."""
 
     ptrs: Any  # (n_features + 1,) int32
     values: Any  # float32

@@ -1,4 +1,4 @@
-"""One fit's state and the host's work around its rounds: set-up, gradients, and each round's model, log, callbacks and checkpoint."""
+"""One fit's state and the host's work around its rounds: set-up, gradients, each round's model, log and checkpoint."""
 
 from __future__ import annotations
 

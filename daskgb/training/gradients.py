@@ -1,4 +1,4 @@
-"""A round's gradient pairs: from the objective (or the user's obj), one column per output group, sampled as the params say."""
+"""A round's gradient pairs: the objective's (or the user's obj's), one column per output group, sampled."""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ class TrainingOptions:
                 raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
             if isinstance(cb, EarlyStopping) and not has_evals:
                 raise ValueError("early stopping needs at least one eval set in evals")
-        if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, (int, np.integer)) or num_boost_round < 0:
+        if (isinstance(num_boost_round, bool) or not isinstance(num_boost_round, (int, np.integer))
+                or num_boost_round < 0):
             raise ValueError(f"num_boost_round must be an integer >= 0, got {num_boost_round!r}")
         options = cls(params, p, int(num_boost_round), verbose_eval, obj, custom_metric, early_stopping_rounds,
                       maximize, callbacks, checkpoint_path, checkpoint_every, bool(resume))

@@ -1,4 +1,4 @@
-"""Resuming a fit from its newest checkpoint (daskgb/checkpoint.py): the trees, margins, history and early stopping put back."""
+"""Resuming a fit from its newest checkpoint (checkpoint.py): trees, margins, history and early stopping put back."""
 
 from __future__ import annotations
 
