@@ -1,4 +1,4 @@
-"""The partition stage in numpy: each row's node, and rows moved to split nodes' children (partition/cuda.py's oracle)."""
+"""The partition stage in numpy: each row's node, rows moved to split nodes' children (partition/cuda.py's oracle)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gradient-based sampling in array operations: rows' regularised gradients, sorted, and the sample (cuda.py's oracle)."""
+"""Gradient-based sampling in array operations: rows' regularised gradients, sorted; the sample (cuda.py's oracle)."""
 
 from __future__ import annotations
 
