@@ -1,10 +1,15 @@
 """Where an out-of-core training round's time goes (developer tool): wall time of each
-step of booster._grow_compacted and of the streamed grower, summed over rounds, with a
-device sync around each, and the host-to-device copy bandwidth of a page from pinned and
-from pageable memory.
+step of the compacted-pages path (training/rounds.py CompactedRounds) and of the streamed
+host grower, summed over rounds, with a device sync around each, and on a GPU the
+host-to-device copy bandwidth of a page from page-locked and from pageable memory.
 
-    python ci/profile_external.py --rows 10500000 --rounds 50 --rate 0.3
-    python ci/profile_external.py --rate 1.0 --rounds 5           # streaming every page at every step
+    python benchmarks/profile_external.py --rows 10500000 --rounds 50 --rate 0.3
+    python benchmarks/profile_external.py --rate 1.0 --rounds 5           # streaming every page at every step
+    python benchmarks/profile_external.py --device cpu --smoke            # 20,000 rows, 2 rounds, numpy backend
+
+--path compact or stream picks the path of a sampled fit (the setting
+daskgb.training.compact-sampled-pages); the path the booster reports is printed. On the
+CPU the pages stay in host memory, so there are no copies to time and no syncs to add.
 """
 
 from __future__ import annotations
@@ -25,39 +30,57 @@ def main():
     ap.add_argument("--rounds", type=int, default=50)
     ap.add_argument("--rate", type=float, default=0.3)
     ap.add_argument("--times", type=float, default=3.0)
-    ap.add_argument("--path", default="compact")
+    ap.add_argument("--path", default="compact", choices=("compact", "stream"))
+    ap.add_argument("--device", default="auto", help="cuda or cpu (auto: cuda where CuPy sees a GPU)")
+    ap.add_argument("--smoke", action="store_true", help="20,000 rows and 2 rounds: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.rounds = 20_000, 2
 
-    import cupy
+    import dask.config
     import numpy as np
 
     import daskgb
-    from daskgb import booster, external, grower, sampling
-    from daskgb.backend import cupy_backend as cb
+    from daskgb import sampling
+    from daskgb.backend import get_backend, resolve_device
+    from daskgb.ellpack import pages
+    from daskgb.growth import host as host_growth
+    from daskgb.training import gradients, rounds
     from synthetic import make_higgs
 
-    X, y = make_higgs(cupy, args.rows, 2020)
-    X, y = X.get(), y.get()
-    ell_bytes = daskgb.QuantileMatrix(X[:1_000_000], y[:1_000_000], device="cuda").ellpack.nbytes * args.rows / 1e6
+    device = resolve_device(args.device)
+    backend = get_backend(device)
+    xp = backend.xp
+    on_gpu = xp is not np
+
+    def sync():
+        if on_gpu:
+            xp.cuda.runtime.deviceSynchronize()
+
+    X, y = make_higgs(xp, args.rows, 2020)
+    if on_gpu:  # the rows wait in host memory: only pages go to the GPU
+        X, y = X.get(), y.get()
+    sample = min(args.rows, 1_000_000)
+    ell_bytes = daskgb.QuantileMatrix(X[:sample], y[:sample], device=device).ellpack.nbytes * args.rows / sample
     budget = int(ell_bytes / args.times)
     t = time.perf_counter()
-    m = daskgb.QuantileMatrix(X, y, device="cuda", device_memory_budget=budget)
-    cupy.cuda.runtime.deviceSynchronize()
+    m = daskgb.QuantileMatrix(X, y, device=device, device_memory_budget=budget)
+    sync()
     print(f"{args.rows:,} rows: {m.ellpack.n_pages} pages, budget {budget / 2**20:.1f} MiB, "
           f"quantised in {time.perf_counter() - t:.2f} s", flush=True)
 
-    # Copy bandwidth of one page, from its (pinned) host memory and from a pageable copy.
-    words = m.ellpack._pages[0].words
-    pageable = np.array(words)
-    for name, host in (("page memory", words), ("pageable", pageable)):
-        d = cupy.asarray(host)
-        cupy.cuda.runtime.deviceSynchronize()
-        t = time.perf_counter()
-        for _ in range(10):
-            d.set(host)
-        cupy.cuda.runtime.deviceSynchronize()
-        print(f"host to device from {name}: {10 * host.nbytes / (time.perf_counter() - t) / 1e9:.1f} GB/s "
-              f"({host.nbytes / 2**20:.1f} MiB a copy)", flush=True)
+    if on_gpu:  # copy bandwidth of one page, from its (page-locked) host memory and from a pageable copy
+        words = m.ellpack._pages[0].words
+        pageable = np.array(words)
+        for name, host in (("page memory", words), ("pageable", pageable)):
+            d = xp.asarray(host)
+            sync()
+            t = time.perf_counter()
+            for _ in range(10):
+                d.set(host)
+            sync()
+            print(f"host to device from {name}: {10 * host.nbytes / (time.perf_counter() - t) / 1e9:.1f} GB/s "
+                  f"({host.nbytes / 2**20:.1f} MiB a copy)", flush=True)
 
     totals, calls = collections.Counter(), collections.Counter()
 
@@ -66,37 +89,43 @@ def main():
 
         @functools.wraps(fn)
         def wrapper(*a, **k):
-            cupy.cuda.runtime.deviceSynchronize()
+            sync()
             t0 = time.perf_counter()
             out = fn(*a, **k)
-            cupy.cuda.runtime.deviceSynchronize()
+            sync()
             totals[label or name] += time.perf_counter() - t0
             calls[label or name] += 1
             return out
         setattr(owner, name, wrapper)
 
-    timed(external, "compact_rows")
-    timed(booster, "add_tree_binned")
-    timed(booster, "grow_forest")
-    timed(booster, "mvs_sample")
-    timed(sampling, "mvs_threshold")
-    timed(cb, "prepare_gradients")
-    timed(grower._Growth, "_histograms", "streamed histograms")
-    timed(grower._Growth, "_apply_pending", "streamed partitions")
-    timed(external.PagedEllpack, "page", "page copies (overlapped)")
-    external.COMPACT_SAMPLED = args.path == "compact"
-    params = {"objective": "binary:logistic", "max_depth": 8, "eta": 0.1, "device": "cuda"}
+    # Where training/rounds.py and training/gradients.py call them (they import the names).
+    timed(rounds, "compact_rows")
+    timed(rounds, "add_tree_binned")
+    timed(host_growth, "grow_forest")
+    if on_gpu:
+        from daskgb.growth import device as device_growth
+
+        timed(device_growth, "grow_forest")
+    timed(gradients, "mvs_sample")
+    timed(sampling, "_threshold", "mvs_threshold")
+    timed(backend, "prepare_gradients")
+    timed(host_growth._Growth, "_histograms", "streamed histograms")
+    timed(host_growth._Growth, "_apply_pending", "streamed partitions")
+    timed(pages.PagedEllpack, "page", "page copies (overlapped)" if on_gpu else "pages")
+    dask.config.set({"daskgb.training.compact-sampled-pages": args.path == "compact"})
+    params = {"objective": "binary:logistic", "max_depth": 8, "eta": 0.1, "device": device}
     if args.rate < 1:
         params.update(subsample=args.rate, sampling_method="gradient_based")
     daskgb.train(params, m, 2, verbose_eval=False)
     totals.clear()
     calls.clear()
-    cupy.cuda.runtime.deviceSynchronize()
+    sync()
     t = time.perf_counter()
-    daskgb.train(params, m, args.rounds, verbose_eval=False)
-    cupy.cuda.runtime.deviceSynchronize()
+    booster = daskgb.train(params, m, args.rounds, verbose_eval=False)
+    sync()
     wall = time.perf_counter() - t
-    print(f"\nrate {args.rate}, path {args.path}: {wall / args.rounds * 1e3:.2f} ms a round ({args.rounds} rounds)")
+    print(f"\nrate {args.rate}, path {booster.attr('training_path')}: {wall / args.rounds * 1e3:.2f} ms a round "
+          f"({args.rounds} rounds)")
     for name, total in totals.most_common():
         print(f"  {name:24s} {total / args.rounds * 1e3:8.2f} ms a round  ({calls[name] / args.rounds:.1f} calls)")
 
