@@ -32,7 +32,8 @@ def main():
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--max-bin", type=int, default=256)
     ap.add_argument("--device", default="auto", help="cuda or cpu (auto: cuda where CuPy sees a GPU)")
-    ap.add_argument("--smoke", action="store_true", help="Higgs-shaped, 2,000 rows, one timed build: that the script runs")
+    ap.add_argument("--smoke", action="store_true",
+                    help="Higgs-shaped, 2,000 rows, one timed build: that the script runs")
     args = ap.parse_args()
     if args.smoke:
         args.sets, args.rows, args.repeats, args.top = "higgs", 2_000, 1, 5
