@@ -22,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 120
+# A GPU run may compile kernels first (NVRTC, once a machine: CuPy caches them on disk).
+GPU_TIMEOUT_S = 240
 
 # (script, arguments, a line its output holds); "{tmp}" is the test's own folder.
 CPU_RUNS = [
@@ -80,12 +82,12 @@ def _id(run) -> str:
     return " ".join([Path(script).stem] + [a for a in args if a != "{tmp}"])
 
 
-def run_script(script: str, args: list, expect: str, tmp_path: Path) -> None:
+def run_script(script: str, args: list, expect: str, tmp_path: Path, timeout: float = TIMEOUT_S) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("MPLBACKEND", "Agg")
     command = [sys.executable, str(ROOT / script)] + [a.replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     said = f"$ {' '.join(command)}\n--- stdout (end)\n{proc.stdout[-3000:]}\n--- stderr (end)\n{proc.stderr[-3000:]}"
     assert proc.returncode == 0, f"exit status {proc.returncode}\n{said}"
     assert expect in proc.stdout, f"the output lacks {expect!r}\n{said}"
@@ -99,7 +101,7 @@ def test_script_runs_on_cpu(run, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("run", GPU_RUNS, ids=[_id(r) for r in GPU_RUNS])
 def test_script_runs_on_gpu(run, tmp_path):
-    run_script(*run, tmp_path)
+    run_script(*run, tmp_path, timeout=GPU_TIMEOUT_S)
 
 
 def test_every_script_is_run():
