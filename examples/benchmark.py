@@ -63,7 +63,7 @@ def spec(name: str, scale: float, airline_rows: int, rows: int | None = None):
 
 
 def make_set(name: str, xp, rows: int | None = None, seed: int = 2017, device: str = "cuda"):
-    """(rows, X, y, qid or None, params) of a set for the developer tools (ci/): the set's rows
+    """(rows, X, y, qid or None, params) of a set for the developer tools (benchmarks/): the set's rows
     (or `rows`; Airline 114M), data on xp's device, its parameters with eta 0.1."""
     n_rows, make, set_params, _ = spec(name, 1.0, 114_000_000, rows)
     X, y, qid = make(xp, n_rows, seed)

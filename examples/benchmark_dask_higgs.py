@@ -19,16 +19,27 @@ import time
 import numpy as np
 
 
-def make_data(client, rows, n_chunks, exact, seed=2017):
-    import cupy
+def make_data(client, rows, n_chunks, exact, seed=2017, device="cuda"):
+    """(X, y) dask arrays of Higgs-shaped rows, persisted on the workers: cupy partitions
+    (numpy ones with device="cpu", for the CPU runs of benchmarks/)."""
     import dask.array as da
     from synthetic import make_higgs
 
     def block(i, n):
-        X, y = make_higgs(cupy, n, seed + i)
+        from daskgb.backend import get_backend
+
+        xp = get_backend(device).xp
+        X, y = make_higgs(xp, n, seed + i)
         if exact:
-            X = cupy.round(cupy.clip(X, -5, 5) * 20) / 20  # <= 201 distinct values per feature
-        return cupy.concatenate([X, y[:, None]], axis=1)
+            X = xp.round(xp.clip(X, -5, 5) * 20) / 20  # <= 201 distinct values per feature
+        return xp.concatenate([X, y[:, None]], axis=1)
+
+    if device == "cpu":
+        meta = np.empty((0, 29), np.float32)
+    else:
+        import cupy
+
+        meta = cupy.empty((0, 29), np.float32)
 
     import dask
     from distributed import wait
@@ -43,8 +54,7 @@ def make_data(client, rows, n_chunks, exact, seed=2017):
     parts = []
     for i, n in enumerate(sizes):
         with dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=False):
-            part = da.from_delayed(dask.delayed(block)(i, n), shape=(n, 29), dtype=np.float32,
-                                   meta=cupy.empty((0, 29), np.float32))
+            part = da.from_delayed(dask.delayed(block)(i, n), shape=(n, 29), dtype=np.float32, meta=meta)
             parts.append(client.persist(part, optimize_graph=False))
     wait(parts)
     Xy = da.concatenate(parts, axis=0)
@@ -65,22 +75,26 @@ def fit_daskgb(client, X, y, args):
     return clf, time.perf_counter() - t
 
 
-def fit_in_process(X, y, args):
+def fit_in_process(X, y, args, device="cuda"):
     """daskgb without Dask on the same rows: QuantileMatrix and train, as fit does them."""
-    import cupy
-
     import daskgb
 
+    def sync():
+        if device == "cuda":
+            import cupy
+
+            cupy.cuda.runtime.deviceSynchronize()
+
     Xh, yh = X.compute(), y.compute()
-    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "max_bin": 256, "device": "cuda"}
-    daskgb.train(params, daskgb.QuantileMatrix(Xh[:200_000], yh[:200_000], device="cuda"), 2)  # warm-up
-    cupy.cuda.runtime.deviceSynchronize()
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "max_bin": 256, "device": device}
+    daskgb.train(params, daskgb.QuantileMatrix(Xh[:200_000], yh[:200_000], device=device), 2)  # warm-up
+    sync()
     t = time.perf_counter()
-    m = daskgb.QuantileMatrix(Xh, yh, device="cuda")
-    cupy.cuda.runtime.deviceSynchronize()
+    m = daskgb.QuantileMatrix(Xh, yh, device=device)
+    sync()
     t1 = time.perf_counter()
     booster = daskgb.train(params, m, args.rounds)
-    cupy.cuda.runtime.deviceSynchronize()
+    sync()
     t2 = time.perf_counter()
     del booster, Xh, yh, m
     return {"fit_s": t2 - t, "quantise_s": t1 - t, "train_s": t2 - t1}

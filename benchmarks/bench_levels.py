@@ -1,7 +1,8 @@
 """Per tree level: the histogram kernel's and the row partition's device time, and the
 histogram's achieved bandwidth against the copy bandwidth measured in the same run.
 
-    python ci/bench_levels.py --data higgs --rows 10500000
+    python benchmarks/bench_levels.py --data higgs --rows 10500000
+    python benchmarks/bench_levels.py --smoke                      # 20,000 rows, one rep
 
 One boosting round is grown as training grows it; every build_histograms and
 apply_splits call of the measured tree is repeated --reps times on the same input
@@ -10,9 +11,9 @@ the table shows medians. Bytes counted for a histogram build are the least it mu
 read: per built row its packed ELLPACK row (the feature group's slots for a dense
 matrix, all slots for a sparse one, once per feature group), its ridx entry (4 B) and
 its float32 gradient pair (8 B), plus the histogram written (16 B per bin).
-The round is grown by grower.grow_forest (the host grower, whose backend calls can be
-timed one by one); the device grower (backend/cuda_growth.py) launches the same
-histogram and partition kernels.
+The round is grown by the host grower (growth/host.py, the setting
+daskgb.training.device-growth off), whose backend calls can be timed one by one; the device
+grower (growth/device.py) launches the same histogram and partition kernels. GPU only.
 """
 
 from __future__ import annotations
@@ -66,25 +67,30 @@ def main():
     ap.add_argument("--threads", type=int, default=None, help="histogram block size")
     ap.add_argument("--sparse-grouped", action="store_true", help="sparse rows: a pass per feature group")
     ap.add_argument("--keep-dense", action="store_true", help="mostly-missing dense input: keep the dense layout")
-    ap.add_argument("--sparse-ratio", type=float, default=None, help="ellpack.SPARSE_BITS_RATIO")
+    ap.add_argument("--sparse-ratio", type=float, default=None, help="ellpack.layout.SPARSE_BITS_RATIO")
+    ap.add_argument("--smoke", action="store_true", help="20,000 rows, one rep: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.reps = 20_000, 1
 
     import cupy
+    import dask.config
 
     import benchmark
 
     import daskgb
     from daskgb.backend import cupy_backend as cb
+    from daskgb.histogram import cuda as histogram
 
     if args.budget is not None:
-        cb.SHARED_BUDGET_BYTES = args.budget
+        histogram.SHARED_BUDGET_BYTES = args.budget
     if args.threads is not None:
-        cb._HIST_THREADS = args.threads
-    cb.SPARSE_ONE_PASS = not args.sparse_grouped
+        histogram._HIST_THREADS = args.threads
+    histogram.SPARSE_ONE_PASS = not args.sparse_grouped
     if args.sparse_ratio is not None:
-        import daskgb.ellpack
+        from daskgb.ellpack import layout
 
-        daskgb.ellpack.SPARSE_BITS_RATIO = args.sparse_ratio
+        layout.SPARSE_BITS_RATIO = args.sparse_ratio
     if args.keep_dense:
         cb.present_counts = lambda X, missing: cupy.full(X.shape[0], X.shape[1])
     n_rows, X, y, qid, params = benchmark.make_set(args.data, cupy, args.rows)
@@ -99,8 +105,7 @@ def main():
     def hist_hook(ell, gpair, part, build_nodes):
         rows = int(part.exact(build_nodes)[:, 1].sum())
         sec = timed(cupy, lambda: real_hist(ell, gpair, part, build_nodes), args.reps)
-        shared, single, _, _ = cb._plan(ell).groups(cb._shared_budget())
-        n_groups = shared.shape[0] + single.shape[0]
+        n_groups = histogram.histogram_setup(ell).n_groups
         row_bytes = ell.row_stride * ell.bits / 8 * (1 if ell.is_dense else n_groups)
         nbytes = rows * (row_bytes + 4 + 8) + len(build_nodes) * int(ell.cuts.total_bins) * 16
         levels.append({"kind": "hist", "nodes": len(build_nodes), "rows": rows, "sec": sec, "bytes": nbytes,
@@ -126,19 +131,17 @@ def main():
         levels.append({"kind": "part", "nodes": len(rest[0]), "rows": rows, "sec": sec})
         return real_apply(ell, part, *rest)
 
-    from daskgb.backend import cuda_growth
-
     cb.build_histograms, cb.apply_splits = hist_hook, apply_hook
-    cuda_growth.ENABLED = False
     try:
-        daskgb.train(params, m, 1, verbose_eval=False)
+        with dask.config.set({"daskgb.training.device-growth": False}):
+            booster = daskgb.train(params, m, 1, verbose_eval=False)
     finally:
         cb.build_histograms, cb.apply_splits = real_hist, real_apply
-        cuda_growth.ENABLED = True
 
     ell = m.ellpack if hasattr(m, "ellpack") else None
-    print(f"{args.data} {n_rows} rows, depth {params['max_depth']}; copy bandwidth {bw / 1e9:.0f} GB/s (read + write); "
-          f"histogram: shared budget {cb._shared_budget()} B, {cb._HIST_THREADS} threads")
+    print(f"{args.data} {n_rows} rows, depth {params['max_depth']}, path {booster.attr('training_path')}; copy "
+          f"bandwidth {bw / 1e9:.0f} GB/s (read + write); histogram: shared budget {histogram._shared_budget()} B, "
+          f"{histogram._HIST_THREADS} threads")
     if ell is not None:
         print(f"ELLPACK {ell.bits} bits x {ell.row_stride} slots, {'dense' if ell.is_dense else 'sparse'}")
     print("| level | kind | nodes | rows | groups | ms | GB/s | of copy bw |")

@@ -1,11 +1,13 @@
 """Where the dense sketch's time goes on the GPU (developer tool).
 
-    python ci/profile_sketch.py --rows 10000000            # Higgs-shaped, 28 features
+    python benchmarks/profile_sketch.py --rows 10000000            # Higgs-shaped, 28 features
+    python benchmarks/profile_sketch.py --smoke                    # 20,000 rows, one timed call
 
-Times sketch.summarize (repeated; medians), with the segmented search as one kernel and
-as the array-step reference in the same run (the cuts must be equal), and profiles one
-call's host side with cProfile: the sketch is a sequence of small CuPy steps, so its host
-time is its time.
+Times sketch.summarize (repeated; medians), with the segmented search as one kernel
+(sketch/cuda.py, the CUDA backend's segmented_searchsorted) and as the array-step reference
+(sketch/reference.py) in the same run (the cuts must be equal), and profiles one call's host
+side with cProfile: the sketch is a sequence of small CuPy steps, so its host time is its time.
+GPU only: the kernel is the subject.
 """
 
 from __future__ import annotations
@@ -27,30 +29,39 @@ def main():
     ap.add_argument("--max-bin", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--smoke", action="store_true", help="20,000 rows, one timed call: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.repeats, args.top = 20_000, 1, 5
 
     import cupy
     import numpy as np
     from synthetic import make_higgs
 
     from daskgb import sketch
+    from daskgb.backend import cupy_backend
+    from daskgb.sketch import reference
 
     X, _ = make_higgs(cupy, args.rows, 1)
     budget = sketch.sketch_budget(args.rows, args.max_bin)
     sketch.summarize(X[:100_000], None, float("nan"), budget)  # compile
 
-    kernel_search = sketch._segmented_searchsorted
+    kernel_search = cupy_backend.segmented_searchsorted
+
+    def steps_search(a, lo, hi, v, max_width, right):
+        return reference.segmented_searchsorted(cupy, a, lo, hi, v, max_width, right)
+
     cuts = {}
 
     def once(how="kernel"):
-        sketch._segmented_searchsorted = (kernel_search if how == "kernel" else
-                                          sketch._segmented_searchsorted_steps)
-        cupy.cuda.runtime.deviceSynchronize()
-        t = time.perf_counter()
-        cuts[how] = sketch.make_cuts(sketch.summarize(X, None, float("nan"), budget), args.max_bin).to(np)
-        took = time.perf_counter() - t
-        sketch._segmented_searchsorted = kernel_search
-        return took
+        cupy_backend.segmented_searchsorted = kernel_search if how == "kernel" else steps_search
+        try:
+            cupy.cuda.runtime.deviceSynchronize()
+            t = time.perf_counter()
+            cuts[how] = sketch.make_cuts(sketch.summarize(X, None, float("nan"), budget), args.max_bin).to(np)
+            return time.perf_counter() - t
+        finally:
+            cupy_backend.segmented_searchsorted = kernel_search
 
     medians = {}
     for how in ("kernel", "steps"):

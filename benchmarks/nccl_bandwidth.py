@@ -1,7 +1,8 @@
 """NCCL allreduce time between GPUs of this host, through CuPy, at histogram-like sizes
 (developer tool: what a tree level's histogram allreduce costs on a machine).
 
-    python ci/nccl_bandwidth.py --gpus 2
+    python benchmarks/nccl_bandwidth.py --gpus 2
+    python benchmarks/nccl_bandwidth.py --smoke                    # the GPUs there are, up to 2; one size
 
 One process per GPU; int64 sums; median of --reps after a warm-up; prints the time and
 the bus bandwidth (NCCL's convention: bytes * 2 * (n - 1) / n / time).
@@ -44,8 +45,14 @@ def main():
     ap.add_argument("--gpus", type=int, default=2)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--sizes", default="114688,1835008,7340032,29360128", help="bytes")
+    ap.add_argument("--smoke", action="store_true", help="up to 2 GPUs (those there are), one size, 2 reps: that "
+                                                          "the script runs")
     args = ap.parse_args()
+    import cupy
     from cupy.cuda import nccl
+
+    if args.smoke:
+        args.gpus, args.reps, args.sizes = min(args.gpus, cupy.cuda.runtime.getDeviceCount()), 2, "114688"
 
     sizes = [int(s) for s in args.sizes.split(",")]
     uid = nccl.get_unique_id()

@@ -1,11 +1,12 @@
 """Determinism across processes (issue 8): the same training run in N fresh processes saves
 byte-identical model files.
 
-    python ci/determinism_runs.py --device cuda --runs 3
+    python benchmarks/determinism_runs.py --device cuda --runs 3
+    python benchmarks/determinism_runs.py --device cpu --smoke     # 2 runs of 2,000 rows, 3 rounds
 
 Each run is its own Python process (fresh CUDA context, fresh kernel cache load, fresh
 memory pool): Higgs-shaped rows made from a fixed seed, gradient-based row sampling and
-column sampling on, 100 rounds; the model is saved and its SHA-256 printed.
+column sampling on, --rounds rounds (100); the model is saved and its SHA-256 printed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 
-def one_run(device: str, rows: int, path: str) -> None:
+def one_run(device: str, rows: int, rounds: int, path: str) -> None:
     import numpy as np
 
     import daskgb
@@ -33,7 +34,7 @@ def one_run(device: str, rows: int, path: str) -> None:
     params = {"objective": "binary:logistic", "max_depth": 8, "eta": 0.1, "subsample": 0.5,
               "sampling_method": "gradient_based", "colsample_bynode": 0.8, "seed": 3, "device": device}
     dtrain = daskgb.QuantileMatrix(X, y, device=device)
-    daskgb.train(params, dtrain, 100, verbose_eval=False).save_model(path)
+    daskgb.train(params, dtrain, rounds, verbose_eval=False).save_model(path)
 
 
 def main():
@@ -41,17 +42,21 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--smoke", action="store_true", help="2 runs of 2,000 rows and 3 rounds: that the script runs")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.rows, args.rounds = 2, 2_000, 3
     if args.one:
-        one_run(args.device, args.rows, args.one)
+        one_run(args.device, args.rows, args.rounds, args.one)
         return
     digests = []
     with tempfile.TemporaryDirectory() as d:
         for i in range(args.runs):
             path = str(Path(d) / f"run{i}.json")
             subprocess.run([sys.executable, __file__, "--device", args.device, "--rows", str(args.rows),
-                            "--one", path], check=True)
+                            "--rounds", str(args.rounds), "--one", path], check=True)
             data = Path(path).read_bytes()
             digests.append(hashlib.sha256(data).hexdigest())
             print(f"run {i + 1}: {len(data):,} bytes, sha256 {digests[-1]}", flush=True)

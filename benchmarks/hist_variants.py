@@ -1,10 +1,12 @@
 """What limits the histogram kernel: the root histogram of Higgs-shaped data timed for
 source variants of kernels/histogram.cu and launch settings (developer tool).
 
-    python ci/hist_variants.py --rows 10500000
+    python benchmarks/hist_variants.py --rows 10500000
+    python benchmarks/hist_variants.py --smoke                     # 20,000 rows, one rep, two configurations
 
 Variants that drop work (no atomics, no adds) give wrong histograms on purpose: they
 show what the remaining work costs. Correct variants are checked against the base.
+The launch settings are daskgb.histogram.cuda's module variables. GPU only.
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
-ADD = ("        if (gh.x != 0) shared_add(g_planes, n_bins, b, gh.x);\n"
-       "        if (gh.y != 0) shared_add(h_planes, n_bins, b, gh.y);")
+ADD = ("    if (gh.x != 0) shared_add(g_planes, n_bins, b, gh.x);\n"
+       "    if (gh.y != 0) shared_add(h_planes, n_bins, b, gh.y);")
 
 
 
 # name: (source transform, bytes per bin, correct)
 VARIANTS = {
     "carry": (lambda s: s, 16, True),
-    "no_add": (lambda s: s.replace(ADD, "        if ((unsigned)(gh.x ^ gh.y) == 0x12345u) g_planes[b] = 1u;"),
+    "no_add": (lambda s: s.replace(ADD, "    if ((unsigned)(gh.x ^ gh.y) == 0x12345u) g_planes[b] = 1u;"),
                16, False),
 }
 
@@ -33,7 +35,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_500_000)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--smoke", action="store_true", help="20,000 rows, one rep, the base configurations: that the "
+                                                          "script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.reps = 20_000, 1
 
     import cupy
     import numpy as np
@@ -41,6 +47,7 @@ def main():
     import daskgb
     from daskgb.backend import cupy_backend as cb
     from daskgb.backend import kernels
+    from daskgb.histogram import cuda as histogram
     from synthetic import make_higgs
 
     X, y = make_higgs(cupy, args.rows, 2017)
@@ -65,12 +72,12 @@ def main():
 
     def run(variant, budget, threads, nodes_part, nodes, slots=8):
         transform, bin_bytes, _ = VARIANTS[variant]
-        cb._BIN_BYTES = bin_bytes
+        histogram._BIN_BYTES = bin_bytes
         kernels.load_source = lambda name: transform(real_source(name)) if name == "histogram.cu" else real_source(name)
         kernels._cache.clear()
-        cb._functions.clear()
-        ell.__dict__.pop("_cuda_plan", None)  # its feature groups depend on the bytes per bin
-        cb.SHARED_BUDGET_BYTES, cb._HIST_THREADS, cb._SLOTS_PER_THREAD = budget, threads, slots
+        kernels._functions.clear()
+        ell.__dict__.pop("_cuda_hist_setup", None)  # its feature groups depend on the bytes per bin
+        histogram.SHARED_BUDGET_BYTES, histogram._HIST_THREADS, histogram._SLOTS_PER_THREAD = budget, threads, slots
         try:
             out = cb.build_histograms(ell, fixed, nodes_part, nodes)
             times = []
@@ -91,10 +98,10 @@ def main():
     print("| variant | budget | threads | slots/thread | root ms | Gitems/s | deep ms | correct |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     base_root = base_deep = None
-    configs = [(v, None, 1024, 8) for v in VARIANTS] + [
+    configs = [(v, None, 1024, 8) for v in VARIANTS] + ([] if args.smoke else [
         ("carry", b, t, sl) for b, t, sl in
         ((None, 1024, 4), (None, 1024, 16), (None, 1024, 32), (None, 512, 8), (96 * 1024, 1024, 8),
-         (96 * 1024, 1024, 16), (96 * 1024, 512, 8), (48 * 1024, 512, 8), (48 * 1024, 1024, 8))]
+         (96 * 1024, 1024, 16), (96 * 1024, 512, 8), (48 * 1024, 512, 8), (48 * 1024, 1024, 8))])
     for variant, budget, threads, slots in configs:
         ms, root = run(variant, budget, threads, part, [0], slots)
         ms_deep, dh = run(variant, budget, threads, deep, deep_nodes, slots)

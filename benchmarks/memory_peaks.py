@@ -1,10 +1,12 @@
 """Where daskgb's peak device memory comes from (developer tool).
 
-    python ci/memory_peaks.py --data higgs
+    python benchmarks/memory_peaks.py --data higgs
+    python benchmarks/memory_peaks.py --smoke                  # 2,000 rows, 2 rounds
 
-Tracks the bytes in live CuPy arrays (the memory pool's used bytes) through building
-the QuantileMatrix and a few training rounds, and prints the peak of each phase with
-the allocation that reached it (its Python stack) and what was live then.
+Tracks the bytes in live CuPy arrays (the memory pool's used bytes, plus the blocks
+training's CUDA graphs hold in pools of their own: growth/graphs.py graph_memory_bytes)
+through building the QuantileMatrix and a few training rounds, and prints the peak of each
+phase with the allocation that reached it (its Python stack) and what was live then. GPU only.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ def main():
     ap.add_argument("--data", default="higgs", help="a set of examples/benchmark.py")
     ap.add_argument("--rows", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="2,000 rows and 2 rounds: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.rounds = 2_000, 2
 
     import benchmark
     import cupy
@@ -31,7 +36,7 @@ def main():
     import daskgb
 
     n_rows, X, y, qid, params = benchmark.make_set(args.data, cupy, args.rows)
-    from daskgb.backend.cuda_growth import graph_memory_bytes
+    from daskgb.growth.graphs import graph_memory_bytes
 
     pool = cupy.get_default_memory_pool()
 
@@ -60,8 +65,8 @@ def main():
     report("QuantileMatrix", h)
     print(f"  ELLPACK {m.ellpack.nbytes / 2**30:.3f} GiB ({m.ellpack.bits} bits x {m.ellpack.row_stride})")
     with Peak() as h:
-        daskgb.train(params, m, args.rounds, verbose_eval=False)
-    report(f"train {args.rounds} rounds", h)
+        booster = daskgb.train(params, m, args.rounds, verbose_eval=False)
+    report(f"train {args.rounds} rounds ({booster.attr('training_path')})", h)
 
 
 if __name__ == "__main__":

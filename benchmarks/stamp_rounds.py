@@ -1,12 +1,14 @@
 """A device timeline of each rank's rounds on a LocalCUDACluster (developer tool, GPUs).
 
-    python ci/stamp_rounds.py --workers 4 --rows-per-worker 10000000 --rounds 300
+    python benchmarks/stamp_rounds.py --workers 4 --rows-per-worker 10000000 --rounds 300
+    python benchmarks/stamp_rounds.py --smoke                      # 1 worker, 20,000 rows, 10 rounds
 
 Training runs as it does for a user (rounds queued ahead of the host, each replayed as a
-CUDA graph), with a clock whose every phase mark (daskgb/phases.py: before a histogram,
-before an allreduce, after it, at a tree's end; plus the round's start and the graph's
-launch) is a one-thread kernel writing the GPU's %globaltimer into a device buffer. A mark
-inside a graph is a kernel node of it, so every replay stamps. Nothing waits on the host.
+CUDA graph: the path cuda-graphs of training/plan.py; the path rank 0's booster reports is
+printed), with a clock whose every phase mark (daskgb/phases.py: before a histogram, before
+an allreduce, after it, at a tree's end; plus the round's start and the graph's launch) is a
+one-thread kernel writing the GPU's %globaltimer into a device buffer. A mark inside a graph
+is a kernel node of it, so every replay stamps. Nothing waits on the host.
 
 The ranks' clocks are aligned on the allreduces' ends (every rank leaves an allreduce
 within microseconds of the others): each rank's offset is the median difference of its
@@ -66,26 +68,26 @@ class StampClock:
         return self.buf[: 2 * n].get().reshape(-1, 2)
 
 
-def stamped_train(job, root, rank, world, params, dtrain, rounds):
+def stamped_train(job, root, rank, world, options, dtrain):
     """train_on_worker with a StampClock running and rounds still queued and graphed."""
     import cupy
 
-    from daskgb import booster, phases
-    from daskgb.backend import cuda_growth
+    from daskgb import collective, phases
+    from daskgb.dask import plugin
     from daskgb.dask.worker import train_on_worker
-
-    from daskgb import collective
-    from daskgb.dask import worker
+    from daskgb.growth import graphs
+    from daskgb.training.fit import Fit
 
     clock = StampClock()
-    real_gradients, real_queue, real_running = booster._round_gradients, cuda_growth.ForestGraphs.queue, \
-        phases.clock_running
+    real_gradients, real_queue, real_running = Fit.gradients, graphs.ForestGraphs.queue, phases.clock_running
     host = []  # (label, start, end): host seconds of the steps outside the rounds, and each round's start
+    # (A worker gives its device memory back once idle for the setting worker.give-back-after,
+    # after the fit: inside this window only with that setting 0.)
     timed = [(collective.NcclCommunicator, "__init__", "NCCL communicator init"),
              (collective.NcclCommunicator, "close", "NCCL communicator close"),
-             (cuda_growth._ForestGraph, "__init__", "graph capture"),
-             (cuda_growth.ForestGraphs, "close", "graphs close"),
-             (worker, "_give_back_device_memory", "give back device memory")]
+             (graphs._ForestGraph, "__init__", "graph capture"),
+             (graphs.ForestGraphs, "close", "graphs close"),
+             (plugin, "_give_back_device_memory", "give back device memory")]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in timed]
 
     def host_timed(fn, label):
@@ -100,27 +102,27 @@ def stamped_train(job, root, rank, world, params, dtrain, rounds):
     for (owner, name, label), (_, _, fn) in zip(timed, originals):
         setattr(owner, name, host_timed(fn, label))
 
-    def gradients(*a, **k):
+    def gradients(self, *a, **k):
         now = time.perf_counter()
         host.append(("round", now, now))
         clock.mark(ROUND)
-        return real_gradients(*a, **k)
+        return real_gradients(self, *a, **k)
 
     def queue(self, *a, **k):
         clock.mark(LAUNCH)
         return real_queue(self, *a, **k)
 
-    booster._round_gradients, cuda_growth.ForestGraphs.queue = gradients, queue
+    Fit.gradients, graphs.ForestGraphs.queue = gradients, queue
     phases.clock_running = lambda: False  # the clock must not turn queuing and graphs off here
     token = phases._running.set(clock)
     cupy.cuda.runtime.deviceSynchronize()
     t = time.perf_counter()
     try:
-        train_on_worker(job, root, rank, world, params, dtrain, [], rounds, False, None)
+        result = train_on_worker(job, root, rank, world, options, dtrain, [])
         cupy.cuda.runtime.deviceSynchronize()
     finally:
         phases._running.reset(token)
-        booster._round_gradients, cuda_growth.ForestGraphs.queue = real_gradients, real_queue
+        Fit.gradients, graphs.ForestGraphs.queue = real_gradients, real_queue
         phases.clock_running = real_running
         for owner, name, fn in originals:
             setattr(owner, name, fn)
@@ -133,7 +135,9 @@ def stamped_train(job, root, rank, world, params, dtrain, rounds):
     for label, a, b in host:
         if label != "round":
             steps[f"{label} (s)"] = steps.get(f"{label} (s)", 0.0) + (b - a)
-    return {"wall": end - t, "stamps": clock.stamps(), "host": steps}
+    booster = result["booster"]
+    return {"wall": end - t, "stamps": clock.stamps(), "host": steps,
+            "path": None if booster is None else booster.attr("training_path")}
 
 
 def analyse(per_rank: list[np.ndarray], rounds: int, skip: int = 5) -> None:
@@ -202,13 +206,17 @@ def main():
     ap.add_argument("--workers", default="1,4", help="worker counts, one cluster each")
     ap.add_argument("--rows-per-worker", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--smoke", action="store_true", help="1 worker, 20,000 rows, 10 rounds: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.workers, args.rows_per_worker, args.rounds = "1", 20_000, 10
     from benchmark_dask_higgs import make_data
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
     import daskgb.dask as dgb
     from daskgb.dask.worker import start_collective
+    from daskgb.training import TrainingOptions
 
     for workers in [int(w) for w in args.workers.split(",")]:
         devices = ",".join(str(i) for i in range(workers))
@@ -217,16 +225,18 @@ def main():
             dtrain = dgb.DaskQuantileMatrix(client, X, y)
             params = {"objective": "binary:logistic", "max_depth": 8, "eta": 0.1, "device": "cuda"}
             dgb.train(client, params, dtrain, 3, verbose_eval=False)  # warm up
+            options = TrainingOptions.create(params, args.rounds, verbose_eval=False, has_evals=False)
+            options = options.for_workers("cuda")
             job = uuid.uuid4().hex
             root = client.submit(start_collective, job, workers=[dtrain.workers[0]], pure=False).result()
-            futs = [client.submit(stamped_train, job, root, r, len(dtrain.workers), params, dtrain._local[a],
-                                  args.rounds, workers=[a], pure=False)
+            futs = [client.submit(stamped_train, job, root, r, len(dtrain.workers), options, dtrain._local[a],
+                                  workers=[a], pure=False)
                     for r, a in enumerate(dtrain.workers)]
             results = client.gather(futs)
             walls = [res["wall"] for res in results]
             print(f"\n## {workers} worker(s), {args.rows_per_worker * workers:,} rows, {args.rounds} rounds: "
                   f"wall {statistics.median(walls):.3f} s ({1e3 * statistics.median(walls) / args.rounds:.2f} ms "
-                  "a round)")
+                  f"a round), path {results[0]['path']}")
             for r, res in enumerate(results):
                 print(f"rank {r} host: " + ", ".join(f"{k} {v:.4f}" for k, v in res["host"].items() if v is not None))
             analyse([res["stamps"] for res in results], args.rounds)

@@ -1,7 +1,8 @@
-"""Where building a QuantileMatrix takes its time on the GPU, against XGBoost's QuantileDMatrix
-on the same data in the same run (developer tool).
+"""Where building a QuantileMatrix takes its time (on the GPU, or the numpy path on the CPU), against
+XGBoost's QuantileDMatrix on the same data in the same run (developer tool).
 
-    python ci/profile_quantise.py --sets higgs,bosch,ranking --repeats 3
+    python benchmarks/profile_quantise.py --sets higgs,bosch,ranking --repeats 3
+    python benchmarks/profile_quantise.py --device cpu --smoke      # Higgs-shaped, 2,000 rows, one build
 
 For each set (examples/benchmark.py's data): the median wall time of daskgb.QuantileMatrix
 and of xgboost.QuantileDMatrix (when xgboost is installed) over --repeats builds, after an
@@ -30,12 +31,20 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--max-bin", type=int, default=256)
+    ap.add_argument("--device", default="auto", help="cuda or cpu (auto: cuda where CuPy sees a GPU)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="Higgs-shaped, 2,000 rows, one timed build: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.sets, args.rows, args.repeats, args.top = "higgs", 2_000, 1, 5
 
-    import cupy
-    from benchmark import make_set
+    from benchmark import make_set, release, sync
 
     import daskgb
+    from daskgb.backend import get_backend, resolve_device
+
+    device = resolve_device(args.device)
+    xp = get_backend(device).xp
 
     try:
         import xgboost as xgb
@@ -43,20 +52,20 @@ def main():
         xgb = None
 
     def timed(build):
-        cupy.cuda.runtime.deviceSynchronize()
+        sync(xp)
         t = time.perf_counter()
         m = build()
-        cupy.cuda.runtime.deviceSynchronize()
+        sync(xp)
         took = time.perf_counter() - t
         del m
-        cupy.get_default_memory_pool().free_all_blocks()
+        release(xp)
         return took
 
     rows = []
     for name in args.sets.split(","):
-        n, X, y, qid, _ = make_set(name, cupy, args.rows)
+        n, X, y, qid, _ = make_set(name, xp, args.rows, device=device)
         kw = {} if qid is None else {"qid": qid}
-        ours = lambda: daskgb.QuantileMatrix(X, y, max_bin=args.max_bin, **kw)  # noqa: E731
+        ours = lambda: daskgb.QuantileMatrix(X, y, max_bin=args.max_bin, device=device, **kw)  # noqa: E731
         timed(ours)  # compile
         t_ours = statistics.median(timed(ours) for _ in range(args.repeats))
         t_xgb = theirs = None
@@ -77,7 +86,7 @@ def main():
         stats.sort_stats("cumulative").print_stats(args.top)
         stats.sort_stats("tottime").print_stats(args.top)
         X = y = qid = ours = theirs = None  # free the set before the next
-        cupy.get_default_memory_pool().free_all_blocks()
+        release(xp)
 
     print("| set | rows x features | daskgb QuantileMatrix | XGBoost QuantileDMatrix | ratio |")
     print("| --- | --- | --- | --- | --- |")

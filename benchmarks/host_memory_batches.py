@@ -1,7 +1,8 @@
 """Host memory of QuantileMatrix.from_batches beside its pages (developer tool).
 
-    python ci/host_memory_batches.py --rows 40000000 --batch-rows 2000000 --features 1
-    python3 ci/host_memory_batches.py --device cuda --rows 200000000 --batch-rows 20000000 --features 28
+    python benchmarks/host_memory_batches.py --rows 40000000 --batch-rows 2000000 --features 1
+    python3 benchmarks/host_memory_batches.py --device cuda --rows 200000000 --batch-rows 20000000 --features 28
+    python benchmarks/host_memory_batches.py --smoke            # 20,000 rows in 10 batches
 
 Makes each batch as it is asked for (on the device on a GPU), so that the only lasting host
 bytes are the library's: the pages and the labels. Prints the peak and the held bytes of
@@ -28,7 +29,10 @@ def main():
     ap.add_argument("--features", type=int, default=1, help="few features: the labels outweigh the pages")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--budget-fraction", type=float, default=1 / 3, help="the device budget over the pages' bytes")
+    ap.add_argument("--smoke", action="store_true", help="20,000 rows in batches of 2,000: that the script runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.batch_rows = 20_000, 2_000
 
     import daskgb
     from daskgb.backend import get_backend, resolve_device
