@@ -10,7 +10,7 @@ iteration (the model's JSON without its parameters, so that nothing but the tree
 Run it on the code before and after a change and compare the outputs; the lines must be
 equal. ``--dask`` adds configurations on a 2-worker LocalCluster (CPU).
 
-    python ci/model_digests.py [--device cpu|cuda] [--dask] > digests.txt
+    python benchmarks/model_digests.py [--device cpu|cuda] [--dask] > digests.txt
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
 // Shared-memory bins sum int64 values exactly with 32-bit shared atomics, as two planes
 // per value: the low word, whose atomic returns the old value so that a wrap carries
 // one into the high word, exact in any order -- XGBoost's way (XGBOOST_GPU_NOTES §3)
-// rather than 64-bit shared atomics. (Measured, ci/hist_variants.py: three
+// rather than 64-bit shared atomics. (Measured, benchmarks/hist_variants.py: three
 // fire-and-forget planes per value -- the high word and the low word's 16-bit halves --
 // were slower.)
 constexpr int kPlanes = 2;

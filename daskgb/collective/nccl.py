@@ -4,7 +4,7 @@ NCCL communicators kept between fits, one per device: a fit on the same worker p
 and devices, in the same rank order, takes the communicator the last one left instead of
 making its own. On 4 x H200 a fit otherwise paid ~75 ms of ncclCommInitRank, ~0.3 s of
 connections made at its first collectives and ~0.45 s of ncclCommDestroy
-(ci/stamp_rounds.py), most of a short fit's multi-GPU overhead. A communicator is kept
+(benchmarks/stamp_rounds.py), most of a short fit's multi-GPU overhead. A communicator is kept
 only after a fit that ended cleanly; one that was interrupted or aborted is never
 reused. The daskgb setting ``collective.keep-nccl`` false (or DASKGB_KEEP_NCCL=0) destroys
 each fit's communicator at its end; release_kept_nccl() frees the kept ones (their buffers

@@ -6,7 +6,7 @@ with the worker (CollectiveState.close). The collectives find it through the wor
 on (``state_of``), not through an argument, so that one job's start_root, connect and
 stop_root use the same state whoever calls them. Where there is no worker (collectives run
 from a plain thread with ``loop=``) or the worker has no such plugin (tasks that call the
-collectives themselves, as tests and ci/ scripts do), the process's own state serves; it
+collectives themselves, as tests and benchmarks/ scripts do), the process's own state serves; it
 lives as long as the process. This package never imports the Dask layer: the plugin is
 found by name on the worker.
 """

@@ -67,7 +67,7 @@ class WorkerState:
     def give_back_device_memory_when_idle(self) -> None:
         """_give_back_device_memory once no daskgb task has started on this worker for the
         setting worker.give-back-after (2 s by default; 0: at once), not as the fit ends: on Higgs
-        10.5M (H100, ci/dask_overhead.py) giving back took 0.08-0.14 s of each fit, and
+        10.5M (H100, benchmarks/dask_overhead.py) giving back took 0.08-0.14 s of each fit, and
         daskgb.dask.train went from 2.96-3.02 s to 2.91 s (a plain worker task training the same
         rows: 2.78-2.91 s). Back-to-back fits (a parameter search) keep the pool's blocks; an idle
         worker still returns what a fit cached."""

@@ -29,7 +29,7 @@ _CHILDREN = ("children_histograms",)
 # per-block reservation; 113 KiB on an H100 or H200). More than 48 KiB needs
 # max_dynamic_shared_size_bytes (set below). A larger budget means fewer feature groups
 # (each re-reads its rows' ids and gradients) but fewer blocks per SM: measured with
-# ci/setting_sweep.py (H200, ms a round), two blocks per SM against one (227 KiB): Year
+# benchmarks/setting_sweep.py (H200, ms a round), two blocks per SM against one (227 KiB): Year
 # 1.77 against 2.03, ranking 10.38 against 11.93, Bosch 8.95 against 9.14, Higgs 6.44
 # against 6.43 (one group either way); three or four blocks per SM were slower on all four.
 SHARED_BUDGET_BYTES = None

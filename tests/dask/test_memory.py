@@ -4,7 +4,7 @@ key stays in a worker's memory once a fit (or a failed fit) is over.
 Resident set size is not asserted on: Dask's own bounded bookkeeping (the profiler's
 history above all) grows it for the first hour of a worker's life, fit or no fit. What a
 fit could leak is daskgb's: matrices, boosters, trees, communicators, arrays held by them.
-ci/repeated_fits.py prints the memory figures over 100 fits (device memory on GPUs).
+benchmarks/repeated_fits.py prints the memory figures over 100 fits (device memory on GPUs).
 """
 
 from __future__ import annotations
