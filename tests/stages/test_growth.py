@@ -1,4 +1,4 @@
-"""The growth stage (daskgb/growth/): the driver's order and limits, device growth against host growth, queued rounds, CUDA graphs.
+"""The growth stage (daskgb/growth/): the driver, device against host growth, queued rounds, CUDA graphs.
 
 driver.py decides which nodes split (depthwise a level at a time in id order, lossguide the
 largest loss change first, both within max_leaves); host.py grows trees by host-decided

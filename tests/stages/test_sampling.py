@@ -1,4 +1,4 @@
-"""The sampling stage (daskgb/sampling/): the uniform draw, gradient-based (minimal variance) sampling's threshold and draws, and training with it.
+"""The sampling stage (daskgb/sampling/): uniform and gradient-based (minimal variance) draws, and training with them.
 
 Tests taking `xp` or `backend` (tests/stages/conftest.py) run on numpy everywhere and on
 CuPy on a GPU, against what the draws must give (the target sample, unbiased sums, a

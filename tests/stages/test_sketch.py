@@ -1,4 +1,4 @@
-"""The sketch stage (daskgb/sketch/): exact summaries, merge, prune, error bounds, the segmented search, and cuts against XGBoost.
+"""The sketch stage (daskgb/sketch/): summaries, merge, prune, error bounds, the segmented search, cuts vs XGBoost.
 
 Tests taking `xp` (tests/stages/conftest.py: the backend's array module) run on numpy
 everywhere and on CuPy on a GPU; the kernel of the segmented search is compared with the
@@ -550,7 +550,7 @@ def test_segmented_searchsorted_is_searchsorted_in_each_run(backend, xp, right, 
     a, lo, hi, v, width = segmented_queries(np.random.default_rng(21 + right), dtype)
     got = backend.segmented_searchsorted(xp.asarray(a), xp.asarray(lo), xp.asarray(hi), xp.asarray(v), width, right)
     side = "right" if right else "left"
-    brute = np.array([l + np.searchsorted(a[l:h], x, side=side) for l, h, x in zip(lo, hi, v)])
+    brute = np.array([start + np.searchsorted(a[start:end], x, side=side) for start, end, x in zip(lo, hi, v)])
     np.testing.assert_array_equal(to_host(got), brute)
 
 
