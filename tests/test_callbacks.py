@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import daskgb
-from daskgb.sampling import row_sample
 from daskgb.callback import EarlyStopping, EvaluationMonitor, LearningRateScheduler, TrainingCallback
 
 xgb = pytest.importorskip("xgboost")
@@ -128,18 +127,6 @@ def test_estimators_take_early_stopping_and_callbacks():
 
 
 # --------------------------------------------------------------------------- subsample
-def test_row_sample_is_a_fair_deterministic_hash():
-    m = row_sample(np, 200_000, 0, seed=7, tree=3, rate=0.3)
-    assert m.dtype == np.float32 and abs(m.mean() - 0.3) < 0.005
-    np.testing.assert_array_equal(m, row_sample(np, 200_000, 0, seed=7, tree=3, rate=0.3))
-    # a row's draw depends on its global index only, not on where a shard starts
-    np.testing.assert_array_equal(m[1000:3000], row_sample(np, 2000, 1000, seed=7, tree=3, rate=0.3))
-    other_tree = row_sample(np, 200_000, 0, seed=7, tree=4, rate=0.3)
-    other_seed = row_sample(np, 200_000, 0, seed=8, tree=3, rate=0.3)
-    for o in (other_tree, other_seed):  # independent draws: overlap ~ 0.3 * 0.3
-        assert abs((m * o).mean() - 0.09) < 0.005
-
-
 def test_subsample_trains_on_a_fraction_of_rows():
     X, y, Xv, yv, d, dv = matrices(7)
     full = daskgb.train({**PARAMS, "device": "cpu"}, d, 10)

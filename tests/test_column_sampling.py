@@ -130,45 +130,6 @@ def test_bad_rates(name, value):
         daskgb.train({name: value}, daskgb.QuantileMatrix(X, y), 1)
 
 
-def test_masked_evaluation_equals_evaluating_the_allowed_features_alone():
-    """split.evaluate_splits with a (k, F) mask scans only the allowed features: each node's
-    result must equal an unmasked evaluation of a histogram holding just its allowed features."""
-    from daskgb import split
-
-    rng = np.random.default_rng(8)
-    n_features, k = 7, 12
-    n_bins = rng.integers(1, 9, n_features)
-    ptrs = np.concatenate([[0], np.cumsum(n_bins)])
-    values = np.concatenate([np.sort(rng.choice(50, b, replace=False)) for b in n_bins]).astype(np.float32)
-    min_values = (values[ptrs[:-1]] - 1).astype(np.float32)
-    hist = np.stack([rng.normal(size=(k, ptrs[-1])), rng.uniform(0.5, 3, (k, ptrs[-1]))], axis=-1)
-    parent = hist[:, : ptrs[1]].sum(axis=1)
-    parent[::2] += [0.7, 2.0]  # missing values in half of the nodes
-    mask = rng.random((k, n_features)) < 0.4
-    mask[0] = False
-    p = split.SplitParams(reg_lambda=0.5, min_child_weight=0.5)
-    rec, left, right = split.evaluate_splits(np, hist, parent, np.ones(2), ptrs, values, min_values, p, mask)
-    for i in range(k):
-        fs = np.flatnonzero(mask[i])
-        if fs.size == 0:
-            assert rec["feature"][i] == -1 and rec["gain"][i] == 0
-            continue
-        bins = np.concatenate([np.arange(ptrs[f], ptrs[f + 1]) for f in fs])
-        sub_ptrs = np.concatenate([[0], np.cumsum(n_bins[fs])])
-        r, lft, rgt = split.evaluate_splits(np, hist[i : i + 1, bins], parent[i : i + 1], np.ones(2), sub_ptrs,
-                                            values[bins], min_values[fs], p)
-        expect_feature = fs[r["feature"][0]] if r["feature"][0] >= 0 else -1
-        assert rec["feature"][i] == expect_feature, i
-        for name in ("gain", "left_grad", "left_hess", "right_grad", "right_hess"):
-            assert rec[name][i] == r[name][0], (i, name)
-        if expect_feature >= 0:
-            for name in ("bin", "default_left", "threshold"):
-                assert rec[name][i] == r[name][0], (i, name)
-            np.testing.assert_array_equal(left[i], lft[0])
-            np.testing.assert_array_equal(right[i], rgt[0])
-    assert (rec["feature"] >= 0).sum() >= k // 2
-
-
 def test_multiclass_trees_draw_their_own_sets():
     X, _ = make(9)
     y = np.digitize(np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]), [-1, 0, 1]).astype(np.float32)

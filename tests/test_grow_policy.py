@@ -2,7 +2,7 @@
 
 Trees must equal XGBoost's node for node (same node ids, so the same expansion
 order; same split features) and predictions agree to 1e-5. The driver's order
-and limits are also tested on their own.
+and limits are tested on their own in tests/stages/test_growth.py.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import pytest
 from exact_data import make_data, xgb_trees
 
 import daskgb
-from daskgb.layouts import SPLIT_DTYPE
-from daskgb.growth.driver import Candidate, Driver
-from daskgb.split import SplitParams
 
 xgb = pytest.importorskip("xgboost")
 
@@ -70,44 +67,6 @@ def test_lossguide_default_depth_is_six_as_in_xgboost():
     bx = xgb.train({"grow_policy": "lossguide", "tree_method": "hist", "nthread": 1}, xgb.DMatrix(X, y), 3)
     assert max(int(t.depth.max()) for t in ours.trees) == 6
     assert_same_structure(bx, ours, "lossguide defaults")
-
-
-class _Evaluation:
-    """Stands in for the grower's evaluation: the driver reads only its split records."""
-
-    def __init__(self, recs):
-        self.recs = recs
-
-
-def _cand(nid, depth, gain, feature=0):
-    rec = np.zeros(1, dtype=SPLIT_DTYPE)
-    rec["gain"], rec["feature"], rec["left_hess"], rec["right_hess"] = gain, feature, 1.0, 1.0
-    return Candidate(nid, depth, float(rec["gain"][0]), (_Evaluation(rec), 0))
-
-
-def test_lossguide_pops_the_largest_loss_change_first_ties_to_the_older_node():
-    d = Driver("lossguide", 0, 0, SplitParams())
-    d.push([_cand(3, 2, 0.5), _cand(1, 1, 2.0), _cand(4, 2, 2.0), _cand(2, 1, 1e-7)])  # 1e-7: below RT_EPS
-    assert [d.pop()[0].nid for _ in range(3)] == [1, 4, 3]
-    assert d.pop() == []
-    assert d.num_leaves == 4
-
-
-def test_lossguide_invalid_top_ends_the_tree():
-    # gamma (min_split_loss) 1.0: the best candidate fails it, and so does everything behind it.
-    d = Driver("lossguide", 0, 0, SplitParams(min_split_loss=1.0))
-    d.push([_cand(1, 1, 0.9), _cand(2, 1, 0.5)])
-    assert d.pop() == [] and d.pop() == []
-
-
-def test_depthwise_pops_a_level_in_id_order_within_max_leaves():
-    d = Driver("depthwise", 0, 4, SplitParams())
-    d.push([_cand(6, 2, 1.0), _cand(3, 2, 3.0), _cand(5, 2, 0.0), _cand(4, 2, 2.0)])  # 5: no gain, not queued
-    assert [c.nid for c in d.pop()] == [3, 4, 6]
-    assert d.num_leaves == 4
-    assert not d.child_valid(_cand(3, 2, 3.0))  # the leaf budget is spent
-    d = Driver("depthwise", 3, 0, SplitParams())
-    assert d.child_valid(_cand(1, 1, 1.0)) and not d.child_valid(_cand(3, 2, 1.0))
 
 
 def test_max_leaves_one_is_a_stump_of_one_leaf():

@@ -1,4 +1,8 @@
-"""Out-of-core matrices (ellpack/pages.py): pages in host memory or spill files train the in-core model."""
+"""Out-of-core matrices (daskgb/ellpack/pages.py): pages in host memory or spill files train the in-core model.
+
+Tests taking `backend` (tests/stages/conftest.py) quantise and gather pages on every backend
+(numpy in CI, CuPy too on a GPU) against the same rows quantised in core.
+"""
 
 from __future__ import annotations
 
@@ -303,10 +307,9 @@ def test_a_gpu_matrix_the_estimate_doubts_but_that_fits_stays_in_core_and_says_n
     np.testing.assert_array_equal(unpacked(m.ellpack), unpacked(whole.ellpack))
 
 
-def test_the_budget_can_be_chosen_once_the_rows_are_counted():
+def test_the_budget_can_be_chosen_once_the_rows_are_counted(backend):
     """quantise_blocks(budget_for=...) learns the row count on its first pass and pages under
     the budget it returns (from_batches' automatic paging on a GPU), or stays in core."""
-    from daskgb.backend import numpy_backend
     from daskgb.ellpack.reference import symbols
     from daskgb.ellpack.pages import quantise_blocks
 
@@ -316,12 +319,32 @@ def test_the_budget_can_be_chosen_once_the_rows_are_counted():
     def blocks():
         return iter([(X[:250], None), (X[250:], None)])
 
-    _, paged = quantise_blocks(numpy_backend, blocks, X.shape[1], np.nan, 256, None,
+    _, paged = quantise_blocks(backend, blocks, X.shape[1], np.nan, 256, None,
                                budget_for=lambda n: seen.append(n) or BUDGET)
-    _, whole = quantise_blocks(numpy_backend, blocks, X.shape[1], np.nan, 256, None, budget_for=lambda n: None)
+    _, whole = quantise_blocks(backend, blocks, X.shape[1], np.nan, 256, None, budget_for=lambda n: None)
     assert seen == [len(X)] and isinstance(paged, PagedEllpack) and not isinstance(whole, PagedEllpack)
     rows = [symbols(paged.page(i, np)) for i in range(paged.n_pages)]
-    np.testing.assert_array_equal(np.concatenate(rows), symbols(whole))
+    np.testing.assert_array_equal(np.concatenate(rows), symbols(whole.to(np)))
+
+
+def test_compact_rows_are_those_rows_of_the_whole_matrix(backend, xp):
+    """compact_rows gathers sampled rows from each page's packed words (a page with none
+    among them, one row, every row) into an in-core matrix: those rows of the whole one."""
+    from daskgb.ellpack.pages import compact_rows, quantise_blocks
+    from daskgb.ellpack.reference import symbols
+
+    X, _ = make_data(6, "reg:squarederror", True)
+    blocks = lambda: iter([(X, None)])  # noqa: E731
+    _, paged = quantise_blocks(backend, blocks, X.shape[1], np.nan, 256, BUDGET)
+    _, whole = quantise_blocks(backend, blocks, X.shape[1], np.nan, 256, None)
+    assert isinstance(paged, PagedEllpack) and paged.n_pages >= 3
+    _, (a1, _), (a2, b2) = paged.row_ranges[:3]
+    rng = np.random.default_rng(6)
+    rest = np.arange(b2, len(X))
+    rows = np.concatenate([[a1], np.arange(a2, b2), np.sort(rng.choice(rest, rest.size // 3, replace=False))])
+    compact = compact_rows(backend, paged, xp.asarray(rows))
+    assert compact.n_rows == rows.size and (compact.bits, compact.row_stride) == (whole.bits, whole.row_stride)
+    np.testing.assert_array_equal(symbols(compact.to(np)), symbols(whole.to(np))[rows])
 
 
 @pytest.mark.gpu

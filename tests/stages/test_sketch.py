@@ -1,4 +1,9 @@
-"""Tests of daskgb.sketch: exact summaries, merge, prune, error bounds, and cuts against XGBoost."""
+"""The sketch stage (daskgb/sketch/): summaries, merge, prune, error bounds, the segmented search, cuts vs XGBoost.
+
+Tests taking `xp` (tests/stages/conftest.py: the backend's array module) run on numpy
+everywhere and on CuPy on a GPU; the kernel of the segmented search is compared with the
+array steps on a GPU.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daskgb import sketch as sketch_mod
-from daskgb.arrays import cuda_available
+from daskgb.arrays import cuda_available, to_host
 from daskgb.sketch import Cuts, Summary, make_cuts, merge, prune, sketch_budget, summarize, summarize_csr
-
-XP_PARAMS = [pytest.param(np, id="numpy")]
-if cuda_available():
-    import cupy
-
-    XP_PARAMS.append(pytest.param(cupy, id="cupy", marks=pytest.mark.gpu))
-
-
-@pytest.fixture(params=XP_PARAMS)
-def xp(request):
-    return request.param
-
 
 # ----------------------------------------------------------------------------- oracles
 def exact_reference(X, w=None, missing=np.nan):
@@ -535,6 +528,32 @@ def test_containers_move_between_modules(xp):
     assert (back.n_features, back.total_bins, back.max_bins_per_feature) == (3, 24, 8)
 
 
+def segmented_queries(rng, dtype):
+    """Sorted runs (ties, empty runs) concatenated, and queries (run, lo, hi, value) some of
+    which start past their run's beginning or lie outside its values."""
+    sizes = rng.integers(0, 300, 60)
+    sizes[[3, 7, 59]] = 0
+    a = np.concatenate([np.sort(rng.integers(0, 40, s)) for s in sizes]).astype(dtype)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    seg = rng.integers(0, sizes.size, 5000)
+    hi = starts[seg] + sizes[seg]
+    lo = np.minimum(starts[seg] + rng.integers(0, 3, seg.size), hi)
+    v = (rng.integers(-3, 44, seg.size) + rng.choice([0.0, 0.5], seg.size)).astype(dtype)
+    return a, lo, hi, v, int(sizes.max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("right", [True, False], ids=["right", "left"])
+def test_segmented_searchsorted_is_searchsorted_in_each_run(backend, xp, right, dtype):
+    """backend.segmented_searchsorted (what prune's rank queries run) against np.searchsorted
+    run by run: float64 ranks take the CUDA backend's kernel, other types the array steps."""
+    a, lo, hi, v, width = segmented_queries(np.random.default_rng(21 + right), dtype)
+    got = backend.segmented_searchsorted(xp.asarray(a), xp.asarray(lo), xp.asarray(hi), xp.asarray(v), width, right)
+    side = "right" if right else "left"
+    brute = np.array([start + np.searchsorted(a[start:end], x, side=side) for start, end, x in zip(lo, hi, v)])
+    np.testing.assert_array_equal(to_host(got), brute)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("right", [True, False], ids=["right", "left"])
 def test_segmented_search_kernel_equals_the_steps(right):
@@ -543,8 +562,6 @@ def test_segmented_search_kernel_equals_the_steps(right):
     if not cuda_available():
         pytest.skip("needs a CUDA GPU")
     import cupy
-
-    from daskgb.backend import cupy_backend
 
     rng = np.random.default_rng(11 + right)
     sizes = rng.integers(0, 300, 60)

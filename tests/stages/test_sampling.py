@@ -1,4 +1,9 @@
-"""Gradient-based (minimal variance) sampling: the threshold, the draws, and training with it."""
+"""The sampling stage (daskgb/sampling/): uniform and gradient-based (minimal variance) draws, and training with them.
+
+Tests taking `xp` or `backend` (tests/stages/conftest.py) run on numpy everywhere and on
+CuPy on a GPU, against what the draws must give (the target sample, unbiased sums, a
+reproducible hash); tests marked gpu compare the CUDA kernels with the numpy reference.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import numpy as np
 import pytest
 
 import daskgb
+from daskgb.arrays import to_host
 from daskgb.collective import LocalCommunicator, reduce_in_rank_order
 from daskgb.backend import numpy_backend
-from daskgb.sampling import mvs_sample, mvs_threshold, mvs_weights
+from daskgb.sampling import mvs_sample, mvs_threshold, mvs_weights, row_sample
 from daskgb.sampling.reference import SortedRows, regularised_abs_gradient
 
 LOCAL = LocalCommunicator()
@@ -35,18 +41,36 @@ def r_values(kind, n=20_000, seed=0):
 
 @pytest.mark.parametrize("kind", ["lognormal", "ties", "heavy_tail", "equal"])
 @pytest.mark.parametrize("rate", [0.05, 0.3, 0.7])
-def test_threshold_gives_the_target_sample(kind, rate):
+def test_threshold_gives_the_target_sample(xp, kind, rate):
     r = r_values(kind)
     target = rate * r.size
-    mu = mvs_threshold(np, r, target, LOCAL)
+    mu = mvs_threshold(xp, xp.asarray(r), target, LOCAL)
     assert mu > 0.0
     assert expected_sample(r, mu) == pytest.approx(target, rel=1e-9)
 
 
-def test_threshold_keeps_everything_it_can():
-    r = np.array([0.0, 0.0, 1.0, 2.0, 0.0])
-    assert mvs_threshold(np, r, 3.0, LOCAL) == 0.0  # three rows asked for, two with any gradient
-    assert mvs_threshold(np, np.zeros(10), 4.0, LOCAL) == 0.0
+def test_row_sample_is_a_fair_deterministic_hash(xp):
+    """The uniform draw (XGBoost's subsample): each row kept with the rate's probability, by a
+    hash of the seed, the tree and the row's global index alone."""
+
+    def sample(n, first, seed, tree):
+        return to_host(row_sample(xp, n, first, seed=seed, tree=tree, rate=0.3))
+
+    m = sample(200_000, 0, 7, 3)
+    assert m.dtype == np.float32 and abs(m.mean() - 0.3) < 0.005
+    np.testing.assert_array_equal(m, sample(200_000, 0, 7, 3))
+    # a row's draw depends on its global index only, not on where a shard starts
+    np.testing.assert_array_equal(m[1000:3000], sample(2000, 1000, 7, 3))
+    other_tree = sample(200_000, 0, 7, 4)
+    other_seed = sample(200_000, 0, 8, 3)
+    for o in (other_tree, other_seed):  # independent draws: overlap ~ 0.3 * 0.3
+        assert abs((m * o).mean() - 0.09) < 0.005
+
+
+def test_threshold_keeps_everything_it_can(xp):
+    r = xp.asarray([0.0, 0.0, 1.0, 2.0, 0.0])
+    assert mvs_threshold(xp, r, 3.0, LOCAL) == 0.0  # three rows asked for, two with any gradient
+    assert mvs_threshold(xp, xp.zeros(10), 4.0, LOCAL) == 0.0
 
 
 class _Ranks:
@@ -104,21 +128,26 @@ def test_threshold_does_not_depend_on_the_partitioning(kind):
     assert parts == [whole] * 4
 
 
-def test_weights_keep_the_expected_rows_and_sums():
+def test_weights_keep_the_expected_rows_and_sums(xp):
     rng = np.random.default_rng(1)
     n = 50_000
     gpair = np.stack([rng.normal(size=n) * rng.lognormal(0, 1, n), rng.uniform(0.1, 1, n)], axis=1).astype(np.float32)
     r = regularised_abs_gradient(np, gpair)
+    gpair_x = xp.asarray(gpair)
+
+    def weights(rate, seed, tree):
+        return to_host(mvs_weights(xp, gpair_x, rate, n, 0, seed, tree, LOCAL))
+
     kept, sums = [], []
     for seed in range(40):
-        w = mvs_weights(np, gpair, 0.2, n, 0, seed, 0, LOCAL)
+        w = weights(0.2, seed, 0)
         assert w.dtype == np.float32 and w.shape == (n,)
         kept.append(np.count_nonzero(w))
         sums.append((gpair.astype(np.float64) * w[:, None]).sum(axis=0))
     # The sample is 20% of the rows in expectation; the rows with the largest gradients always stay.
     assert np.mean(kept) == pytest.approx(0.2 * n, rel=0.01)
     mu = mvs_threshold(np, r, 0.2 * n, LOCAL)
-    w0 = mvs_weights(np, gpair, 0.2, n, 0, 0, 0, LOCAL)
+    w0 = weights(0.2, 0, 0)
     big = r >= mu
     assert big.any() and np.all(w0[big] == 1.0)
     # Unbiased: the weighted sums average to the full sums (within 4 standard errors).
@@ -127,10 +156,8 @@ def test_weights_keep_the_expected_rows_and_sums():
     stderr = sums.std(axis=0, ddof=1) / np.sqrt(len(sums))
     assert np.all(np.abs(sums.mean(axis=0) - full) < 4 * stderr + 1e-9 * np.abs(full))
     # A row's draw depends on the seed, the tree and its global index only.
-    np.testing.assert_array_equal(mvs_weights(np, gpair, 0.2, n, 0, 7, 3, LOCAL), mvs_weights(
-        np, gpair, 0.2, n, 0, 7, 3, LOCAL))
-    assert not np.array_equal(mvs_weights(np, gpair, 0.2, n, 0, 7, 3, LOCAL),
-                              mvs_weights(np, gpair, 0.2, n, 0, 7, 4, LOCAL))
+    np.testing.assert_array_equal(weights(0.2, 7, 3), weights(0.2, 7, 3))
+    assert not np.array_equal(weights(0.2, 7, 3), weights(0.2, 7, 4))
 
 
 def test_weights_are_the_same_on_any_partitioning():
@@ -204,10 +231,11 @@ def gpair_values(kind, n=20_000, seed=0):
     return np.stack([g, h], axis=1).astype(np.float32)
 
 
-def test_mvs_sample_is_the_pairs_times_the_weights():
+def test_mvs_sample_is_the_pairs_times_the_weights(backend, xp):
     gpair = gpair_values("zeros", seed=5)
-    np.testing.assert_array_equal(mvs_sample(numpy_backend, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL),
-                                  gpair * mvs_weights(np, gpair, 0.3, len(gpair), 0, 2, 1, LOCAL)[:, None])
+    weights = to_host(mvs_weights(xp, xp.asarray(gpair), 0.3, len(gpair), 0, 2, 1, LOCAL))
+    np.testing.assert_array_equal(to_host(mvs_sample(backend, xp.asarray(gpair), 0.3, len(gpair), 0, 2, 1, LOCAL)),
+                                  gpair * weights[:, None])
 
 
 @pytest.mark.gpu
