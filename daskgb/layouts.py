@@ -285,7 +285,7 @@ def header() -> str:
              "#endif\n"]
     parts.append("\n".join(f"constexpr {c} {n} = {_c_literal(v, c)};  // {doc}" for n, c, v, doc in CONSTANTS) + "\n")
     parts.extend(s.c_declaration() for s in STRUCTS)
-    # NVRTC has no offsetof: the host compilers check the offsets (tests/test_layouts.py), and a
+    # NVRTC has no offsetof: the host compilers check the offsets (tests/stages/test_layouts.py), and a
     # kernel reads them on the GPU (the same test's GPU half).
     parts.append("#ifndef __CUDACC_RTC__\n" + "".join(s.c_offset_checks() for s in STRUCTS) + "#endif\n")
     parts.append(_enum("TreeField", "a device-grown tree's rows of words (TREE_FIELDS)", "k", TREE_FIELDS,

@@ -82,8 +82,8 @@ class QuantileMatrix:
         self.device = device
 
         auto = None  # the budget the matrix chose itself, and the free memory it was sized by
-        if device_memory_budget is None and device == "cuda" and not features.is_sparse:
-            auto = _auto_budget(features.n_rows, features.n_features, self.max_bin)
+        if device_memory_budget is None and not features.is_sparse:
+            auto = _auto_budget(backend, features.n_rows, features.n_features, self.max_bin)
             device_memory_budget = None if auto is None else auto[0]
         # With a budget, dense rows are quantised a chunk at a time where they are (ellpack/pages.py dense_pages).
         chunked = device_memory_budget is not None
@@ -213,7 +213,7 @@ class QuantileMatrix:
         auto = []
 
         def budget_for(n):  # no budget given: page on the GPU only what would not fit
-            auto.append(_auto_budget(n, n_features, m.max_bin) if device == "cuda" else None)
+            auto.append(_auto_budget(backend, n, n_features, m.max_bin))
             return None if auto[-1] is None else auto[-1][0]
 
         _, m.ellpack = pages.quantise_blocks(backend, blocks, n_features, missing, m.max_bin,
@@ -334,17 +334,17 @@ def row_indices(rows, n_rows: int, has_groups: bool = False) -> np.ndarray:
     return np.where(idx < 0, idx + n_rows, idx)
 
 
-def _auto_budget(n_rows: int, n_features: int, max_bin: int):
-    """On the GPU with no budget given: (budget, free bytes) when the quantised rows might not
-    fit the device's free memory (ellpack/pages.py auto_budget), else None.
+def _auto_budget(backend, n_rows: int, n_features: int, max_bin: int):
+    """With no budget given: (budget, free bytes) when the quantised rows might not fit the
+    device's free memory (ellpack/pages.py auto_budget), else None (also where the backend's
+    memory is the host's: a CPU matrix never pages itself).
 
     The estimate is an upper bound (the widest symbols max_bin allows), made before the cuts
     exist; quantising then pages only if the rows, packed as they are, exceed the budget, and
     _say_if_paged says so once it is known."""
-    import cupy
-
-
-    free, _ = cupy.cuda.runtime.memGetInfo()
+    free = backend.free_device_memory()
+    if free is None:
+        return None
     budget = pages.auto_budget(n_rows, n_features, max_bin, free)
     return None if budget is None else (budget, free)
 

@@ -98,9 +98,10 @@ class CudaPhaseClock:
 
 
 @contextlib.contextmanager
-def running(device: str = "cpu"):
-    """Run a clock in this context (a CUDA one for device "cuda"); yields it."""
-    clock = CudaPhaseClock() if device == "cuda" else PhaseClock()
+def running(clock=None):
+    """Run a clock in this context (a PhaseClock by default; the CUDA backend's phase_clock()
+    gives a CudaPhaseClock); yields it."""
+    clock = PhaseClock() if clock is None else clock
     token = _running.set(clock)
     try:
         yield clock

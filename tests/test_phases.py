@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import daskgb
+from daskgb.backend import get_backend
 from daskgb.training import TrainingOptions, run
 from daskgb import phases
 
@@ -26,7 +27,7 @@ def _data(n, seed=0):
 def test_mark_without_a_clock_does_nothing():
     assert phases._running.get() is None
     phases.mark(phases.HISTOGRAM)
-    with phases.running("cpu") as clock:
+    with phases.running() as clock:
         assert phases._running.get() is clock
     assert phases._running.get() is None
 
@@ -41,7 +42,7 @@ def test_phases_add_up_to_the_round_and_leave_the_model_alone(device, grow_polic
     m = daskgb.QuantileMatrix(X, y)
     plain = daskgb.train(params, m, 8, evals=[(m, "train")], verbose_eval=False)
     laps, stamps = [], []
-    with phases.running(device) as clock:
+    with phases.running(get_backend(device).phase_clock()) as clock:
         def after_round(it, history):
             laps.append(clock.lap())  # on GPU: waits for the round's work, then reads its events
             stamps.append(time.perf_counter())

@@ -2,7 +2,7 @@
 
 plan_rounds reads a fit's facts and the settings, never the data, so every decision is
 tested here for either device, on any machine; the GPU suites check that the CUDA paths
-named are the ones taken (tests/test_device_growth.py, tests/test_queued_rounds.py).
+named are the ones taken (tests/stages/test_growth.py).
 """
 
 from __future__ import annotations

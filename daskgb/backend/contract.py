@@ -21,8 +21,10 @@ class Backend(Protocol):
     histogram_dtype: Any  # float64 (numpy: sums in row order) or int64 (CUDA: fixed point)
     grows_on_device: bool  # growth/device.py can grow its trees (training/plan.py reads it)
 
-    # -- moving arrays
+    # -- the device
     def to_device(self, a): ...
+    def free_device_memory(self) -> int | None: ...  # None: the backend's memory is the host's (no self-paging)
+    def phase_clock(self): ...  # a phases.py clock that times this device's work
     def host_copy(self, a): ...
     def page_copies(self): ...
 

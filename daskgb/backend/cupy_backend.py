@@ -19,6 +19,7 @@ from ..ellpack.cuda import (PageCopies, count_missing, csr_symbols, gather_rows,
 from ..histogram.cuda import (build_histograms, children_histograms, gradient_abs_sums, prepare_gradients,
                               sum_gradients)
 from ..partition.cuda import apply_splits, new_partition
+from ..phases import CudaPhaseClock
 from ..predict.cuda import add_leaf_values, predict_margin
 from ..sampling.cuda import mvs_apply, mvs_rows
 from ..sketch import cuda as _sketch_cuda
@@ -39,6 +40,17 @@ def to_device(a):
     return cupy.asarray(a)
 
 
+def free_device_memory() -> int:
+    """The current device's free bytes: a matrix without a budget pages itself by them."""
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(free)
+
+
+def phase_clock() -> CudaPhaseClock:
+    """Device time per phase, from CUDA events (no host wait inside a round)."""
+    return CudaPhaseClock()
+
+
 def page_copies() -> PageCopies:
     """A stream of host pages to this device, each next page's copy started ahead (ellpack/pages.py)."""
     return PageCopies()
@@ -52,7 +64,7 @@ def segmented_searchsorted(a, lo, hi, v, max_width: int, right: bool):
 
 
 __all__ = ["add_leaf_values", "apply_splits", "build_histograms", "children_histograms", "count_missing",
-           "csr_symbols", "evaluate_splits", "gather_rows", "gradient_abs_sums", "histogram_dtype", "host_copy",
+           "csr_symbols", "evaluate_splits", "free_device_memory", "gather_rows", "gradient_abs_sums", "histogram_dtype", "host_copy",
            "grows_on_device", "mvs_apply", "mvs_rows", "name", "new_partition", "pack_csr", "pack_dense",
-           "pack_dense_sparse", "pack_symbols", "page_copies", "predict_margin", "prepare_gradients",
+           "pack_dense_sparse", "pack_symbols", "page_copies", "phase_clock", "predict_margin", "prepare_gradients",
            "present_counts", "segmented_searchsorted", "sum_gradients", "to_device", "unpack_symbols", "xp"]

@@ -13,6 +13,7 @@ from ..ellpack.reference import (HostPages, count_missing, csr_symbols, gather_r
 from ..histogram.reference import (build_histograms, children_histograms, gradient_abs_sums, prepare_gradients,
                                    sum_gradients)
 from ..partition.reference import apply_splits, new_partition
+from ..phases import PhaseClock
 from ..predict.reference import add_leaf_values, predict_margin
 from ..sampling.reference import mvs_apply, mvs_rows
 from ..sketch import reference as _sketch
@@ -31,6 +32,16 @@ def to_device(a):
     return np.asarray(a)
 
 
+def free_device_memory() -> None:
+    """None: the rows live in host memory, which a matrix does not page itself out of."""
+    return None
+
+
+def phase_clock() -> PhaseClock:
+    """Host time per phase."""
+    return PhaseClock()
+
+
 def page_copies() -> HostPages:
     """Host pages read in place (ellpack/pages.py)."""
     return HostPages()
@@ -42,7 +53,7 @@ def segmented_searchsorted(a, lo, hi, v, max_width: int, right: bool):
 
 
 __all__ = ["add_leaf_values", "apply_splits", "build_histograms", "children_histograms", "count_missing",
-           "csr_symbols", "evaluate_splits", "gather_rows", "gradient_abs_sums", "histogram_dtype", "host_copy",
+           "csr_symbols", "evaluate_splits", "free_device_memory", "gather_rows", "gradient_abs_sums", "histogram_dtype", "host_copy",
            "grows_on_device", "mvs_apply", "mvs_rows", "name", "new_partition", "pack_csr", "pack_dense",
-           "pack_dense_sparse", "pack_symbols", "page_copies", "predict_margin", "prepare_gradients",
+           "pack_dense_sparse", "pack_symbols", "page_copies", "phase_clock", "predict_margin", "prepare_gradients",
            "present_counts", "segmented_searchsorted", "sum_gradients", "to_device", "unpack_symbols", "xp"]

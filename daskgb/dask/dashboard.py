@@ -96,7 +96,9 @@ class RoundBoard:
         self._running = None
 
     def __enter__(self):
-        self._running = phases.running(self.device)
+        from ..backend import get_backend
+
+        self._running = phases.running(get_backend(self.device).phase_clock())
         self._clock = self._running.__enter__()
         return self
 

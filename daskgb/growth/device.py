@@ -14,7 +14,7 @@ depthwise policy with max_depth at most layouts.MAX_DEVICE_DEPTH and no max_leav
 monotone or interaction constraints, no per-node column sampling, an in-core matrix, and
 a communicator whose allreduce stays on the device (one process, or NCCL). A round's trees
 (one per class) grow one after another, and the host reads them all at once. growth/host.py
-is the reference: tests/test_device_growth.py checks that both grow the same trees.
+is the reference: tests/stages/test_growth.py checks that both grow the same trees.
 """
 
 from __future__ import annotations

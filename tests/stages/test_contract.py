@@ -159,14 +159,6 @@ ALLOWED = {
     # TrainParams checks the spelling of the device parameter (backend/__init__.py resolves it).
     "daskgb/params.py": "the device parameter's check",
 }
-# Comparisons found elsewhere on the current code, reported for review rather than changed here
-# (tests own no library code): (file, enclosing function) -> what it decides. A fix must take
-# its entry out (test_known_exceptions_are_still_there says so).
-KNOWN = {
-    ("daskgb/phases.py", "running"): "the phase clock: CudaPhaseClock for device 'cuda', else PhaseClock",
-    ("daskgb/matrix.py", "__init__"): "automatic paging by free GPU memory only where device == 'cuda'",
-    ("daskgb/matrix.py", "budget_for"): "from_batches' automatic paging, likewise",
-}
 
 
 def _is_device_name(node) -> bool:
@@ -236,26 +228,17 @@ def test_no_code_outside_the_backends_compares_device_names():
     (ALLOWED: the planner training/plan.py, which reads facts.device; the Dask layer
     daskgb/dask/, which chooses each worker's device; params.py, checking the parameter's
     spelling). What differs between backends is a fact of the contract
-    (histogram_dtype, grows_on_device) or a function of it. Comparisons of this kind that the
-    current code has elsewhere are listed in KNOWN, reported for review; a new one fails here."""
+    (histogram_dtype, grows_on_device, free_device_memory) or a function of it (phase_clock)."""
     by_name, unexpected = [], []
     for rel, scope, line, src, on_name in device_comparisons():
         where = f"{rel}:{line} ({scope}): {src}"
         if on_name:
             by_name.append(where)
-        elif not any(rel == a or (a.endswith("/") and rel.startswith(a)) for a in ALLOWED) \
-                and (rel, scope) not in KNOWN:
+        elif not any(rel == a or (a.endswith("/") and rel.startswith(a)) for a in ALLOWED):
             unexpected.append(where)
     assert not by_name, "a backend's name compared with a device name outside daskgb/backend/:\n" + "\n".join(by_name)
     assert not unexpected, ("implementation chosen by a device name outside daskgb/backend/ (ask the backend "
                             "for a fact or a function instead):\n" + "\n".join(unexpected))
-
-
-def test_known_exceptions_are_still_there():
-    """Each KNOWN entry still matches code: one that was fixed must leave the list."""
-    present = {(rel, scope) for rel, scope, *_ in device_comparisons()}
-    gone = [key for key in KNOWN if key not in present]
-    assert not gone, f"no longer in the code, remove from KNOWN: {gone}"
 
 
 def test_the_rule_sees_what_it_forbids():
