@@ -8,7 +8,7 @@ speed and for identical models. Each fit follows an untimed warm-up of the same 
 kernels compiled, the caches filled); the matrix is built once.
 
     python benchmarks/training_paths.py                        # 10.5M x 28 on the GPU
-    python benchmarks/training_paths.py --rows 20000 --rounds 5 --device cpu --cases fastest
+    python benchmarks/training_paths.py --smoke --device cpu --cases fastest
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--smoke", action="store_true", help="20,000 rows and 10 rounds: the same code in seconds")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rows, args.rounds = 20_000, 10
 
     import numpy as np
 
