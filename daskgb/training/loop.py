@@ -70,7 +70,7 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
             if fit.start_round(it):
                 break
             if fit.booster.params is not rounds.params:  # a callback changed them: the path may change too
-                plan, rounds = _replan(fit, rounds, it, taken)
+                plan, rounds = _replan(fit, rounds, it)
             if not taken or taken[-1][1] is not rounds:
                 taken.append((it, rounds))
             gpairs = fit.gradients(it)
@@ -88,7 +88,7 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
     return fit.after_training()
 
 
-def _replan(fit, rounds, it: int, taken: list):
+def _replan(fit, rounds, it: int):
     """(plan, rounds) for the booster's changed params, from round it on."""
     plan = fit.plan()
     if plan == rounds.plan:
@@ -103,7 +103,7 @@ def _replan(fit, rounds, it: int, taken: list):
 
 def _path_taken(taken: list, last) -> str:
     """The path the rounds took, or the paths with their rounds where a callback's change of
-    params moved them (e.g. "device-levels (rounds 0-4), host-levels (rounds 5-9)")."""
+    params moved them (e.g. "device-levels (rounds 0-4), host-levels (rounds 5-)")."""
     if len(taken) <= 1:
         return last.taken
     parts = []
