@@ -33,7 +33,7 @@ class EvalSets:
         """Move every eval row's margin by the tree (output group `group`), routed by its bins."""
         for m, _, em in self.sets:
             if em is not None:
-                add_tree_binned(backend, m.ellpack, tree, _column(em, group))
+                add_tree_binned(backend, m.ellpack, tree, column(em, group))
 
     def evaluate(self, xp, objective, train_margin, comm) -> list[str]:
         """Each eval set's metrics for the model so far, appended to the history; returns the
@@ -56,7 +56,7 @@ class EvalSets:
         return line
 
 
-def _column(margin, group: int):
+def column(margin, group: int):
     """The margins of one output group: a view, so adding to it updates margin."""
     return margin if margin.ndim == 1 else margin[:, group]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import checkpoint as _checkpoint
 from ..callback import EarlyStopping
 from ..predict import add_tree_binned
-from .evaluation import _column
+from .evaluation import column
 
 
 def resume(fit) -> int:
@@ -49,7 +49,7 @@ def resume(fit) -> int:
     booster.best_iteration, booster.best_score = saved.best_iteration, saved.best_score
     # The margins training had: the trees' leaf values added one tree at a time, in order.
     for tree, group in zip(saved.trees, saved.tree_info):
-        add_tree_binned(fit.backend, fit.dtrain.ellpack, tree, _column(fit.margin, group))
+        add_tree_binned(fit.backend, fit.dtrain.ellpack, tree, column(fit.margin, group))
         fit.evals.add_tree(fit.backend, tree, group)
     for name, metrics in state["history"].items():
         history[name].clear()

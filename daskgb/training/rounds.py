@@ -15,7 +15,7 @@ from ..ellpack.pages import compact_rows
 from ..growth import host as host_growth
 from ..histogram.quantiser import abs_sums, quantise
 from ..predict import add_tree_binned
-from .evaluation import _column
+from .evaluation import column
 from .plan import Path
 
 
@@ -89,10 +89,10 @@ class LevelRounds(Rounds):
             alpha = fit.objective.leaf_quantile_alpha(group) if fit.options.obj is None else None
             if alpha is not None:
                 # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
-                refresh_leaves(xp, tree, leaves, _column(fit.margin, group), fit.dtrain.label, gpairs[group][:, 1],
+                refresh_leaves(xp, tree, leaves, column(fit.margin, group), fit.dtrain.label, gpairs[group][:, 1],
                                fit.dtrain.weight, alpha, p.learning_rate, fit.comm)
             # Training margins come from the rows' final leaves: no re-prediction.
-            _column(fit.margin, group)[...] += backend.to_device(tree.value)[leaves]
+            column(fit.margin, group)[...] += backend.to_device(tree.value)[leaves]
         return [(it, new_trees)]
 
 
@@ -120,7 +120,7 @@ class CompactedRounds(Rounds):
             gnative, scale = quantise(backend, g, fit.comm, wait=not self.plan.device_levels, abs_sum=abs_sum)
             (tree,), _ = self._grow(ell, gnative, scale, p, (first_tree + group,))
             del ell, g, gnative, gpair, kept
-            add_tree_binned(backend, paged, tree, _column(fit.margin, group))
+            add_tree_binned(backend, paged, tree, column(fit.margin, group))
             trees.append(tree)
         return [(it, trees)]
 
