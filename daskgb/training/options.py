@@ -10,6 +10,7 @@ the client, before any worker starts) alike.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -91,9 +92,11 @@ class TrainingOptions:
     # ---------------------------------------------------------------- what the params imply
     @property
     def objective(self):
+        """A fresh objective for these params: each fit prepares (and so changes) its own."""
         return get_objective(self.train_params.objective, self.train_params)
 
-    @property
+    # What follows depends on the params alone and is read every round: worked out once.
+    @cached_property
     def metrics(self) -> list[str]:
         """The metrics evaluated on every eval set each round."""
         p = self.train_params
@@ -108,7 +111,7 @@ class TrainingOptions:
             return []
         return [self.objective.default_metric]
 
-    @property
+    @cached_property
     def rank_default_k(self) -> int:
         """The k an unsuffixed ranking metric is cut at: XGBoost's default, unless it is the
         objective's own default metric."""
@@ -116,7 +119,7 @@ class TrainingOptions:
             return DEFAULT_METRIC_K
         return getattr(self.objective, "default_metric_k", DEFAULT_METRIC_K)
 
-    @property
+    @cached_property
     def refits_leaves(self) -> bool:
         """Whether the objective refits each tree's leaves to quantiles of its rows' residuals."""
         objective = self.objective
