@@ -64,3 +64,10 @@ class Backend(Protocol):
     # -- sampling/: the rows of the gradient-based threshold search, and the sample
     def mvs_rows(self, gpair, mvs_lambda: float): ...
     def mvs_apply(self, rows, mvs_lambda: float, mu: float, key: int, first_row: int, inplace: bool = False): ...
+
+
+def offered_names() -> list[str]:
+    """Every name a backend module offers, its facts then its functions: the assemblies' __all__,
+    taken from the Protocol so that the two cannot drift from it."""
+    functions = [name for name, value in vars(Backend).items() if callable(value) and not name.startswith("_")]
+    return list(Backend.__annotations__) + functions

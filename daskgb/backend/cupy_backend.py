@@ -20,6 +20,7 @@ from ..histogram.cuda import (build_histograms, children_histograms, gradient_ab
                               sum_gradients)
 from ..partition.cuda import apply_splits, new_partition
 from ..phases import CudaPhaseClock
+from .contract import offered_names
 from ..predict.cuda import add_leaf_values, predict_margin
 from ..sampling.cuda import mvs_apply, mvs_rows
 from ..sketch import cuda as _sketch_cuda
@@ -63,8 +64,4 @@ def segmented_searchsorted(a, lo, hi, v, max_width: int, right: bool):
     return _sketch.segmented_searchsorted(cupy, a, lo, hi, v, max_width, right)
 
 
-__all__ = ["add_leaf_values", "apply_splits", "build_histograms", "children_histograms", "count_missing",
-           "csr_symbols", "evaluate_splits", "free_device_memory", "gather_rows", "gradient_abs_sums", "histogram_dtype", "host_copy",
-           "grows_on_device", "mvs_apply", "mvs_rows", "name", "new_partition", "pack_csr", "pack_dense",
-           "pack_dense_sparse", "pack_symbols", "page_copies", "phase_clock", "predict_margin", "prepare_gradients",
-           "present_counts", "segmented_searchsorted", "sum_gradients", "to_device", "unpack_symbols", "xp"]
+__all__ = offered_names()

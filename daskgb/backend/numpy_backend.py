@@ -14,6 +14,7 @@ from ..histogram.reference import (build_histograms, children_histograms, gradie
                                    sum_gradients)
 from ..partition.reference import apply_splits, new_partition
 from ..phases import PhaseClock
+from .contract import offered_names
 from ..predict.reference import add_leaf_values, predict_margin
 from ..sampling.reference import mvs_apply, mvs_rows
 from ..sketch import reference as _sketch
@@ -52,8 +53,4 @@ def segmented_searchsorted(a, lo, hi, v, max_width: int, right: bool):
     return _sketch.segmented_searchsorted(np, a, lo, hi, v, max_width, right)
 
 
-__all__ = ["add_leaf_values", "apply_splits", "build_histograms", "children_histograms", "count_missing",
-           "csr_symbols", "evaluate_splits", "free_device_memory", "gather_rows", "gradient_abs_sums", "histogram_dtype", "host_copy",
-           "grows_on_device", "mvs_apply", "mvs_rows", "name", "new_partition", "pack_csr", "pack_dense",
-           "pack_dense_sparse", "pack_symbols", "page_copies", "phase_clock", "predict_margin", "prepare_gradients",
-           "present_counts", "segmented_searchsorted", "sum_gradients", "to_device", "unpack_symbols", "xp"]
+__all__ = offered_names()
