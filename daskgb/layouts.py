@@ -64,6 +64,11 @@ class Struct:
         return np.dtype([(f, "<u8" if c.endswith("*") else _NUMPY_OF_C[c]) for f, c in self.fields], align=True)
 
     @cached_property
+    def raw_dtype(self) -> np.dtype:
+        """The struct's bytes, without fields: how kernel_args hands it to CuPy."""
+        return np.dtype((np.void, self.dtype.itemsize))
+
+    @cached_property
     def packing(self) -> tuple:
         """(field, kind) pairs: kind 0 a value, 1 a pointer (an array's address), 2 padding (zero)."""
         return tuple((f, 2 if f.startswith("_") else 1 if c.endswith("*") else 0) for f, c in self.fields)
@@ -159,6 +164,9 @@ TREE_FIELDS = ("left", "right", "parent", "feature", "bin", "threshold", "defaul
 GROWTH_STATE = ("nodes", "candidates", "first_candidate", "splits")
 
 
+_NO_VALUES = np.zeros(0, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class StridedLayout:
     """An int64 buffer of a header of single values, then `stride` entries per field, then
@@ -190,16 +198,24 @@ class StridedLayout:
             1 if self.per_split_plus_one else 0)) + tail
 
     def build(self, stride: int, tail=None, **fields) -> np.ndarray:
-        """The buffer, each field's values (at most its room) at its offset."""
-        o = self.offsets(stride)
-        tail_values = np.asarray([] if tail is None else tail, dtype=np.int64)
-        out = np.zeros(self.size(stride, tail_values.size), dtype=np.int64)
-        for f, v in fields.items():
-            v = np.asarray(v, dtype=np.int64).ravel()
-            out[o[f]: o[f] + v.size] = v
-        if self.tail is not None:
-            out[o[self.tail]:] = tail_values
-        return out
+        """The buffer, each field's values (at most its room, zeros after) at its offset. One
+        concatenation in the fields' order: a host-grown tree builds one for every split."""
+        parts = []
+        for names, room in ((self.header, 1), (self.per_split, stride), (self.per_split_plus_one, stride + 1)):
+            for f in names:
+                v = fields.pop(f, _NO_VALUES)
+                n = np.size(v)
+                if n > room:
+                    raise ValueError(f"{self.name}.{f}: {n} values for its {room} entries")
+                parts.append(v)
+                if n < room:
+                    parts.append(np.zeros(room - n, dtype=np.int64))
+        if fields:
+            raise TypeError(f"{self.name} has no fields {sorted(fields)}")
+        if self.tail is not None and tail is not None:
+            parts.append(tail)
+        # Integers (and flags) only: a float field is a mistake, not something to truncate.
+        return np.concatenate(parts, dtype=np.int64, casting="same_kind")
 
     def c_declaration(self) -> str:
         names = list(self.header) + list(self.per_split) + list(self.per_split_plus_one) + (
@@ -254,15 +270,18 @@ def _camel(name: str) -> str:
 
 # --------------------------------------------------------------------------- packing a launch's arguments
 def kernel_args(struct: Struct, **values) -> np.ndarray:
-    """One struct for a kernel launch, by value: a (1,) array of struct's dtype (CuPy passes
-    it as the C struct). A pointer field takes a CuPy array (its address) or None (null); every
+    """One struct for a kernel launch, by value: a (1,) array of the struct's bytes
+    (struct.raw_dtype; CuPy passes them as the C struct). A pointer field takes a CuPy array (its address) or None (null); every
     field but padding ("_" names, zero) must be given."""
     try:
         row = tuple((0 if values[f] is None else values[f].data.ptr) if kind == 1 else values[f] if kind == 0 else 0
                     for f, kind in struct.packing)
     except KeyError:
         raise TypeError(f"{struct.name} needs {[f for f, k in struct.packing if k < 2 and f not in values]}") from None
-    return np.array([row], dtype=struct.dtype)
+    # Passed as bytes (an unstructured view of the same item): CuPy takes a numpy argument's
+    # address from its __array_interface__, whose field list a structured dtype rebuilds in
+    # Python on every launch (~10 us a struct).
+    return np.array([row], dtype=struct.dtype).view(struct.raw_dtype)
 
 
 # --------------------------------------------------------------------------- the header

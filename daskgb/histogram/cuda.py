@@ -251,6 +251,8 @@ def histogram_setup(ell) -> HistogramSetup:
         setup = ell.__dict__["_cuda_hist_setup"] = HistogramSetup(ell)
     return setup
 
+_TILE_COLUMN = {name: i for i, name in enumerate(HISTOGRAM_TILE_COLUMNS)}
+
 def tiles_of(bounds: np.ndarray, nodes, row_offsets: np.ndarray, tile_rows: int):
     """histogram.cu's tiles: a header row (n_tiles, 0, 0, 0), then rows of (build-node slot,
     node id, tile index, row offset) (layouts.HISTOGRAM_TILE_COLUMNS): each node's rows (at
@@ -260,11 +262,10 @@ def tiles_of(bounds: np.ndarray, nodes, row_offsets: np.ndarray, tile_rows: int)
     slot = np.repeat(np.arange(len(bounds), dtype=np.int64), per_node)
     out = np.zeros((slot.size + 1, len(HISTOGRAM_TILE_COLUMNS)), dtype=np.int64)
     out[0, 0] = slot.size
-    column = {name: i for i, name in enumerate(HISTOGRAM_TILE_COLUMNS)}
-    out[1:, column["slot"]] = slot
-    out[1:, column["node"]] = np.asarray(nodes, dtype=np.int64)[slot]
-    out[1:, column["index"]] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
-    out[1:, column["row_offset"]] = row_offsets[slot]
+    out[1:, _TILE_COLUMN["slot"]] = slot
+    out[1:, _TILE_COLUMN["node"]] = np.asarray(nodes, dtype=np.int64)[slot]
+    out[1:, _TILE_COLUMN["index"]] = np.arange(slot.size, dtype=np.int64) - (np.cumsum(per_node) - per_node)[slot]
+    out[1:, _TILE_COLUMN["row_offset"]] = row_offsets[slot]
     return out
 
 def launch_histograms(ell, gpair_native, ridx, segs, tiles, grid: int, tile_rows: int, hist,

@@ -102,6 +102,8 @@ def test_kernel_args_packs_each_field_at_its_offset():
         return np.frombuffer(raw, dtype=fmt, count=1, offset=d.fields[field][1])[0]
 
     assert a.shape == (1,) and len(raw) == d.itemsize == 80
+    # Bytes without a field list: CuPy rebuilds a structured dtype's fields on every launch.
+    assert a.dtype.fields is None and a.dtype == layouts.HISTOGRAM_ARGS.raw_dtype
     assert at("ridx", "<u8") == 0x1234_5678_9ABC and at("inv_scale", "<u8") == 0
     assert at("tile_rows", "<i8") == 70_000 and at("total_bins", "<i4") == 300 and at("window", "<i4") == 1
     with pytest.raises(TypeError, match=r"HistogramArgs needs \['gpair'"):
@@ -117,6 +119,12 @@ def test_strided_layouts_build_their_buffers_at_their_offsets():
     assert list(info[at["first_tile"] : at["first_tile"] + 4]) == [0, 2, 3, 4]
     assert list(info[at["tile_split"]:]) == [0, 0, 1, 2]
     assert info.size == layouts.PARTITION_INFO.size(3, 4) == 2 + 8 * 3 + 4 + 4
+    with pytest.raises(ValueError, match=r"PartitionInfo.start: 4 values for its 3 entries"):
+        layouts.PARTITION_INFO.build(3, start=[0, 1, 2, 3])
+    with pytest.raises(TypeError, match=r"PartitionInfo has no fields \['starts'\]"):
+        layouts.PARTITION_INFO.build(3, starts=[0])
+    with pytest.raises(TypeError):  # a float is a mistake, not an offset to truncate
+        layouts.PARTITION_INFO.build(3, start=np.array([0.5]))
 
 
 def test_the_split_records_and_nodes_keep_their_layouts():
