@@ -173,6 +173,23 @@ _fixed_sum = cupy.ReductionKernel(
     "float32 g, float64 inv_scale", "int64 total", "(long long)((double)g * inv_scale)", "a + b", "total = a",
     "0", "daskgb_fixed_sum")
 
+# A reduction of a whole vector runs as one CUDA block in CuPy (1.6 ms for 4M rows on an
+# H100); rows of this many values are reduced one block each, then their sums (CUB).
+_SUM_ROW = 1024
+
+
+def _fixed_column_sum(col, inv_scale):
+    """The int64 sum of a float32 column in fixed point (exact: integers add in any order),
+    without a temporary int64 column."""
+    n = col.size
+    m = n // _SUM_ROW
+    total = _fixed_sum(col[: m * _SUM_ROW].reshape(m, _SUM_ROW), inv_scale, axis=1).sum() if m else \
+        cupy.zeros((), dtype=cupy.int64)
+    if n > m * _SUM_ROW:
+        total = total + _fixed_sum(col[m * _SUM_ROW :], inv_scale)
+    return total
+
+
 # quantiser.fixed_point_scale and its inverse on the device.
 _device_scales = cupy.ElementwiseKernel("float64 s", "float64 scale, float64 inv", DEVICE_SCALE_SOURCE,
                                         "daskgb_device_scales")
@@ -203,7 +220,7 @@ def sum_gradients(gpair_native):
     if isinstance(gpair_native, FixedGradients):
         v = gpair_native.values
         inv = gpair_native.inv_scale_d
-        return cupy.stack([_fixed_sum(cupy.ascontiguousarray(v[:, c]), inv[c]) for c in range(2)])
+        return cupy.stack([_fixed_column_sum(cupy.ascontiguousarray(v[:, c]), inv[c]) for c in range(2)])
     g = cupy.asarray(gpair_native)
     return cupy.stack([cupy.ascontiguousarray(g[:, c]).sum(dtype=cupy.int64) for c in range(2)])
 

@@ -206,6 +206,9 @@ def test_prepare_and_sum_gradients(cb):
         expected = np.trunc(gpair[:, c].astype(np.float64) / scale[c]).astype(np.int64)
         np.testing.assert_array_equal(fixed_h[:, c], expected)
     np.testing.assert_array_equal(to_host(cb.sum_gradients(fixed)), fixed_h.sum(axis=0))
+    for n in (700, 2048, 3000):  # whole rows of the sum's blocks, a tail, or only a tail
+        part, _ = cb.prepare_gradients(cupy.asarray(gpair[:n]))
+        np.testing.assert_array_equal(to_host(cb.sum_gradients(part)), to_host(part).sum(axis=0))
     # A global abs_sum sets the scale; zero gradients give R = 1.
     _, s2 = cb.prepare_gradients(cupy.asarray(gpair), abs_sum=np.array([1000.0, 2048.0]))
     assert s2[0] == 1024.0 / 2.0**62 and s2[1] == 2048.0 / 2.0**62
