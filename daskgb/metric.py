@@ -152,83 +152,145 @@ def check_metric(name: str, n_groups: int, quantile_alpha=None) -> None:
                          "use logloss / error for binary ones")
 
 
+def _sorted_descending(xp, pred, columns):
+    """The columns reordered by descending prediction, and each position's flag "the last of
+    its tie group" (tie groups are aggregated, so which sort puts ties in which order does not matter)."""
+    order = xp.argsort(-pred.astype(xp.float64))
+    p = pred[order]
+    last = xp.ones(p.shape[0], dtype=bool)
+    last[:-1] = p[1:] != p[:-1]
+    return [c[order] for c in columns], last
+
+
+def _at_tie_ends(xp, last, values):
+    """values at the tie groups' last positions, packed to the front of an array of the same
+    length, and the mask of the packed entries: a scatter, not a boolean selection, so that on
+    the device nothing waits for the number of groups."""
+    n = values.shape[0]
+    slot = xp.where(last, xp.cumsum(last) - 1, n)
+    packed = xp.zeros(n + 1, dtype=values.dtype)
+    packed[slot] = values  # only the unused slot n is written more than once
+    return packed[:n], xp.arange(n) < last.sum()
+
+
+def _previous(xp, v):
+    """v shifted one place on, 0 first."""
+    out = xp.zeros_like(v)
+    out[1:] = v[:-1]
+    return out
+
+
+def _auc_parts(xp, y, pred, w):
+    """(area under the ROC curve, positive weight x negative weight) over rows in any order,
+    ties counting half (trapezoids over tie groups): AUC = area / product."""
+    if y.shape[0] == 0:
+        return 0.0, 0.0
+    (yy, ww), last = _sorted_descending(xp, pred, [y.astype(xp.float64), w])
+    tp_all, fp_all = xp.cumsum(ww * yy), xp.cumsum(ww * (1.0 - yy))
+    tp, valid = _at_tie_ends(xp, last, tp_all)
+    fp, _ = _at_tie_ends(xp, last, fp_all)
+    area = xp.where(valid, (fp - _previous(xp, fp)) * (tp + _previous(xp, tp)) / 2.0, 0.0).sum()
+    return area, tp_all[-1] * fp_all[-1]
+
+
+def _aucpr_parts(xp, y, pred, w):
+    """(area under the precision-recall curve, 1 if both classes have weight else 0), as
+    XGBoost computes it (BinaryPRAUC): between consecutive distinct predictions, precision is
+    interpolated non-linearly in recall (Davis and Goadrich), with XGBoost's closed form per segment."""
+    if y.shape[0] == 0:
+        return 0.0, 0.0
+    y = y.astype(xp.float32)
+    w = w.astype(xp.float32)
+    # XGBoost's sums: float products added in double.
+    pos_w = (w * y).astype(xp.float64)
+    neg_w = (w * (xp.float32(1.0) - y)).astype(xp.float64)
+    total_pos, total_neg = pos_w.sum(), neg_w.sum()
+    (pos_s, neg_s), last = _sorted_descending(xp, pred, [pos_w, neg_w])
+    tp, valid = _at_tie_ends(xp, last, xp.cumsum(pos_s))
+    fp, _ = _at_tie_ends(xp, last, xp.cumsum(neg_s))
+    tp0, fp0 = _previous(xp, tp), _previous(xp, fp)
+    # CalcDeltaPRAUC for every segment (tp0, fp0) -> (tp, fp) at once.
+    same = tp == tp0
+    both = (total_pos > 0) & (total_neg > 0)
+    scale = xp.where(both, total_pos, 1.0)
+    h = xp.where(same, 0.0, (fp - fp0) / xp.where(same, 1.0, tp - tp0))
+    a = xp.where(same, 1.0, h + 1.0)
+    b = xp.where(same, 0.0, (fp0 - h * tp0) / scale)
+    pr, pr0 = tp / scale, tp0 / scale
+    bb = xp.where(b != 0.0, b, 1.0)  # the log terms are read only where b != 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curved = (pr - pr0 - b / a * (xp.log(a * pr + bb) - xp.log(a * pr0 + bb))) / a
+    area = xp.where(valid & both, xp.where(b != 0.0, curved, (pr - pr0) / a), 0.0).sum()
+    return xp.minimum(area, 1.0), both.astype(xp.float64)
+
+
+def _multiclass_auc_parts(xp, y, pred, w):
+    """XGBoost's multiclass AUC: each class's one-vs-rest AUC, averaged with the classes'
+    weight sums as weights: (sum of AUC x class weight, sum of the class weights) over the
+    classes whose AUC is defined."""
+    labels = y.astype(xp.int64)
+    num = den = xp.zeros((), dtype=xp.float64)
+    for c in range(pred.shape[1]):
+        is_c = (labels == c).astype(xp.float64)
+        area, product = _auc_parts(xp, is_c, pred[:, c], w)
+        prevalence = (w * is_c).sum()
+        defined = (product > 0) & (prevalence > 0)
+        num = num + xp.where(defined, area / xp.where(defined, product, 1.0) * prevalence, 0.0)
+        den = den + xp.where(defined, prevalence, 0.0)
+    return num, den
+
+
+def _multiclass_aucpr_parts(xp, y, pred, w):
+    """XGBoost's multiclass AUC-PR: the plain mean of each class's one-vs-rest AUC-PR (unlike
+    multiclass AUC, not weighted by class; NaN when a class has no rows, as XGBoost)."""
+    labels = y.astype(xp.int64)
+    num = xp.zeros((), dtype=xp.float64)
+    for c in range(pred.shape[1]):
+        area, both = _aucpr_parts(xp, (labels == c).astype(xp.float32), pred[:, c], w)
+        num = num + xp.where(both > 0, area, np.nan)
+    return num / pred.shape[1], xp.ones((), dtype=xp.float64)
+
+
+def _finish_ratio_or_nan(num, den):
+    return float(num / den) if den > 0 else float("nan")
+
+
+def _finish_aucpr(num, den):
+    return float(min(num, 1.0)) if den > 0 else float("nan")  # min(nan, 1.0) is nan
+
+
+def _host_parts(parts, y, pred, weight):
+    """A metric of host arrays (numpy): its (num, den) over these rows."""
+    y = np.asarray(y)
+    pred = np.asarray(pred)
+    w = np.ones(y.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
+    return parts(np, y, pred, w)
+
+
 def auc_of(y, pred, weight=None):
     """Weighted ROC AUC of host arrays; tied predictions count half (trapezoids over tie groups)."""
-    y = np.asarray(y, dtype=np.float64)
-    w = np.ones(y.size) if weight is None else np.asarray(weight, dtype=np.float64)
-    order = np.argsort(-np.asarray(pred, dtype=np.float64), kind="stable")
-    p, yy, ww = np.asarray(pred)[order], y[order], w[order]
-    tp = np.cumsum(ww * yy)
-    fp = np.cumsum(ww * (1.0 - yy))
-    last = np.concatenate([p[1:] != p[:-1], [True]]) if p.size else np.zeros(0, bool)
-    tp, fp = tp[last], fp[last]
-    total_p = float(tp[-1]) if tp.size else 0.0
-    total_n = float(fp[-1]) if fp.size else 0.0
-    if total_p <= 0 or total_n <= 0:
-        return float("nan")
-    tp0 = np.concatenate([[0.0], tp[:-1]])
-    fp0 = np.concatenate([[0.0], fp[:-1]])
-    return float(((fp - fp0) * (tp + tp0) / 2.0).sum() / (total_p * total_n))
+    return _finish_ratio_or_nan(*_host_parts(_auc_parts, y, pred, weight))
 
 
 def aucpr_of(y, pred, weight=None):
-    """Weighted area under the precision-recall curve of host arrays, as XGBoost computes it
-    (BinaryPRAUC): between consecutive distinct predictions, precision is interpolated
-    non-linearly in recall (Davis and Goadrich), with XGBoost's closed form per segment."""
-    y = np.asarray(y, dtype=np.float32)
-    w = np.ones(y.size, np.float32) if weight is None else np.asarray(weight, dtype=np.float32)
-    # XGBoost's sums: float products added in double.
-    pos_w = (w * y).astype(np.float64)
-    neg_w = (w * (np.float32(1.0) - y)).astype(np.float64)
-    total_pos, total_neg = float(pos_w.sum()), float(neg_w.sum())
-    if total_pos <= 0 or total_neg <= 0:
-        return float("nan")
-    order = np.argsort(-np.asarray(pred, dtype=np.float64), kind="stable")
-    p = np.asarray(pred)[order]
-    tp = np.cumsum(pos_w[order])
-    fp = np.cumsum(neg_w[order])
-    last = np.concatenate([p[1:] != p[:-1], [True]])
-    tp, fp = tp[last], fp[last]
-    tp0 = np.concatenate([[0.0], tp[:-1]])
-    fp0 = np.concatenate([[0.0], fp[:-1]])
-    # CalcDeltaPRAUC for every segment (tp0, fp0) -> (tp, fp) at once.
-    same = tp == tp0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = np.where(same, 0.0, (fp - fp0) / (tp - tp0))
-        a = np.where(same, 1.0, h + 1.0)
-        b = np.where(same, 0.0, (fp0 - h * tp0) / total_pos)
-        pr, pr0 = tp / total_pos, tp0 / total_pos
-        curved = (pr - pr0 - b / a * (np.log(a * pr + b) - np.log(a * pr0 + b))) / a
-        area = np.where(b != 0.0, curved, (pr - pr0) / a)
-    return float(min(area.sum(), 1.0))
+    """Weighted area under the precision-recall curve of host arrays, as XGBoost computes it."""
+    return _finish_aucpr(*_host_parts(_aucpr_parts, y, pred, weight))
 
 
 def multiclass_auc_of(y, pred, weight=None):
-    """XGBoost's multiclass AUC: each class's one-vs-rest AUC, averaged with the classes'
-    weight sums as weights."""
-    y = np.asarray(y).astype(np.int64)
-    w = np.ones(y.size) if weight is None else np.asarray(weight, dtype=np.float64)
-    total, area = 0.0, 0.0
-    for c in range(pred.shape[1]):
-        prevalence = float(w[y == c].sum())
-        if prevalence <= 0:
-            continue
-        a = auc_of((y == c).astype(np.float64), pred[:, c], w)
-        if not np.isnan(a):
-            area += a * prevalence
-            total += prevalence
-    return float(area / total) if total > 0 else float("nan")
+    """XGBoost's multiclass AUC of host arrays (see _multiclass_auc_parts)."""
+    return _finish_ratio_or_nan(*_host_parts(_multiclass_auc_parts, y, pred, weight))
 
 
 def multiclass_aucpr_of(y, pred, weight=None):
-    """XGBoost's multiclass AUC-PR: the plain mean of each class's one-vs-rest AUC-PR (unlike
-    multiclass AUC, not weighted by class; NaN when a class has no rows, as XGBoost)."""
-    y = np.asarray(y).astype(np.int64)
-    return float(np.mean([aucpr_of((y == c).astype(np.float32), pred[:, c], weight) for c in range(pred.shape[1])]))
+    """XGBoost's multiclass AUC-PR of host arrays (see _multiclass_aucpr_parts)."""
+    return _finish_aucpr(*_host_parts(_multiclass_aucpr_parts, y, pred, weight))
 
 
-# Metrics of the ranking of all rows: each worker's rows are gathered, since they do not add up.
-_RANKING = {"auc": auc_of, "aucpr": aucpr_of}
+# Metrics of the ranking of all rows, (parts of one output, parts of multiclass outputs,
+# finish): each worker's rows are gathered, since AUCs of shards do not add up.
+_RANKING = {"auc": (_auc_parts, _multiclass_auc_parts, _finish_ratio_or_nan),
+            "aucpr": (_aucpr_parts, _multiclass_aucpr_parts, _finish_aucpr)}
 
 METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
                               "pre[@k][-]")
@@ -256,6 +318,99 @@ def check_labels(name: str, xp, y, ndcg_exp_gain: bool = True, groups=None, comm
         ranking.check_metric_labels(name, xp, y, ndcg_exp_gain)
 
 
+def row_span(comm, n_rows: int) -> tuple[int, int]:
+    """(this worker's first row among all workers' rows in rank order, all workers' rows): one
+    host collective, made once per matrix by the caller that evaluates it every round."""
+    if comm.world_size == 1:
+        return 0, int(n_rows)
+    counts = comm.allgather(int(n_rows))
+    return int(sum(counts[: comm.rank])), int(sum(counts))
+
+
+def gather_rows(xp, comm, y, pred, weight, span=None):
+    """(y, pred, weight) of every worker's rows, in rank order, on every worker.
+
+    On devices whose collective sums where the arrays are (NCCL), each worker writes its rows
+    into its own span of a zeroed buffer of all rows and the buffer is summed: every value is
+    added to zeros only, so it arrives exact, and nothing leaves the device. Its cost per
+    round is one allreduce of (2 + outputs) x all rows x 4 bytes. Elsewhere the rows are
+    gathered through the host collective. span: row_span's answer (None: asked here)."""
+    if comm.world_size == 1:
+        return y, pred, weight
+    if xp is not np and getattr(comm, "reduces_on_device", False):
+        n = y.shape[0]
+        offset, total = span if span is not None else row_span(comm, n)
+        width = 1 if pred.ndim == 1 else pred.shape[1]
+        dtype = xp.result_type(pred.dtype, y.dtype, xp.float32)
+        buf = xp.zeros((total, width + 2), dtype=dtype)
+        mine = buf[offset : offset + n]
+        mine[:, 0] = y
+        mine[:, 1] = 1.0 if weight is None else weight
+        mine[:, 2:] = pred.reshape(n, width)
+        buf = comm.allreduce(buf, out=buf)
+        out = buf[:, 2] if pred.ndim == 1 else buf[:, 2:]
+        return buf[:, 0], out, buf[:, 1]
+    parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
+    ys, ps, ws = zip(*parts)
+    w = None if all(v is None for v in ws) else np.concatenate(
+        [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
+    return np.concatenate(ys), np.concatenate(ps), w
+
+
+def _reduce(xp, comm, parts):
+    """The (2,) float64 sums of every worker's (num, den), where the arrays are when the
+    collective sums there, else on the host."""
+    sums = xp.stack([xp.asarray(v, dtype=xp.float64) for v in parts])
+    if comm.world_size == 1:
+        return sums
+    if xp is not np and not getattr(comm, "reduces_on_device", False):
+        sums = to_host(sums)
+    return comm.allreduce(sums)
+
+
+def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None, groups=None,
+                 ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K, span=None):
+    """The metric over the rows of every worker as (2,) float64 (num, den), the same on every
+    worker, where the arrays are (nothing waits for the device): finish(name, parts) is the value.
+    Arguments as evaluate's; span: row_span's answer for these rows (the AUCs gather them)."""
+    comm = comm or LocalCommunicator()
+    if ranking.parse_metric(name) is not None:
+        g = _rank_groups(name, y, groups, comm)
+        return _reduce(xp, comm, ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k))
+    if name in _RANKING:
+        y, pred, weight = gather_rows(xp, comm, y, pred, weight, span)
+        one, multiclass, _ = _RANKING[name]
+        parts = (multiclass if pred.ndim == 2 else one)(xp, y, pred, _weights(xp, y, weight))
+        return xp.stack([xp.asarray(v, dtype=xp.float64) for v in parts])
+    return _reduce(xp, comm, _additive(name, quantile_alpha)[0](xp, y, pred, _weights(xp, y, weight)))
+
+
+def _additive(name, quantile_alpha):
+    """(partial sums, finish) of an additive metric."""
+    if name == "quantile":
+        if quantile_alpha is None:
+            raise ValueError("eval_metric 'quantile' needs quantile_alpha")
+        return _quantile_sums(quantile_alpha), _mean
+    if name.startswith("tweedie-nloglik@"):
+        return _tweedie_sums(float(name.split("@", 1)[1])), _mean
+    partial, finish = _ADDITIVE.get(name, (None, None))
+    if partial is None:
+        raise ValueError(f"unknown eval_metric {name!r}; one of {sorted(METRICS)}")
+    return partial, finish
+
+
+def finish(name: str, parts) -> float:
+    """The metric's value from metric_parts' (num, den) (host numbers)."""
+    num, den = np.float64(parts[0]), np.float64(parts[1])
+    if ranking.parse_metric(name) is not None:
+        return float(num / den) if den > 0 else 0.0
+    if name in _RANKING:
+        return _RANKING[name][2](num, den)
+    if name in _ADDITIVE:
+        return _ADDITIVE[name][1](num, den)
+    return _mean(num, den)  # quantile, tweedie-nloglik@rho
+
+
 def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None, groups=None,
              ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K) -> float:
     """The metric over the rows of every worker (comm=None: this process's rows).
@@ -267,34 +422,9 @@ def evaluate(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=N
     groups' weights; ``weight`` (per row) is not theirs to read. A ranking metric named
     without @k is cut at rank_default_k (XGBoost's 32; None: whole lists).
     """
-    comm = comm or LocalCommunicator()
-    if ranking.parse_metric(name) is not None:
-        g = _rank_groups(name, y, groups, comm)
-        num, den = ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k)
-        sums = comm.allreduce(np.array([num, den], dtype=np.float64))
-        return float(sums[0] / sums[1]) if sums[1] > 0 else 0.0
-    if name in _RANKING:
-        parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
-        ys, ps, ws = zip(*parts)
-        w = None if all(v is None for v in ws) else np.concatenate(
-            [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
-        y, pred = np.concatenate(ys), np.concatenate(ps)
-        if pred.ndim == 2:
-            return (multiclass_aucpr_of if name == "aucpr" else multiclass_auc_of)(y, pred, w)
-        return _RANKING[name](y, pred, w)
-    if name == "quantile":
-        if quantile_alpha is None:
-            raise ValueError("eval_metric 'quantile' needs quantile_alpha")
-        partial, finish = _quantile_sums(quantile_alpha), _mean
-    elif name.startswith("tweedie-nloglik@"):
-        partial, finish = _tweedie_sums(float(name.split("@", 1)[1])), _mean
-    else:
-        partial, finish = _ADDITIVE.get(name, (None, None))
-    if partial is None:
-        raise ValueError(f"unknown eval_metric {name!r}; one of {sorted(METRICS)}")
-    num, den = partial(xp, y, pred, _weights(xp, y, weight))
-    sums = comm.allreduce(np.array([float(num), float(den)], dtype=np.float64))
-    return finish(sums[0], sums[1])
+    parts = metric_parts(name, xp, y, pred, weight, comm, quantile_alpha=quantile_alpha, groups=groups,
+                         ndcg_exp_gain=ndcg_exp_gain, rank_default_k=rank_default_k)
+    return finish(name, to_host(parts))
 
 
 def rmse(xp, y, pred, weight=None):

@@ -213,7 +213,13 @@ def _gain(xp, label, exp_gain: bool):
 
 
 def _segment_sum(xp, group, values, n_groups):
-    return xp.bincount(group, weights=values, minlength=n_groups)[:n_groups]
+    if xp is np:
+        return np.bincount(group, weights=values, minlength=n_groups)[:n_groups]
+    import cupyx  # cupy's bincount reads the largest id on the host first: a wait for the device
+
+    out = xp.zeros(n_groups, dtype=xp.float64)
+    cupyx.scatter_add(out, group, values.astype(xp.float64))
+    return out
 
 
 def _idcg(xp, groups: Groups, y, topk: int | None, exp_gain: bool):
@@ -624,7 +630,7 @@ def metric_sums(name: str, xp, y, pred, groups: Groups, exp_gain: bool = True, d
     the first k positions of precision-at-i for relevant documents, over min(relevant, k); pre@k =
     relevant documents among the first min(k, n), over min(k, n). A group with no relevant
     document scores 1 (0 for the names ending in '-'). A name without @k is cut at default_k
-    (None: the whole list)."""
+    (None: the whole list). The sums are xp scalars: on the device, nothing waits for them."""
     kind, k, minus = parse_metric(name)
     k = default_k if k is None else k
     n_groups = groups.n_groups
@@ -653,4 +659,4 @@ def metric_sums(name: str, xp, y, pred, groups: Groups, exp_gain: bool = True, d
         hits = _segment_sum(xp, ranked.group, xp.where(top, ys.astype(xp.float64), 0.0), n_groups)
         value = xp.where(cut > 0, hits / xp.maximum(cut, 1).astype(xp.float64), 0.0)
     w = xp.ones(n_groups, dtype=xp.float64) if groups.weight is None else groups.to(xp).weight.astype(xp.float64)
-    return float((value * w).sum()), float(w.sum())
+    return (value * w).sum(), w.sum()

@@ -102,3 +102,110 @@ def test_metrics_match_scikit_learn():
         assert rmse(np, y, p, weight) == pytest.approx(np.sqrt(sk.mean_squared_error(y, p, sample_weight=weight)))
         assert error(np, y, p, weight) == pytest.approx(1 - sk.accuracy_score(y, p > 0.5, sample_weight=weight))
     assert np.isnan(auc(np, np.ones(5, np.float32), np.float32([0.1, 0.2, 0.3, 0.4, 0.5])))
+
+
+# --------------------------------------------------------------------------- metrics where the rows are
+METRIC_CASES = ["rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-deviance",
+                "tweedie-nloglik@1.5", "quantile", "ndcg@5", "map", "pre@3", "ndcg-", "mc:auc", "mc:aucpr",
+                "mc:mlogloss", "mc:merror"]
+
+
+def _metric_rows(rng, n, name):
+    """(y, pred, weight, groups) a metric can score: ties among the predictions, weights."""
+    from daskgb.ranking import groups_from_qid
+
+    w = rng.uniform(0.1, 2, n).astype(np.float32)
+    groups = None
+    if name.startswith("mc:"):
+        y = rng.integers(0, 3, n).astype(np.float32)
+        p = rng.dirichlet(np.ones(3), n).astype(np.float32)
+        p[:50] = p[0]  # ties
+        return y, p, w, groups
+    if name.split("@")[0].rstrip("-") in ("ndcg", "map", "pre"):
+        y = rng.integers(0, 4, n).astype(np.float32)
+        groups = groups_from_qid(np.sort(rng.integers(0, n // 20, n)), n)
+    elif name in ("poisson-nloglik", "gamma-deviance", "tweedie-nloglik@1.5", "rmse", "mae", "quantile"):
+        y = rng.gamma(2.0, 1.0, n).astype(np.float32)
+    else:
+        y = (rng.random(n) < 0.3).astype(np.float32)
+    p = np.clip(rng.random(n) * 0.6 + y * 0.1 + 0.05, 0.01, None).astype(np.float32)
+    p[:100] = p[0]  # ties
+    return y, p, w, groups
+
+
+def _score(name, xp, y, p, w, groups, comm=None):
+    from daskgb.metric import evaluate
+
+    return evaluate(name.removeprefix("mc:"), xp, xp.asarray(y), xp.asarray(p), xp.asarray(w), comm,
+                    quantile_alpha=0.3, groups=groups)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", METRIC_CASES)
+def test_every_metric_on_the_device_equals_the_host(name):
+    """The metrics run where the predictions are; on the device they give the host's values."""
+    import cupy
+
+    y, p, w, groups = _metric_rows(np.random.default_rng(5), 4000, name)
+    host = _score(name, np, y, p, w, groups)
+    device = _score(name, cupy, y, p, w, groups)
+    assert device == pytest.approx(host, rel=1e-12, abs=1e-15) and np.isfinite(host)
+
+
+class _TwoThreads:
+    """Two ranks of a collective as two threads of this process (what they exchange meets at a barrier)."""
+
+    def __init__(self):
+        import threading
+
+        self.barrier = threading.Barrier(2, timeout=30)
+        self.slots = [None, None]
+
+
+def _thread_comm(rank, meeting, on_device):
+    from daskgb.collective import Communicator
+
+    class ThreadComm(Communicator):
+        world_size = 2
+        reduces_on_device = on_device
+
+        def _exchange(self, x):
+            meeting.slots[self.rank] = x
+            meeting.barrier.wait()
+            both = list(meeting.slots)
+            meeting.barrier.wait()
+            return both
+
+        def allgather(self, obj):
+            return self._exchange(obj)
+
+        def allreduce(self, x, op="sum", *, out=None):
+            a, b = self._exchange(x)
+            total = a + b
+            meeting.barrier.wait()  # both have read both before either writes its own in place
+            if out is None:
+                return total
+            out[...] = total
+            return out
+
+    comm = ThreadComm()
+    comm.rank = rank
+    return comm
+
+
+@pytest.mark.parametrize("name", ["auc", "aucpr", "logloss", "mc:auc", "mc:aucpr"])
+@pytest.mark.parametrize("xp_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+def test_a_metric_of_two_workers_rows_is_the_metric_of_all_rows(name, xp_name):
+    """Exact over all workers' rows: the AUCs gather the rows (through the host, or summed into
+    one buffer on the device where the collective sums there), the others add partial sums."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    xp = np if xp_name == "numpy" else pytest.importorskip("cupy")
+    y, p, w, _ = _metric_rows(np.random.default_rng(8), 3000, name)
+    whole = _score(name, np, y, p, w, None)
+    meeting, cut = _TwoThreads(), 1234  # unequal shares
+    shares = [slice(0, cut), slice(cut, None)]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda r: _score(name, xp, y[shares[r]], p[shares[r]], w[shares[r]], None,
+                                             _thread_comm(r, meeting, xp is not np)), range(2)))
+    assert got[0] == got[1] == pytest.approx(whole, rel=1e-12)

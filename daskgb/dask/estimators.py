@@ -360,6 +360,7 @@ def _partition_metric(name, pred, y, qid, exp_gain, default_k):
     y = xp.asarray(y, dtype=xp.float32)
     groups = groups_from_qid(qid, int(y.shape[0]))
     num, den = metric_sums(name, xp, y, pred, groups, exp_gain, default_k)
+    num, den = float(num), float(den)
     keys = to_host(qid)[groups.ptr[:-1]] if groups.n_groups else np.zeros(0)
     return num, den, np.asarray(keys)
 
