@@ -40,6 +40,28 @@ def to_host(a):
     return np.asarray(a)
 
 
+class HostCopy:
+    """A device array's copy to page-locked host memory, queued in stream order: get() waits
+    for that copy only, not for the work queued after it (a numpy array is kept as it is)."""
+
+    def __init__(self, a):
+        if not _on_device(a):
+            self._host, self._done = np.asarray(a), None
+            return
+        import cupy
+        import cupyx
+
+        self._host = cupy.asnumpy(a, out=cupyx.empty_pinned(a.shape, a.dtype), blocking=False)
+        self._done = cupy.cuda.Event(disable_timing=True)
+        self._done.record()
+
+    def get(self) -> np.ndarray:
+        if self._done is not None:
+            self._done.synchronize()
+            self._done = None
+        return self._host
+
+
 @functools.lru_cache(maxsize=None)
 def cuda_available() -> bool:
     """True when CuPy imports and sees at least one GPU."""

@@ -11,7 +11,17 @@ import numbers
 
 
 class TrainingCallback:
-    """Base class. evals_log is {eval name: {metric: [value per round]}}; return True to stop."""
+    """Base class. evals_log is {eval name: {metric: [value per round]}}; return True to stop.
+
+    reads_only: a callback that only reads the model and the log (it may stop training, but
+    changes no parameter and no tree) says so by setting this True and leaving
+    before_iteration alone. Training may then queue round i + 1 on the device before it calls
+    after_iteration for round i (a stop then drops the queued round), so the device never
+    waits for the callback; the model is the same. A callback that writes (as
+    LearningRateScheduler) must be called before the next round starts: the default.
+    """
+
+    reads_only: bool = False
 
     def before_training(self, model):
         return model
@@ -36,6 +46,7 @@ class EarlyStopping(TrainingCallback):
     to best_iteration.
     """
 
+    reads_only = True
     # XGBoost's list, matched as prefixes (so ndcg@10 and ndcg- maximise too).
     _MAXIMIZE = ("auc", "aucpr", "map", "ndcg", "pre")
 
@@ -91,6 +102,8 @@ class EarlyStopping(TrainingCallback):
 class EvaluationMonitor(TrainingCallback):
     """Print the round's metrics every `period` rounds (and the last round), as XGBoost's."""
 
+    reads_only = True
+
     def __init__(self, period: int = 1):
         if isinstance(period, bool) or not isinstance(period, numbers.Integral) or period < 1:
             raise ValueError(f"period must be an integer >= 1, got {period!r}")
@@ -130,3 +143,11 @@ class LearningRateScheduler(TrainingCallback):
         rate = self.learning_rates(epoch) if callable(self.learning_rates) else self.learning_rates[epoch]
         model.set_param("learning_rate", rate)
         return False
+
+
+def only_read(callbacks) -> bool:
+    """Whether every callback says it only reads (TrainingCallback.reads_only) and has no
+    before_iteration of its own (one would see the model without the round still queued)."""
+    return all(getattr(cb, "reads_only", False) is True
+               and getattr(type(cb), "before_iteration", TrainingCallback.before_iteration)
+               is TrainingCallback.before_iteration for cb in callbacks)

@@ -58,6 +58,26 @@ class Tree:
             out[name] = getattr(self, name)
         return out
 
+    def words(self) -> np.ndarray:
+        """The tree in growth.cu's device layout: (len(TREE_FIELDS) + 1, n_nodes) int32, a
+        row per field (floats as their bits), the last row's first word the node count."""
+        out = np.zeros((len(TREE_FIELDS) + 1, max(self.n_nodes, 1)), dtype=np.int32)
+        for i, name in enumerate(TREE_FIELDS):
+            row = getattr(self, name)
+            out[i, : self.n_nodes] = row.view(np.int32) if FIELDS[name] == np.float32 else row
+        out[-1, 0] = self.n_nodes
+        return out
+
+    @classmethod
+    def from_words(cls, words: np.ndarray) -> "Tree":
+        """The Tree of growth.cu's device layout (copied to the host): words() read back."""
+        n_nodes = int(words[-1, 0])
+        fields = {}
+        for i, name in enumerate(TREE_FIELDS):
+            row, dtype = words[i, :n_nodes], FIELDS[name]
+            fields[name] = row.view(np.float32).copy() if dtype == np.float32 else row.astype(dtype)
+        return cls(**fields)
+
     def to_dict(self) -> dict:
         return {name: getattr(self, name).tolist() for name in FIELDS}
 

@@ -35,34 +35,40 @@ __global__ void predict_margin(const float* __restrict__ X, long long n_rows, in
 // margin[row * margin_stride] += value[leaf of the row] for the rows of an ELLPACK matrix
 // binned with the training cuts: one thread per row walks the tree by bins, as training's
 // partition sends rows (bin <= split bin goes left, a missing value takes default_left).
-// nodes: (n_nodes, 4) int32 rows (left, right, feature, bin), left < 0 for a leaf;
-// default_left: (n_nodes,) int8. Launch: 1-D, any shape (grid-stride over rows).
+// tree: growth.cu's layout, int32 rows of `cap` words each (TreeField: left < 0 for a leaf,
+// value as float bits): a tree grown on the device is read where it was grown, and a host
+// tree is uploaded in the same layout (predict/cuda.py). Launch: 1-D, any shape
+// (grid-stride over rows).
 template <bool kDense>
-__global__ void add_leaf_values(const EllpackView ell, long long n_rows, const int4* __restrict__ nodes,
-                                const int8_t* __restrict__ default_left, const float* __restrict__ value,
-                                float* __restrict__ margin, long long margin_stride) {
+__global__ void add_leaf_values(const EllpackView ell, long long n_rows, const int32_t* __restrict__ tree,
+                                long long cap, float* __restrict__ margin, long long margin_stride) {
   const uint32_t* __restrict__ words = ell.words;
   const int bits = ell.bits, row_stride = ell.row_stride;
   const uint32_t null_symbol = ell.null_symbol;
   const int32_t* __restrict__ ptrs = ell.ptrs;
+  const int32_t* __restrict__ left_of = tree + kLeft * cap;
+  const int32_t* __restrict__ right_of = tree + kRight * cap;
+  const int32_t* __restrict__ feature_of = tree + kFeature * cap;
+  const int32_t* __restrict__ bin_of = tree + kBin * cap;
+  const int32_t* __restrict__ default_left_of = tree + kDefaultLeft * cap;
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x; row < n_rows; row += stride) {
     const unsigned long long begin = (unsigned long long)row * (unsigned long long)row_stride;
     int nid = 0;
-    int4 node = nodes[0];
-    while (node.x >= 0) {
-      const int b = ellpack_feature_bin<kDense>(words, bits, begin, row_stride, null_symbol, ptrs, node.z);
-      const bool left = b < 0 ? default_left[nid] != 0 : b <= node.w;
-      nid = left ? node.x : node.y;
-      node = nodes[nid];
+    int left_child = left_of[0];
+    while (left_child >= 0) {
+      const int b = ellpack_feature_bin<kDense>(words, bits, begin, row_stride, null_symbol, ptrs, feature_of[nid]);
+      const bool left = b < 0 ? default_left_of[nid] != 0 : b <= bin_of[nid];
+      nid = left ? left_child : right_of[nid];
+      left_child = left_of[nid];
     }
-    margin[row * margin_stride] += value[nid];
+    margin[row * margin_stride] += __int_as_float(tree[kValue * cap + nid]);
   }
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
-template __global__ void add_leaf_values<true>(const EllpackView, long long, const int4*, const int8_t*, const float*,
-                                               float*, long long);
-template __global__ void add_leaf_values<false>(const EllpackView, long long, const int4*, const int8_t*,
-                                                const float*, float*, long long);
+template __global__ void add_leaf_values<true>(const EllpackView, long long, const int32_t*, long long, float*,
+                                               long long);
+template __global__ void add_leaf_values<false>(const EllpackView, long long, const int32_t*, long long, float*,
+                                                long long);
 #endif

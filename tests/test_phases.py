@@ -50,9 +50,55 @@ def test_phases_add_up_to_the_round_and_leave_the_model_alone(device, grow_polic
         timed = run(TrainingOptions.create(params, 8, verbose_eval=False), m, [(m, "train")], after_round=after_round)
     np.testing.assert_array_equal(plain.predict(X), timed.predict(X))
     assert len(laps) == 8
+    for lap in laps:
+        assert len(lap) == len(phases.PHASES) and min(lap) >= 0
+        assert lap[phases.HISTOGRAM] > 0 and lap[phases.SPLIT] > 0 and lap[phases.OTHER] > 0
     # Round 0 also holds training's set-up (and on GPU the kernels' compilation); the others
     # span one lap's end to the next.
+    if timed.attr("training_path") == "queued-rounds":
+        # The host reads round i once round i + 1 is queued: a lap is the device's time from
+        # one round's end to the next, the host's stamps are a round behind; over the rounds
+        # they add up to the same time.
+        assert math.isclose(sum(map(sum, laps[2:])), stamps[-1] - stamps[1], rel_tol=0.25, abs_tol=5e-3)
+        return
     for lap, (a, b) in zip(laps[1:], zip(stamps, stamps[1:])):
-        assert len(lap) == len(phases.PHASES) and min(lap) >= 0
         assert math.isclose(sum(lap), b - a, rel_tol=0.1, abs_tol=2e-3), (lap, b - a)
-        assert lap[phases.HISTOGRAM] > 0 and lap[phases.SPLIT] > 0 and lap[phases.OTHER] > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_lap_cut_where_a_round_ends_is_handed_back_first(device):
+    """A path that queues the next round cuts the clock where a round's work ends; the laps read
+    later are still one per round, in order."""
+    with phases.running(get_backend(device).phase_clock()) as clock:
+        phases.mark(phases.HISTOGRAM)
+        time.sleep(0.02)
+        phases.cut()
+        phases.mark(phases.SPLIT)
+        time.sleep(0.03)
+        first, second = clock.lap(), clock.lap()
+    if device == "cpu":  # device time: the sleeps are the host's, between events
+        assert first[phases.HISTOGRAM] >= 0.02 and first[phases.SPLIT] == 0
+        assert second[phases.SPLIT] >= 0.03 and second[phases.HISTOGRAM] == 0
+    else:
+        assert first[phases.SPLIT] == 0 and second[phases.HISTOGRAM] == 0
+        assert first[phases.HISTOGRAM] >= 0.015 and second[phases.SPLIT] >= 0.025
+
+
+@pytest.mark.gpu
+def test_the_dashboard_clock_keeps_eval_sets_on_queued_rounds():
+    """An open dashboard (a phase clock on the worker) with an eval set watched: the rounds are
+    still queued (the graph, which the clock cannot split into phases, is left, and the model
+    says why), the model is the same, and every round has its lap."""
+    X, y = _data(20_000)
+    params = {"objective": "binary:logistic", "max_depth": 5, "eta": 0.1, "device": "cuda"}
+    m = daskgb.QuantileMatrix(X, y)
+    plain = daskgb.train(params, m, 8, evals=[(m, "train")], verbose_eval=False)
+    assert plain.attr("training_path") == "cuda-graphs"
+    laps = []
+    with phases.running(get_backend("cuda").phase_clock()) as clock:
+        timed = run(TrainingOptions.create(params, 8, verbose_eval=False), m, [(m, "train")],
+                    after_round=lambda it, history: laps.append(clock.lap()))
+    assert timed.attr("training_path") == "queued-rounds"
+    assert "a phase clock times each phase" in timed.attr("training_path_refused")
+    np.testing.assert_array_equal(plain.predict(X), timed.predict(X))
+    assert len(laps) == 8 and all(lap[phases.HISTOGRAM] > 0 and lap[phases.SPLIT] > 0 for lap in laps)

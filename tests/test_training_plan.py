@@ -20,11 +20,12 @@ from daskgb.training.plan import Path, PlanFacts, RoundPlan, plan_rounds
 
 
 def facts(device="cuda", paged=False, comm=None, n_trees=1, custom_objective=False, refits_leaves=False,
-          watches_evals=False, has_callbacks=False, phase_clock=False, interaction=None, monotone=None, **params):
+          custom_metric=False, writing_callbacks=False, phase_clock=False, interaction=None, monotone=None,
+          **params):
     """The facts of a fit that nothing keeps off the fastest path, but what is given."""
     p = TrainParams.from_dict({"max_depth": 6, **params})
     return PlanFacts.of(p, device=device, paged=paged, n_trees_per_round=n_trees, custom_objective=custom_objective,
-                        refits_leaves=refits_leaves, watches_evals=watches_evals, has_callbacks=has_callbacks,
+                        refits_leaves=refits_leaves, custom_metric=custom_metric, writing_callbacks=writing_callbacks,
                         phase_clock=phase_clock, interaction=interaction, monotone=monotone,
                         comm=comm or LocalCommunicator())
 
@@ -88,16 +89,48 @@ def test_settings_turn_device_levels_off(setting, settings):
 @pytest.mark.parametrize("change, why", [
     (dict(custom_objective=True), "a custom objective (obj=)"),
     (dict(refits_leaves=True), "the objective refits each tree's leaves"),
-    (dict(watches_evals=True), "eval sets are watched every round"),
-    (dict(has_callbacks=True), "callbacks run every round"),
-    (dict(phase_clock=True), "a phase clock reads every round (the Dask dashboard"),
-], ids=["obj", "refit", "evals", "callbacks", "dashboard"])
+    (dict(custom_metric=True), "a custom metric (custom_metric=) reads each round's predictions on the host"),
+    (dict(writing_callbacks=True), "a callback may change the training between rounds"),
+], ids=["obj", "refit", "custom-metric", "callbacks"])
 def test_each_refusal_of_queued_rounds_grows_by_device_levels(change, why):
     plan = plan_rounds(facts(**change))
     assert plan.path is Path.DEVICE_LEVELS and plan.device_levels
     assert plan.refused[Path.QUEUED_ROUNDS].startswith(why)
     assert plan.refused[Path.CUDA_GRAPHS] == plan.refused[Path.QUEUED_ROUNDS]
     assert Path.DEVICE_LEVELS not in plan.refused
+
+
+def test_callbacks_that_only_read_are_told_from_those_that_may_write():
+    from daskgb.callback import EarlyStopping, EvaluationMonitor, LearningRateScheduler, TrainingCallback, only_read
+
+    class Logs(TrainingCallback):
+        reads_only = True
+
+        def after_iteration(self, model, epoch, evals_log):
+            return False
+
+    class LooksBeforeEachRound(Logs):
+        def before_iteration(self, model, epoch, evals_log):  # would see the model a round behind
+            return False
+
+    assert only_read([]) and only_read([EarlyStopping(3), EvaluationMonitor(), Logs()])
+    assert not only_read([EarlyStopping(3), LearningRateScheduler([0.1] * 5)])
+    assert not only_read([TrainingCallback()]) and not only_read([LooksBeforeEachRound()])
+
+
+def test_eval_sets_and_early_stopping_keep_the_fastest_path():
+    """Facts as Fit.plan reads them for train(..., evals=..., early_stopping_rounds=...) on a GPU:
+    the eval sets are scored on the device, early stopping only reads."""
+    from daskgb.callback import EarlyStopping, EvaluationMonitor, only_read
+
+    plan = plan_rounds(facts(writing_callbacks=not only_read([EvaluationMonitor(), EarlyStopping(10)])))
+    assert plan == RoundPlan(Path.CUDA_GRAPHS, True, {})
+
+
+def test_the_dashboard_clock_keeps_rounds_queued_but_leaves_the_graphs():
+    plan = plan_rounds(facts(phase_clock=True))
+    assert plan.path is Path.QUEUED_ROUNDS and list(plan.refused) == [Path.CUDA_GRAPHS]
+    assert plan.refused[Path.CUDA_GRAPHS].startswith("a phase clock times each phase of a round (the Dask dashboard")
 
 
 def test_queued_rounds_turned_off(settings):

@@ -33,7 +33,7 @@ from ..histogram.quantiser import check_finite, quantise
 from ..partition import cuda as partition
 from ..split import cuda as split
 from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
-from ..tree import FIELDS, Tree
+from ..tree import Tree
 
 _PLAN_THREADS = 1024
 _KERNELS = ("grow_root", "expand_level", "label_leaves")
@@ -93,7 +93,7 @@ def queue_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_ind
 
 
 def queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices):
-    """(words (K, len(FIELDS) + 1, cap), positions (K * n,)) of the round's K trees, queued."""
+    """(words (K, len(TREE_FIELDS) + 1, cap), positions (K * n,)) of the round's K trees, queued."""
     tree_indices = list(tree_indices)
     k, n = len(tree_indices), ell.n_rows
     positions = cupy.empty(k * n, dtype=cupy.int32)
@@ -145,7 +145,7 @@ class QueuedForest:
         self._copied.synchronize()
         if self._sums is not None:
             check_finite(self._sums)
-        return [_host_tree(h) for h in self._host]
+        return [Tree.from_words(h) for h in self._host]
 
 
 class _HistogramArena:
@@ -181,7 +181,7 @@ class _HistogramArena:
 def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int, positions, n_trees: int = 1,
               tree: int = 0):
     """One depthwise tree from the FixedGradients gpair, queued on the device: returns its
-    words in growth.cu's layout (layouts.TREE_FIELDS rows; a device array, _host_tree reads
+    words in growth.cu's layout (layouts.TREE_FIELDS rows; a device array, Tree.from_words reads
     them) and labels positions[r] with row r's leaf * n_trees + tree."""
     kern = lambda name: kernels.function("growth.cu", _KERNELS, name)  # noqa: E731
     n = ell.n_rows
@@ -265,12 +265,3 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     mark(OTHER)
     return words
 
-
-def _host_tree(words: np.ndarray) -> Tree:
-    """The Tree of growth.cu's device layout (copied to the host)."""
-    n_nodes = int(words[-1, 0])
-    fields = {}
-    for i, name in enumerate(TREE_FIELDS):
-        row, dtype = words[i, :n_nodes], FIELDS[name]
-        fields[name] = row.view(np.float32).copy() if dtype == np.float32 else row.astype(dtype)
-    return Tree(**fields)

@@ -11,7 +11,8 @@ import numpy as np
 from ..arrays import to_host
 from ..backend import kernels
 from ..ellpack.cuda import ellpack_view
-from ..layouts import PREDICT_NODE_DTYPE
+from ..layouts import PREDICT_NODE_DTYPE, TREE_FIELDS
+from ..tree import Tree
 
 _KERNELS = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
 
@@ -44,21 +45,24 @@ def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
 def add_leaf_values(ell, tree, margin) -> None:
     """margin += the tree's leaf value for each row of ell (binned with the training cuts),
     each row routed by its bins in one launch (kernels/predict.cu add_leaf_values; the
-    reference is numpy_backend.add_leaf_values). margin: float32, one value a row, any stride."""
+    reference is numpy_backend.add_leaf_values). margin: float32, one value a row, any stride.
+    tree: a Tree, or a tree grown on the device in growth.cu's layout (a (fields + 1, cap)
+    int32 device array, growth/device.py), read there without a copy or a wait."""
     n = int(ell.n_rows)
-    if n == 0 or tree.n_nodes == 0:
+    if n == 0:
         return
     if margin.dtype != cupy.float32 or margin.shape != (n,):
         raise TypeError(f"add_leaf_values adds into a float32 array of {n} rows, got {margin.dtype} {margin.shape}")
-    m = tree.n_nodes
-    # One host-to-device copy: the (left, right, feature, bin) int4 records, then the leaf
-    # values, then default_left.
-    host = np.empty(20 * m + m, dtype=np.uint8)
-    host[: 16 * m].view(np.int32).reshape(m, 4)[...] = np.stack(
-        [tree.left, tree.right, tree.feature, tree.bin], axis=1)
-    host[16 * m : 20 * m].view(np.float32)[...] = tree.value
-    host[20 * m :] = tree.default_left.astype(np.int8).view(np.uint8)
-    table = cupy.asarray(host)
+    if isinstance(tree, Tree):
+        if tree.n_nodes == 0:
+            return
+        words = cupy.asarray(tree.words())  # one host-to-device copy
+    else:
+        words = tree
+        if words.dtype != cupy.int32 or words.ndim != 2 or words.shape[0] < len(TREE_FIELDS) or \
+                not words.flags.c_contiguous:
+            raise TypeError(f"add_leaf_values takes a Tree or growth.cu's (fields, cap) int32 words, got "
+                            f"{words.dtype} {words.shape}")
     fn = kernels.function("predict.cu", _KERNELS, f"add_leaf_values<{kernels.template_flag(ell.is_dense)}>")
-    kernels.launch_1d(fn, n, (ellpack_view(ell), np.int64(n), table[: 16 * m], table[20 * m :], table[16 * m : 20 * m],
-                              margin, np.int64(margin.strides[0] // 4)))
+    kernels.launch_1d(fn, n, (ellpack_view(ell), np.int64(n), words, np.int64(words.shape[1]), margin,
+                              np.int64(margin.strides[0] // 4)))

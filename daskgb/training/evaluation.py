@@ -5,16 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from .. import metric as _metric
-from ..arrays import to_host
+from ..arrays import HostCopy, to_host
 from ..predict import add_tree_binned
 
 
 class EvalSets:
     """The (matrix, name) pairs of evals= on the training device, each with its margins (None
     for dtrain itself, whose margins are training's own), and the history of their metrics:
-    {name: {metric: [value per round]}} (the evals_result the caller passed, cleared)."""
+    {name: {metric: [value per round]}} (the evals_result the caller passed, cleared).
 
-    def __init__(self, evals, device: str, start_margin, dtrain, options, history: dict | None):
+    A round's scores are made where the margins are (metric.metric_parts: on the device,
+    nothing waits for them) and read later (Scores.values): a path that queues rounds scores
+    round i in stream order and reads the numbers with round i's trees."""
+
+    def __init__(self, evals, device: str, start_margin, dtrain, options, history: dict | None, comm):
         self.sets = []
         for m, name in evals:
             m = m.on(device)
@@ -25,35 +29,71 @@ class EvalSets:
         self.history.clear()
         for _, name, _ in self.sets:
             self.history[name] = {k: [] for k in self.metrics}
+        # Each set's rows among all workers' (the AUCs gather them): one host collective each, now.
+        self.spans = [_metric.row_span(comm, m.n_rows) for m, _, _ in self.sets]
 
     def __bool__(self) -> bool:
         return bool(self.sets)
 
+    def add_trees(self, backend, trees) -> None:
+        """Move every eval row's margin by the round's trees (tree c: output group c), routed
+        by its bins: host Trees, or trees grown on the device in growth.cu's layout."""
+        for group, tree in enumerate(trees):
+            self.add_tree(backend, tree, group)
+
     def add_tree(self, backend, tree, group: int) -> None:
-        """Move every eval row's margin by the tree (output group `group`), routed by its bins."""
+        """Move every eval row's margin by one tree of output group `group`."""
         for m, _, em in self.sets:
             if em is not None:
                 add_tree_binned(backend, m.ellpack, tree, column(em, group))
 
-    def evaluate(self, xp, objective, train_margin, comm) -> list[str]:
-        """Each eval set's metrics for the model so far, appended to the history; returns the
-        log line's parts ("name-metric:value")."""
+    def score(self, xp, objective, train_margin, comm) -> "Scores":
+        """Every set's metrics for the model so far, queued where the margins are (a custom
+        metric runs now, on the host)."""
         p, custom = self.options.train_params, self.options.custom_metric
-        line = []
-        for m, name, em in self.sets:
+        parts, named, customs = [], [], {}
+        for (m, name, em), span in zip(self.sets, self.spans):
             em = train_margin if em is None else em
             out = objective.eval_transform(xp, em)
             for k in self.metrics:
-                v = _metric.evaluate(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha,
-                                     groups=m.groups, ndcg_exp_gain=p.ndcg_exp_gain,
-                                     rank_default_k=self.options.rank_default_k)
+                parts.append(_metric.metric_parts(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha,
+                                                  groups=m.groups, ndcg_exp_gain=p.ndcg_exp_gain,
+                                                  rank_default_k=self.options.rank_default_k, span=span))
+                named.append((name, k))
+            if custom is not None:
+                customs[name] = custom_metric(custom, em if self.options.obj is not None else out, m, comm)
+        return Scores(HostCopy(xp.stack(parts)) if parts else None, named, customs)
+
+    def record(self, scores: "Scores") -> list[str]:
+        """A round's scores appended to the history (waiting for their copy only); returns the
+        log line's parts ("name-metric:value")."""
+        values = scores.values()
+        line = []
+        for _, name, _ in self.sets:
+            for k in self.metrics:
+                v = values[(name, k)]
                 self.history[name][k].append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
-            if custom is not None:
-                k, v = custom_metric(custom, em if self.options.obj is not None else out, m, comm)
+            if name in scores.customs:
+                k, v = scores.customs[name]
                 self.history[name].setdefault(k, []).append(v)
                 line.append(f"{name}-{k}:{v:.5f}")
         return line
+
+
+class Scores:
+    """A round's metrics: the built-in ones' (num, den) on their way to the host, and the
+    custom metric's values, by set name."""
+
+    def __init__(self, parts, named: list, customs: dict):
+        self.parts, self.named, self.customs = parts, named, customs
+
+    def values(self) -> dict:
+        """{(set name, metric): value}."""
+        if self.parts is None:
+            return {}
+        parts = self.parts.get()
+        return {(name, k): _metric.finish(k, parts[i]) for i, (name, k) in enumerate(self.named)}
 
 
 def column(margin, group: int):

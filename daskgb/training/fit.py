@@ -11,6 +11,7 @@ from .. import metric as _metric
 from .. import phases as _phases
 from ..backend import get_backend, resolve_device
 from ..booster import Booster, initial_margin
+from ..callback import only_read
 from .evaluation import EvalSets
 from .gradients import round_gradients
 from .plan import PlanFacts, RoundPlan, logger, plan_rounds
@@ -56,7 +57,7 @@ class Fit:
                 _metric.check_labels(k, xp, m.on(self.device).label, p.ndcg_exp_gain, m.groups, comm)
 
         self.margin = self.start_margin(dtrain)
-        self.evals = EvalSets(evals, self.device, self.start_margin, dtrain, options, evals_result)
+        self.evals = EvalSets(evals, self.device, self.start_margin, dtrain, options, evals_result, comm)
         self.callbacks = options.callbacks_for_run()
         for cb in self.callbacks:
             self.booster = cb.before_training(self.booster) or self.booster
@@ -95,8 +96,9 @@ class Fit:
         options = self.options
         facts = PlanFacts.of(params or self.booster.params, device=self.device, paged=self.dtrain.paged,
                              n_trees_per_round=self.n_groups, custom_objective=options.obj is not None,
-                             refits_leaves=options.refits_leaves, watches_evals=bool(self.evals),
-                             has_callbacks=bool(self.callbacks), phase_clock=_phases.clock_running(),
+                             refits_leaves=options.refits_leaves,
+                             custom_metric=bool(self.evals) and options.custom_metric is not None,
+                             writing_callbacks=not only_read(self.callbacks), phase_clock=_phases.clock_running(),
                              interaction=self.interaction, monotone=self.monotone, comm=self.comm)
         plan = plan_rounds(facts)
         if self.comm.rank == 0 and logger.isEnabledFor(logging.DEBUG):
@@ -119,17 +121,26 @@ class Fit:
         return round_gradients(self.backend, self.objective, self.options.obj, self.margin, self.dtrain, it,
                                self.n_groups, self.booster.params, self.n_rows_total, self.row_offset, self.comm)
 
-    def finish_round(self, it: int, new_trees, after_round=None) -> bool:
+    def score_round(self, trees):
+        """The eval sets' margins moved by a round's trees (host Trees or device words) and
+        their metrics queued (None without eval sets): for a path that reads later."""
+        if not self.evals:
+            return None
+        self.evals.add_trees(self.backend, trees)
+        return self.evals.score(self.xp, self.objective, self.margin, self.comm)
+
+    def finish_round(self, it: int, new_trees, after_round=None, scores=None) -> bool:
         """The host's part of round it, once its trees are known: the model, the eval log, the
-        callbacks and the checkpoint. True to stop."""
+        callbacks and the checkpoint. scores: the round's eval scores where the path made them
+        already (score_round), else they are made here. True to stop."""
         booster, history, options = self.booster, self.evals.history, self.options
         booster.trees.extend(new_trees)
         booster.tree_info.extend(range(len(new_trees)))
         every = self.print_every
         if self.evals:
-            for group, tree in enumerate(new_trees):
-                self.evals.add_tree(self.backend, tree, group)
-            line = [f"[{it}]"] + self.evals.evaluate(self.xp, self.objective, self.margin, self.comm)
+            if scores is None:
+                scores = self.score_round(new_trees)
+            line = [f"[{it}]"] + self.evals.record(scores)
             if every and (it % every == 0 or it == options.num_boost_round - 1):
                 print("\t".join(line), flush=True)
         if after_round is not None:  # the Dask layer's progress and dashboard reports (dask/worker.py)

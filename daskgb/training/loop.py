@@ -76,12 +76,13 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
             gpairs = fit.gradients(it)
             first_tree = len(fit.booster.trees) + rounds.pending * fit.n_groups
             stop = False
-            for done, trees in rounds.submit(it, gpairs, first_tree):
-                stop = fit.finish_round(done, trees, after_round) or stop
+            for done, trees, scores in rounds.submit(it, gpairs, first_tree):
+                stop = fit.finish_round(done, trees, after_round, scores) or stop
             if stop:
+                rounds.discard()  # a round queued after the one that stopped is not the model's
                 break
-        for done, trees in rounds.drain():
-            fit.finish_round(done, trees, after_round)
+        for done, trees, scores in rounds.drain():
+            fit.finish_round(done, trees, after_round, scores)
     finally:
         rounds.close()
     fit.booster.set_attr(training_path=_path_taken(taken, rounds), training_path_refused=plan.refusals())
@@ -95,8 +96,8 @@ def _replan(fit, rounds, it: int):
         rounds.params = fit.booster.params
         return plan, rounds
     logger.debug("daskgb round %d: the params changed, the path is now %s", it, plan.path)
-    for done, trees in rounds.drain():  # none: a path that queues runs no callbacks
-        fit.finish_round(done, trees)
+    for done, trees, scores in rounds.drain():  # none: a path that queues runs no callback that writes
+        fit.finish_round(done, trees, scores=scores)
     rounds.close()
     return plan, make_rounds(plan, fit)
 

@@ -6,7 +6,9 @@ DEVICE_LEVELS needs):
   CUDA_GRAPHS            QUEUED_ROUNDS, each round replayed as one captured CUDA graph
                          (growth/graphs.py; the first round runs launch by launch, to compile)
   QUEUED_ROUNDS          DEVICE_LEVELS, the host queueing round i + 1 before it reads round
-                         i's trees, so that the device never waits for the host
+                         i's trees, so that the device never waits for the host; eval sets
+                         are scored on the device in stream order and read with the trees,
+                         and callbacks that only read run one round behind
   DEVICE_LEVELS          depthwise trees grown level by level on the device, the host waiting
                          once a round (growth/device.py)
   HOST_LEVELS            the host decides every level (growth/host.py): every option, on
@@ -68,8 +70,8 @@ class PlanFacts:
     n_trees_per_round: int
     custom_objective: bool
     refits_leaves: bool
-    watches_evals: bool
-    has_callbacks: bool
+    custom_metric: bool  # a custom metric reads each round's predictions on the host
+    writing_callbacks: bool  # a callback may change the training (not every one says reads_only)
     phase_clock: bool  # a phase clock reads each round (the Dask dashboard)
     interaction_constraints: bool
     monotone_constraints: bool
@@ -77,14 +79,14 @@ class PlanFacts:
 
     @classmethod
     def of(cls, params, *, device: str, paged: bool, n_trees_per_round: int, custom_objective: bool,
-           refits_leaves: bool, watches_evals: bool, has_callbacks: bool, phase_clock: bool, interaction,
+           refits_leaves: bool, custom_metric: bool, writing_callbacks: bool, phase_clock: bool, interaction,
            monotone, comm) -> "PlanFacts":
         return cls(device=device, paged=paged, grow_policy=params.grow_policy, max_depth=int(params.max_depth),
                    max_leaves=int(params.max_leaves), colsample_bytree=float(params.colsample_bytree),
                    colsample_bylevel=float(params.colsample_bylevel),
                    colsample_bynode=float(params.colsample_bynode), subsample=float(params.subsample),
                    n_trees_per_round=int(n_trees_per_round), custom_objective=custom_objective,
-                   refits_leaves=refits_leaves, watches_evals=watches_evals, has_callbacks=has_callbacks,
+                   refits_leaves=refits_leaves, custom_metric=custom_metric, writing_callbacks=writing_callbacks,
                    phase_clock=phase_clock, interaction_constraints=interaction is not None,
                    monotone_constraints=monotone is not None,
                    allreduce_on_device=comm.world_size == 1 or bool(getattr(comm, "reduces_on_device", False)))
@@ -152,12 +154,11 @@ def queued_rounds_refusal(facts: PlanFacts) -> str | None:
         return "a custom objective (obj=) computes each round's gradients on the host"
     if facts.refits_leaves:
         return "the objective refits each tree's leaves (reg:absoluteerror, reg:quantileerror)"
-    if facts.watches_evals:
-        return "eval sets are watched every round (evals=, eval_set=)"
-    if facts.has_callbacks:
-        return "callbacks run every round (callbacks=, early_stopping_rounds=)"
-    if facts.phase_clock:
-        return "a phase clock reads every round (the Dask dashboard's daskgb page)"
+    if facts.custom_metric:
+        return "a custom metric (custom_metric=) reads each round's predictions on the host"
+    if facts.writing_callbacks:
+        return ("a callback may change the training between rounds (callbacks=; one that only reads says "
+                "reads_only = True)")
     return None
 
 
@@ -167,6 +168,9 @@ def cuda_graphs_refusal(facts: PlanFacts) -> str | None:
         return "turned off (daskgb.training.cuda-graphs)"
     if facts.colsample_bytree != 1.0 or facts.colsample_bylevel != 1.0:
         return "colsample_bytree or colsample_bylevel < 1 (each tree draws its own columns)"
+    if facts.phase_clock:
+        return ("a phase clock times each phase of a round (the Dask dashboard's daskgb page): a graph's "
+                "replay is one span of device time")
     return None
 
 

@@ -2,9 +2,11 @@
 
 Every path grows the same trees, bit for bit; they differ in where the decisions are made
 and when the host reads the trees. A Rounds object takes each round's gradients (submit)
-and hands back the rounds whose trees are known, as (round, trees): at once for every path
-but the queued ones, which hand a round back once the next is queued (drain() gives the
-last). Each empties the list of gradient pairs it is given, so that the float gradients
+and hands back the rounds whose trees are known, as (round, trees, scores): at once for
+every path but the queued ones, which hand a round back once the next is queued (drain()
+gives the last; discard() drops it, when training stops at the round before). scores are
+the round's eval scores where the path queued them with the round (Fit.score_round), else
+None (Fit.finish_round scores the trees). Each empties the list of gradient pairs it is given, so that the float gradients
 are freed before the trees grow unless the leaves are refitted from them.
 """
 
@@ -14,6 +16,7 @@ from ..adaptive import refresh_leaves
 from ..ellpack.pages import compact_rows
 from ..growth import host as host_growth
 from ..histogram.quantiser import abs_sums, quantise
+from ..phases import cut as cut_phase_clock
 from ..predict import add_tree_binned
 from .evaluation import column
 from .plan import Path
@@ -52,6 +55,9 @@ class Rounds:
 
     def drain(self) -> list:
         return []
+
+    def discard(self) -> None:
+        """Training stops: a round queued after the last one handed back is dropped."""
 
     def close(self) -> None:
         pass
@@ -93,7 +99,7 @@ class LevelRounds(Rounds):
                                fit.dtrain.weight, alpha, p.learning_rate, fit.comm)
             # Training margins come from the rows' final leaves: no re-prediction.
             column(fit.margin, group)[...] += backend.to_device(tree.value)[leaves]
-        return [(it, new_trees)]
+        return [(it, new_trees, None)]
 
 
 class CompactedRounds(Rounds):
@@ -122,14 +128,15 @@ class CompactedRounds(Rounds):
             del ell, g, gnative, gpair, kept
             add_tree_binned(backend, paged, tree, column(fit.margin, group))
             trees.append(tree)
-        return [(it, trees)]
+        return [(it, trees, None)]
 
 
 class QueuedRounds(Rounds):
     """QUEUED_ROUNDS and CUDA_GRAPHS: each round's trees queued on the device (as one CUDA
     graph replayed, for CUDA_GRAPHS; the graph also makes the fixed-point pairs) and the
-    training margins moved there by their leaves, nothing waited for; the host reads a
-    round's trees once the next round is queued."""
+    training margins moved there by their leaves, nothing waited for; the eval sets' margins
+    are moved by the trees as the device holds them and their metrics queued after them; the
+    host reads a round's trees and scores once the next round is queued."""
 
     def __init__(self, plan, fit):
         super().__init__(plan, fit)
@@ -152,16 +159,24 @@ class QueuedRounds(Rounds):
         forest = self.graphs.queue(fit.dtrain.ellpack, gpair, fit.booster.params, fit.comm, fit.root_from_bins,
                                    range(first_tree, first_tree + n_groups))
         del gpair
+        # The trees' words are read in stream order now, before the next replay rewrites them.
+        words = forest.words
         forest.add_to(fit.margin)
+        scores = fit.score_round([words[c] for c in range(n_groups)])
+        del words
+        cut_phase_clock()  # the round's work ends here in stream order: its lap, read with its trees
         done = self.drain()
-        self.queued, self.pending = (it, forest), 1
+        self.queued, self.pending = (it, forest, scores), 1
         return done
 
     def drain(self):
         if self.queued is None:
             return []
-        (it, forest), self.queued, self.pending = self.queued, None, 0
-        return [(it, forest.trees())]
+        (it, forest, scores), self.queued, self.pending = self.queued, None, 0
+        return [(it, forest.trees(), scores)]
+
+    def discard(self):
+        self.queued, self.pending = None, 0
 
     def close(self):
         self.graphs.close()

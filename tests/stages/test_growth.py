@@ -113,7 +113,10 @@ def _train_both(params, m, X, rounds):
     import dask.config
 
     boosters, histories, preds = [], [], []
-    for enabled, path in ((True, "device-levels"), (False, "host-levels")):
+    # The training eval set is scored with the queued rounds (cuda-graphs where no tree draws columns).
+    device_path = "queued-rounds" if min(params.get("colsample_bytree", 1), params.get("colsample_bylevel", 1)) < 1 \
+        else "cuda-graphs"
+    for enabled, path in ((True, device_path), (False, "host-levels")):
         res = {}
         with dask.config.set({"daskgb.training.device-growth": enabled}):
             b = daskgb.train({**params, "device": "cuda", "seed": 3}, m, rounds, evals=[(m, "train")],
@@ -235,7 +238,7 @@ QUEUED_CASES = [
 ]
 
 
-def _queued_matrix(objective, n=4000, f=8, seed=0):
+def _queued_matrix(objective, n=4000, f=8, seed=0, ref=None):
     import cupy
 
     rng = np.random.default_rng(seed)
@@ -248,7 +251,7 @@ def _queued_matrix(objective, n=4000, f=8, seed=0):
         y = np.digitize(score, [-0.5, 0.7]).astype(np.float32)
     else:
         y = score.astype(np.float32)
-    return X, daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y), max_bin=64, device="cuda")
+    return X, daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y), max_bin=64, device="cuda", ref=ref)
 
 
 def assert_same_model(a, b):
@@ -306,18 +309,56 @@ def test_queued_rounds_give_the_model_of_rounds_read_one_by_one(case, monkeypatc
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("objective", ["binary:logistic", "multi:softprob"])
+def test_eval_sets_and_early_stopping_keep_the_queued_path_and_its_model(objective, settings):
+    """Eval sets are scored on the device with the queued round and early stopping reads them a
+    round later: the path stays cuda-graphs, and the model, the history and the round it stopped
+    at are the ones of rounds read one by one."""
+    X, m = _queued_matrix(objective, seed=11)
+    _, mv = _queued_matrix(objective, n=1500, seed=12, ref=m)
+    params = {"objective": objective, "device": "cuda", "max_depth": 6, "eta": 0.6, "max_bin": 64,
+              "eval_metric": ["logloss" if objective == "binary:logistic" else "mlogloss", "auc"]}
+    if objective == "multi:softprob":
+        params["num_class"] = 3
+    models, histories = [], []
+    for queue in (True, False):
+        settings({"training.queue-rounds": queue})
+        res = {}
+        b = daskgb.train(params, m, 200, evals=[(m, "train"), (mv, "valid")], evals_result=res, verbose_eval=False,
+                         early_stopping_rounds=4)
+        assert b.attr("training_path") == ("cuda-graphs" if queue else "device-levels")
+        models.append(b)
+        histories.append(res)
+    queued, one_by_one = models
+    assert queued.best_iteration == one_by_one.best_iteration < 190, "early stopping must stop these fits"
+    assert queued.num_boosted_rounds() == queued.best_iteration + 5
+    assert histories[0] == histories[1]
+    assert_same_model(queued, one_by_one)
+
+
+@pytest.mark.gpu
 def test_rounds_are_read_one_by_one_where_the_host_looks_at_each(monkeypatch, settings):
-    """Eval sets, callbacks and custom objectives see each round before the next is queued."""
+    """A custom metric and a callback that may write see each round before the next is queued."""
+    from daskgb.callback import LearningRateScheduler
+
     X, m = _queued_matrix("binary:logistic")
+    params = {"device": "cuda", "max_depth": 3, "objective": "binary:logistic"}
     log = _order_of_calls(monkeypatch, settings)
     res = {}
-    b = daskgb.train({"device": "cuda", "max_depth": 3, "objective": "binary:logistic"}, m, 4, evals=[(m, "train")],
-                 evals_result=res, verbose_eval=False)
+    b = daskgb.train(params, m, 4, evals=[(m, "train")], evals_result=res, verbose_eval=False,
+                     custom_metric=lambda predt, d: ("zero", 0.0))
     assert log == [("queue", 0), ("read", 0), ("queue", 1), ("read", 1), ("queue", 2), ("read", 2),
                    ("queue", 3), ("read", 3)]
-    assert len(res["train"]["logloss"]) == 4
+    assert len(res["train"]["logloss"]) == len(res["train"]["zero"]) == 4
     assert b.attr("training_path") == "device-levels"
-    assert "eval sets are watched every round" in b.attr("training_path_refused")
+    assert "a custom metric (custom_metric=)" in b.attr("training_path_refused")
+    log.clear()
+    b = daskgb.train(params, m, 3, verbose_eval=False, callbacks=[LearningRateScheduler([0.3, 0.2, 0.1])])
+    assert log == [("queue", 0), ("read", 0), ("queue", 1), ("read", 1), ("queue", 2), ("read", 2)]
+    assert "a callback may change the training" in b.attr("training_path_refused")
+    log.clear()
+    daskgb.train(params, m, 3, evals=[(m, "train")], verbose_eval=False, early_stopping_rounds=2)
+    assert log[:3] == [("queue", 0), ("queue", 1), ("read", 0)], "early stopping only reads"
 
 
 @pytest.mark.gpu

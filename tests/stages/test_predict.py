@@ -15,6 +15,7 @@ import pytest
 from builders import (MISSING_SENTINEL, LAYOUTS, both_ellpacks, make_cuts, random_binned_tree, random_ellpack,
                       random_trees, route_by_partition)
 from daskgb.arrays import to_host
+from daskgb.tree import FIELDS, Tree
 
 
 def margins_by_hand(X, nodes, offsets, base, missing):
@@ -103,4 +104,34 @@ def test_add_leaf_values(oracle, cb, layout):
         oracle.add_leaf_values(ell_n, tree, expected[:, 1])
         got = cupy.asarray(base)
         cb.add_leaf_values(ell_c, tree, got[:, 1])
+        np.testing.assert_array_equal(to_host(got), expected)
+
+
+def test_a_tree_and_its_device_layout_are_the_same_tree():
+    rng = np.random.default_rng(44)
+    tree = random_binned_tree(rng, make_cuts(rng, 5, 30), 6)
+    back = Tree.from_words(tree.words())
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(back, name), getattr(tree, name))
+        assert getattr(back, name).dtype == getattr(tree, name).dtype
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_add_leaf_values_reads_a_tree_where_the_device_grew_it(oracle, cb, layout):
+    """The eval sets of a queued round move by the trees' words on the device (growth.cu's
+    layout, rows of `cap` words, unused words after the tree's nodes): same sums as the oracle's."""
+    import cupy
+
+    rng = np.random.default_rng(45)
+    ell_n, ell_c = both_ellpacks(cb, rng, layout, 3000)
+    for _ in range(3):
+        tree = random_binned_tree(rng, ell_n.cuts, 7)
+        words = np.full((len(FIELDS) + 1, tree.n_nodes + 9), -7, dtype=np.int32)  # a wider cap, as grown
+        words[:, : tree.n_nodes] = tree.words()
+        base = rng.normal(size=(ell_n.n_rows, 3)).astype(np.float32)
+        expected = base.copy()
+        oracle.add_leaf_values(ell_n, tree, expected[:, 2])
+        got = cupy.asarray(base)
+        cb.add_leaf_values(ell_c, cupy.asarray(words), got[:, 2])
         np.testing.assert_array_equal(to_host(got), expected)
