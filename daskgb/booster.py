@@ -41,7 +41,12 @@ class Booster:
         self.best_score: float | None = None
         # XGBoost's string attributes: the user's (set_attr) and training's ("training_path").
         self._attributes: dict[str, str] = {}
-        self._packed = None  # (n_trees, nodes, offsets) cache for prediction
+        self._packed = None  # (n_trees, {(start, end, group): (nodes, offsets)}): _packed_group's packs
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_packed"] = None  # a cache: a pickled model (sent to Dask workers) travels without it
+        return state
 
     # ------------------------------------------------------------------ introspection
     @property
@@ -140,6 +145,19 @@ class Booster:
             raise ValueError(f"iteration_range {iteration_range} is outside the model's {rounds} rounds")
         return start * self.n_groups, end * self.n_groups
 
+    def _packed_group(self, start: int, end: int, group: int):
+        """(nodes, offsets) of output group `group`'s trees among trees [start, end), packed
+        once per model (None: no such tree). The key holds the number of trees: training
+        appends to them, and keep_rounds, the only other change, forgets the packs."""
+        key = (start, end, group, len(self.trees))
+        if self._packed is None or self._packed[0] != len(self.trees):
+            self._packed = (len(self.trees), {})
+        packs = self._packed[1]
+        if key not in packs:
+            trees = [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group]
+            packs[key] = self._packed_trees(trees) if trees else None
+        return packs[key]
+
     def _packed_trees(self, trees):
         nodes = [t.predict_nodes() for t in trees]
         offsets = np.zeros(len(nodes) + 1, dtype=np.int64)
@@ -169,10 +187,10 @@ class Booster:
         X = features.to(xp).densify(missing)
         margin = self._initial_margin(xp, features.n_rows, base_margin)
         for group in range(self.n_groups):
-            trees = [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group]
-            if not trees:
+            packed = self._packed_group(start, end, group)
+            if packed is None:
                 continue
-            nodes, offsets = self._packed_trees(trees)
+            nodes, offsets = packed
             if margin.ndim == 1:
                 backend.predict_margin(X, nodes, offsets, margin, float(missing))
             else:

@@ -1,35 +1,66 @@
 // Margins of raw feature rows from flattened trees (predict/cuda.py predict_margin), and of
 // quantised rows from one tree routed by bins (predict/cuda.py add_leaf_values).
-//
-// One thread per row walks every tree in order and adds the leaf values to a float
-// accumulator, in the order predict/reference.py's predict_margin adds them, so both give
-// the same float32 result.
 #include "common.cuh"
 
-// X: row-major (n_rows, n_features) float32. nodes: PredictNode of all trees,
-// tree t owning nodes[offsets[t]:offsets[t+1]]. out: (n_rows,) float32, updated.
-// Launch: 1-D, any shape (grid-stride over rows).
+// How many trees a thread walks side by side: their node loads are independent, so they
+// are in flight together (a walk is a chain of dependent loads, bound by latency).
+constexpr int kTreesAtOnce = 4;
+
+// X: row-major (n_rows, n_features) float32. nodes: every tree's nodes as int4 records
+// (left, right, feature | default_left << 31, threshold, or the value for a leaf, as float
+// bits; left < 0 for a leaf), tree t owning nodes[offsets[t]:offsets[t+1]]. out: (n_rows,)
+// float32, updated: one thread per row adds every tree's leaf value in tree order, as
+// predict/reference.py's predict_margin adds them, so both give the same float32 result.
+// kShared: the block's rows are first copied to shared memory (one coalesced read of the
+// block's contiguous rows) and the walks read them there; the host chooses it where
+// blockDim.x * n_features floats fit (dynamic shared memory of that size).
+// Launch: 1-D, one thread per row (blocks past the last row return).
+template <bool kShared>
 __global__ void predict_margin(const float* __restrict__ X, long long n_rows, int n_features,
-                               const PredictNode* __restrict__ nodes, const int32_t* __restrict__ offsets,
-                               int n_trees, float missing, float* __restrict__ out) {
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x; row < n_rows; row += stride) {
-    const float* x = X + row * (long long)n_features;
-    float acc = out[row];
-    for (int t = 0; t < n_trees; ++t) {
-      const PredictNode* tree = nodes + offsets[t];
-      int nid = 0;
-      while (tree[nid].left >= 0) {
-        const PredictNode& node = tree[nid];
-        const float v = x[node.feature];
-        // With missing == NaN the equality is always false, so one test covers both cases.
-        const bool left = (isnan(v) || v == missing) ? node.default_left != 0 : v < node.threshold;
-        nid = left ? node.left : node.right;
-      }
-      acc += tree[nid].value;
-    }
-    out[row] = acc;
+                               const int4* __restrict__ nodes, const int32_t* __restrict__ offsets, int n_trees,
+                               float missing, float* __restrict__ out) {
+  extern __shared__ float block_rows[];
+  const long long first_row = (long long)blockIdx.x * blockDim.x;
+  const long long row = first_row + threadIdx.x;
+  const float* x;
+  if constexpr (kShared) {
+    const long long n_block = min((long long)blockDim.x, n_rows - first_row) * n_features;
+    const float* src = X + first_row * n_features;
+    for (long long i = threadIdx.x; i < n_block; i += blockDim.x) block_rows[i] = src[i];
+    __syncthreads();
+    x = block_rows + (long long)threadIdx.x * n_features;
+  } else {
+    x = X + row * (long long)n_features;
   }
+  if (row >= n_rows) return;
+  float acc = out[row];
+  for (int t0 = 0; t0 < n_trees; t0 += kTreesAtOnce) {
+    int4 node[kTreesAtOnce];
+    const int4* tree[kTreesAtOnce];
+#pragma unroll
+    for (int k = 0; k < kTreesAtOnce; ++k) {
+      tree[k] = nodes + offsets[min(t0 + k, n_trees - 1)];
+      node[k] = t0 + k < n_trees ? __ldg(tree[k]) : make_int4(-1, -1, 0, 0);
+    }
+    bool walking = true;
+    while (walking) {
+      walking = false;
+#pragma unroll
+      for (int k = 0; k < kTreesAtOnce; ++k) {
+        if (node[k].x < 0) continue;
+        const float v = x[node[k].z & 0x7fffffff];
+        // With missing == NaN the equality is always false, so one test covers both cases.
+        const bool left = (isnan(v) || v == missing) ? node[k].z < 0 : v < __int_as_float(node[k].w);
+        node[k] = __ldg(tree[k] + (left ? node[k].x : node[k].y));
+        walking |= node[k].x >= 0;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kTreesAtOnce; ++k) {
+      if (t0 + k < n_trees) acc += __int_as_float(node[k].w);
+    }
+  }
+  out[row] = acc;
 }
 
 // margin[row * margin_stride] += value[leaf of the row] for the rows of an ELLPACK matrix
@@ -67,6 +98,10 @@ __global__ void add_leaf_values(const EllpackView ell, long long n_rows, const i
 }
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
+template __global__ void predict_margin<true>(const float*, long long, int, const int4*, const int32_t*, int, float,
+                                              float*);
+template __global__ void predict_margin<false>(const float*, long long, int, const int4*, const int32_t*, int, float,
+                                               float*);
 template __global__ void add_leaf_values<true>(const EllpackView, long long, const int32_t*, long long, float*,
                                                long long);
 template __global__ void add_leaf_values<false>(const EllpackView, long long, const int32_t*, long long, float*,

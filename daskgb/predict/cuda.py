@@ -14,7 +14,25 @@ from ..ellpack.cuda import ellpack_view
 from ..layouts import PREDICT_NODE_DTYPE, TREE_FIELDS
 from ..tree import Tree
 
-_KERNELS = ("predict_margin", "add_leaf_values<true>", "add_leaf_values<false>")
+_KERNELS = ("predict_margin<true>", "predict_margin<false>", "add_leaf_values<true>", "add_leaf_values<false>")
+# Rows of a predict_margin block; its rows are staged in shared memory when they fit in
+# _SHARED_ROW_BYTES (the default dynamic shared memory a block may take without opting in).
+_PREDICT_THREADS = 128
+_SHARED_ROW_BYTES = 48 * 1024
+
+
+def walk_records(nodes) -> np.ndarray:
+    """PREDICT_NODE_DTYPE records as predict.cu's int4 walk records: (left, right, feature |
+    default_left << 31, threshold bits, or the value's for a leaf): one 16-byte load a node."""
+    nodes = np.ascontiguousarray(nodes, dtype=PREDICT_NODE_DTYPE)
+    leaf = nodes["left"] < 0
+    out = np.empty((nodes.size, 4), dtype=np.int32)
+    out[:, 0], out[:, 1] = nodes["left"], nodes["right"]
+    feature = np.where(leaf, 0, nodes["feature"]).astype(np.uint32)
+    out[:, 2] = (feature | ((nodes["default_left"] != 0).astype(np.uint32) << np.uint32(31))).view(np.int32)
+    out[:, 3] = np.where(leaf, nodes["value"], nodes["threshold"]).astype(np.float32).view(np.int32)
+    return out
+
 
 def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
     """Add the leaf values of every tree to out (float32), tree after tree.
@@ -31,13 +49,14 @@ def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
     n_trees = offsets.size - 1
     if n_rows == 0 or n_trees <= 0:
         return out
-    # cupy has no structured dtypes: the records travel as bytes and the kernel
-    # reads them as PredictNode (kernels/common.cuh).
-    node_bytes = cupy.asarray(np.ascontiguousarray(to_host(nodes), dtype=PREDICT_NODE_DTYPE).view(np.uint8))
+    records = cupy.asarray(walk_records(to_host(nodes)))
     acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
-    fn = kernels.function("predict.cu", _KERNELS, "predict_margin")
-    kernels.launch_1d(fn, n_rows, (X, np.int64(n_rows), np.int32(n_features), node_bytes, cupy.asarray(offsets),
-                            np.int32(n_trees), np.float32(missing), acc))
+    smem = _PREDICT_THREADS * n_features * 4
+    shared = 0 < smem <= _SHARED_ROW_BYTES
+    fn = kernels.function("predict.cu", _KERNELS, f"predict_margin<{kernels.template_flag(shared)}>")
+    fn((-(-n_rows // _PREDICT_THREADS),), (_PREDICT_THREADS,),
+       (X, np.int64(n_rows), np.int32(n_features), records, cupy.asarray(offsets), np.int32(n_trees),
+        np.float32(missing), acc), shared_mem=smem if shared else 0)
     if acc is not out:
         out[...] = acc
     return out
