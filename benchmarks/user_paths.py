@@ -15,6 +15,8 @@ few values, two columns with a third of their values missing; a tenth more rows 
 the eval set. The wide case is Bosch-shaped: 968 columns, about 80% missing.
 
     python benchmarks/user_paths.py                      # 1M rows on the GPU
+    python benchmarks/user_paths.py --rows 10500000 --eval-rows 500000 --rounds 500 \\
+        --cases "no eval set,eval set watched"            # the Higgs-sized eval-set case
     python benchmarks/user_paths.py --smoke --device cpu # the same code in seconds
 """
 
@@ -161,46 +163,67 @@ def report(rows, row) -> None:
     print(json.dumps(row), flush=True)
 
 
+WARM_CASES = ("no eval set", "eval set watched", "eval set + early stopping", "predict", "lossguide", "wide")
+
+
 def warm_cases(args, xp, libs):
+    from daskgb.arrays import to_host
+    from daskgb.metric import auc_of
     from synthetic import make_bosch, make_higgs
 
-    n, n_eval = args.rows, max(1000, args.rows // 10)
+    n, n_eval = args.rows, args.eval_rows or max(1000, args.rows // 10)
     X, y = make_higgs(xp, n + n_eval, args.seed)[:2]
     X = realistic(xp, X)
     Xt, yt, Xe, ye = X[:n], y[:n], X[n:], y[n:]
-    Xw, yw = make_bosch(xp, args.wide_rows, args.seed)
+    del X, y
+    Xw, yw = make_bosch(xp, args.wide_rows, args.seed) if "wide" in args.cases else (None, None)
     base = {"objective": "binary:logistic", "eta": 0.1, "max_depth": 8}
+    watched = {**base, "eval_metric": "auc"}
     quarter = max(2, args.rounds // 4)
     # name: (the rows, the fit on their matrices (train, eval))
     cases = {
+        "no eval set": ((Xt, yt), lambda lib, d, e: libs.train(lib, base, d, args.rounds)),
+        "eval set watched": ((Xt, yt), lambda lib, d, e: libs.train(lib, watched, d, args.rounds,
+                                                                      evals=[(e, "eval")])),
         "eval set + early stopping": ((Xt, yt), lambda lib, d, e: libs.train(
-            lib, {**base, "eval_metric": "auc"}, d, args.rounds, evals=[(e, "eval")], early_stopping_rounds=20)),
+            lib, watched, d, args.rounds, evals=[(e, "eval")], early_stopping_rounds=20)),
         "lossguide": ((Xt, yt), lambda lib, d, e: libs.train(
             lib, {**base, "grow_policy": "lossguide", "max_depth": 0, "max_leaves": 255}, d, quarter)),
-        f"wide {args.wide_rows}x968, 80% missing": ((Xw, yw), lambda lib, d, e: libs.train(
-            lib, {**base, "max_depth": 6}, d, quarter)),
+        "wide": ((Xw, yw), lambda lib, d, e: libs.train(lib, {**base, "max_depth": 6}, d, quarter)),
     }
+    titles = {"no eval set": f"{n} rows, {args.rounds} rounds, no eval set",
+              "eval set watched": f"the same, a {n_eval}-row eval set watched with auc",
+              "eval set + early stopping": "the same, early_stopping_rounds=20",
+              "lossguide": f"lossguide, max_leaves 255, {quarter} rounds",
+              "wide": f"wide {args.wide_rows}x968, 80% missing, depth 6, {quarter} rounds"}
     rows = []
     for lib in ("daskgb", "xgboost"):
         for name, ((Xc, yc), fit) in cases.items():
+            if name not in args.cases and not (name == "no eval set" and "predict" in args.cases):
+                continue
             dtrain = libs.matrix(lib, Xc, yc)
             deval = libs.matrix(lib, Xe, ye, ref=dtrain) if Xc is Xt else None
             s, booster = timed(xp, lambda: fit(lib, dtrain, deval), args.repeats)
             dtrain = deval = None
-            # Memory in a run of its own, from an empty pool: the matrices and the fit, as a user's
-            # first fit pays them (a library may keep working buffers with the matrix between fits).
-            release(xp)
-            with DeviceUsed(xp) as mem:
-                d = libs.matrix(lib, Xc, yc)
-                fit(lib, d, libs.matrix(lib, Xe, ye, ref=d) if Xc is Xt else None)
-                sync(xp)
-            del d
-            report(rows, {"case": name, "lib": lib, "s": s, "mem_gib": mem.peak,
-                          "rounds": getattr(booster, "best_iteration", None)})
-            if name == "eval set + early stopping":
-                s, _ = timed(xp, lambda: libs.predict(lib, booster, Xe), args.repeats)
-                report(rows, {"case": f"predict {Xe.shape[0]} rows", "lib": lib, "s": s, "mem_gib": None,
-                              "rounds": None})
+            mem = None
+            if args.memory and xp is not np:
+                # Memory in a run of its own, from an empty pool: the matrices and the fit, as a user's
+                # first fit pays them (a library may keep working buffers with the matrix between fits).
+                release(xp)
+                with DeviceUsed(xp) as used:
+                    d = libs.matrix(lib, Xc, yc)
+                    fit(lib, d, libs.matrix(lib, Xe, ye, ref=d) if Xc is Xt else None)
+                    sync(xp)
+                del d
+                mem = used.peak
+            auc = auc_of(to_host(ye), to_host(libs.predict(lib, booster, Xe))) if Xc is Xt else None
+            if name in args.cases:
+                report(rows, {"case": titles[name], "lib": lib, "s": s, "mem_gib": mem, "auc": auc,
+                              "rounds": getattr(booster, "best_iteration", None)})
+            if name == "no eval set" and "predict" in args.cases:
+                s, _ = timed(xp, lambda: libs.predict(lib, booster, Xt), args.repeats)
+                report(rows, {"case": f"predict {n} rows, {args.rounds} trees of depth 8", "lib": lib, "s": s,
+                              "mem_gib": None, "auc": None, "rounds": None})
             booster = None
             release(xp)
     return rows
@@ -222,22 +245,28 @@ def cold_case(args):
 
 
 def table(rows) -> str:
-    out = ["| case | daskgb s | XGBoost s | ratio | daskgb GiB | XGBoost GiB | best_iteration (ours / theirs) |",
-           "|---|---:|---:|---:|---:|---:|---|"]
+    out = ["| case | daskgb s | XGBoost s | ratio | daskgb GiB | XGBoost GiB | eval AUC (ours / theirs) "
+           "| best_iteration (ours / theirs) |",
+           "|---|---:|---:|---:|---:|---:|---|---|"]
     cases = list(dict.fromkeys(r["case"] for r in rows))
     for case in cases:
         ours = next(r for r in rows if r["case"] == case and r["lib"] == "daskgb")
         theirs = next(r for r in rows if r["case"] == case and r["lib"] == "xgboost")
         mem = [f"{r['mem_gib']:.2f}" if r["mem_gib"] is not None else "" for r in (ours, theirs)]
         best = f"{ours['rounds']} / {theirs['rounds']}" if ours["rounds"] is not None else ""
+        auc = f"{ours['auc']:.4f} / {theirs['auc']:.4f}" if ours.get("auc") is not None else ""
         out.append(f"| {case} | {ours['s']:.3f} | {theirs['s']:.3f} | {ours['s'] / theirs['s']:.2f} | "
-                   f"{mem[0]} | {mem[1]} | {best} |")
+                   f"{mem[0]} | {mem[1]} | {auc} | {best} |")
     return "\n".join(out)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--eval-rows", type=int, default=None, help="default: a tenth of --rows")
+    ap.add_argument("--cases", default=",".join(WARM_CASES + ("cold",)),
+                    help=f"comma-separated, of {','.join(WARM_CASES + ('cold',))}")
+    ap.add_argument("--no-memory", dest="memory", action="store_false", help="skip the runs that measure memory")
     ap.add_argument("--wide-rows", type=int, default=200_000)
     ap.add_argument("--cold-rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=200, help="at most, with early stopping; a quarter for the others")
@@ -253,8 +282,12 @@ def main(argv=None) -> int:
         import cupy as xp
     else:
         xp = np
+    args.cases = args.cases.split(",")
+    unknown = set(args.cases) - set(WARM_CASES + ("cold",))
+    if unknown:
+        ap.error(f"unknown cases {sorted(unknown)}")
     libs = Libraries(args.device, args.max_bin)
-    rows = warm_cases(args, xp, libs) + cold_case(args)
+    rows = warm_cases(args, xp, libs) + (cold_case(args) if "cold" in args.cases else [])
     print(table(rows))
     return 0
 

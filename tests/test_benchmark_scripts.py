@@ -39,7 +39,7 @@ CPU_RUNS = [
     ("benchmarks/profile_dask.py", ["--device", "cpu", "--smoke", "--sync-allreduce"], '"path": "host-levels"'),
     ("benchmarks/dask_overhead.py", ["--device", "cpu", "--smoke"], "training path: host-levels"),
     ("benchmarks/training_paths.py", ["--device", "cpu", "--smoke"], '"case": "lossguide", "rows": 20000'),
-    ("benchmarks/user_paths.py", ["--device", "cpu", "--smoke"], "| eval set + early stopping |"),
+    ("benchmarks/user_paths.py", ["--device", "cpu", "--smoke"], "| the same, early_stopping_rounds=20 |"),
     ("examples/benchmark.py", ["--sets", "higgs,ranking", "--rows", "2000", "--rounds", "2", "--device", "cpu",
                                "--skip-xgboost", "--sweep", "--sweep-rounds", "2", "--out", "{tmp}"],
      "| higgs | 2,000 x 28 |"),
