@@ -3,6 +3,7 @@
     python examples/benchmark.py                                  # every set, full size, on the GPU
     python examples/benchmark.py --sets higgs,covertype --scale 0.05 --rounds 20 --device cpu
     python examples/benchmark.py --plot results/benchmark.json     # redraw the plot from saved results
+    python examples/benchmark.py --sets higgs --skip-user-paths    # without the user-path table
 
 Sets (made on the device from a seed, a tenth more rows held out for the metric):
 higgs 10.5M x 28 binary depth 8 (AUC); bosch 1.07M x 968, 80% missing, rare positives,
@@ -15,7 +16,10 @@ parameters on the same device, after an untimed warm-up of each.
 
 For each set: quantisation and training time of both, the ratio of training times,
 the quality metric of both, and (on a GPU) each library's peak device memory beyond
-the input (see PeakMemory). With --sweep, time per round against rows (Higgs-shaped,
+the input (see PeakMemory). Then the user-path table (examples/user_paths.py: an eval set
+watched every round, early stopping through the estimators, predict, lossguide, depth 12,
+the wide sets, the first fit in a fresh process; its options are --up-*, its rows scaled
+by --scale; --skip-user-paths leaves it out). With --sweep, time per round against rows (Higgs-shaped,
 1M up to the full size) for both. Writes <out>/benchmark.md (a table),
 <out>/benchmark.json and, where matplotlib is installed, <out>/scaling.png.
 """
@@ -33,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import user_paths  # noqa: E402  (examples/, on the path above)
 
 SETS = ("higgs", "bosch", "covertype", "year", "airline", "ranking")
 # Rounds of the separate, untimed run that measures peak device memory.
@@ -309,7 +315,12 @@ def markdown(results) -> str:
             + f" {ours['quantise_s']:.2f} s | " + (f"{theirs['quantise_s']:.2f} s |" if theirs else "- |"))
     head = (f"{results['rounds']} rounds, eta {results['eta']}, max_bin {results['max_bin']}, device "
             f"{results['device']} ({results.get('gpu', 'cpu')}), XGBoost {results.get('xgboost_version', '-')}\n\n")
-    return head + "\n".join(lines) + "\n"
+    text = head + "\n".join(lines) + "\n"
+    if results.get("user_paths"):
+        from user_paths import table
+
+        text += "\nWhat users do around training (examples/user_paths.py):\n\n" + table(results["user_paths"]) + "\n"
+    return text
 
 
 def plot(results, path) -> bool:
@@ -352,6 +363,8 @@ def main(argv=None):
     ap.add_argument("--sweep-rounds", type=int, default=100)
     ap.add_argument("--out", default="benchmark-results")
     ap.add_argument("--plot", default=None, help="only draw the plot from a saved benchmark.json")
+    ap.add_argument("--skip-user-paths", action="store_true", help="leave out the user-path table")
+    user_paths.add_arguments(ap, prefix="up-")
     args = ap.parse_args(argv)
 
     if args.plot:
@@ -389,6 +402,12 @@ def main(argv=None):
         results["sets"].append(r)
         print(json.dumps(r), flush=True)
         (out / "benchmark.json").write_text(json.dumps(results, indent=2))  # partial results survive a crash
+    if not (args.skip_user_paths or args.skip_xgboost):  # the table is both libraries side by side
+        for name in ("rows", "eval_rows", "wide_rows", "ranking_rows", "cold_rows"):
+            key = "up_" + name
+            setattr(args, key, max(1000, int(getattr(args, key) * args.scale)))
+        results["user_paths"] = user_paths.run(args, device, args.rounds, args.max_bin, args.seed, prefix="up-")
+        (out / "benchmark.json").write_text(json.dumps(results, indent=2))
     if args.sweep:
         results["sweep"] = sweep(args, device, xp)
     (out / "benchmark.json").write_text(json.dumps(results, indent=2))
