@@ -34,6 +34,25 @@ def walk_records(nodes) -> np.ndarray:
     return out
 
 
+# The walk records of the last few node arrays predicted with, on their device, by the
+# array's identity: a booster packs its trees once and predicts with the same array again
+# (a Dask worker, block after block). The entry holds the array, so its id is not reused.
+_RECORDS: dict = {}
+_RECORDS_KEPT = 4
+
+
+def _device_records(nodes):
+    if not isinstance(nodes, np.ndarray):
+        return cupy.asarray(walk_records(to_host(nodes)))
+    key = (id(nodes), cupy.cuda.runtime.getDevice())
+    hit = _RECORDS.get(key)
+    if hit is None or hit[0] is not nodes:
+        while len(_RECORDS) >= _RECORDS_KEPT:
+            _RECORDS.pop(next(iter(_RECORDS)))
+        hit = _RECORDS[key] = (nodes, cupy.asarray(walk_records(nodes)))
+    return hit[1]
+
+
 def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
     """Add the leaf values of every tree to out (float32), tree after tree.
 
@@ -49,7 +68,7 @@ def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
     n_trees = offsets.size - 1
     if n_rows == 0 or n_trees <= 0:
         return out
-    records = cupy.asarray(walk_records(to_host(nodes)))
+    records = _device_records(nodes)
     acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
     smem = _PREDICT_THREADS * n_features * 4
     shared = 0 < smem <= _SHARED_ROW_BYTES

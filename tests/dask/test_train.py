@@ -332,6 +332,29 @@ def test_an_xgboost_model_predicts_on_dask(client, tmp_path):
     np.testing.assert_allclose(got, xb.predict(xgb.DMatrix(X)), rtol=1e-5, atol=1e-6)
 
 
+def test_predicting_again_sends_the_model_once_until_it_changes(client):
+    """The booster is scattered to the workers once and reused while it is unchanged; a model
+    with other trees is sent again, and predicts with its own trees."""
+    import dask.array as da
+
+    from daskgb.dask import _SCATTERED
+
+    X, y = exact_data()
+    booster = daskgb.train({"max_depth": 3, "objective": "binary:logistic"}, daskgb.QuantileMatrix(X, y), 6,
+                           verbose_eval=False)
+    Xd = da.from_array(X, chunks=500)
+    first = dgb.predict(client, booster, Xd).compute()
+    sent = _SCATTERED[booster][1]
+    np.testing.assert_array_equal(dgb.predict(client, booster, Xd).compute(), first)
+    assert _SCATTERED[booster][1] is sent
+    np.testing.assert_allclose(first, booster.predict(X), rtol=1e-6)
+    booster.keep_rounds(2)
+    fewer = dgb.predict(client, booster, Xd).compute()
+    assert _SCATTERED[booster][1] is not sent
+    np.testing.assert_allclose(fewer, booster.predict(X), rtol=1e-6)
+    assert not np.allclose(fewer, first)
+
+
 def test_progress_and_the_eval_log_reach_the_client(client, capsys):
     """verbose_eval shows a progress bar and the eval lines on the client, at its cadence,
     the last round's included; verbose_eval=False shows nothing."""
