@@ -3,10 +3,14 @@ on the same LocalCUDACluster and the same persisted cupy partitions, in one run.
 
     python examples/benchmark_dask_higgs.py                 # 1 worker (GPU 0), 10.5M x 28, depth 8, 500 rounds
     python examples/benchmark_dask_higgs.py --workers 2 --compare-one-worker --exact
+    python examples/benchmark_dask_higgs.py --eval-set --predict   # a user's fit: eval set watched, then predict
 
 --exact rounds every feature to at most 200 distinct values, so cuts are exact and
 models trained with 1 and 2 workers must be equal; --compare-one-worker trains
 daskgb on a 1-worker cluster too and reports the largest prediction difference.
+--eval-set has both libraries watch the 500K test rows with auc every round (fit's
+eval_set); --predict times daskgb.dask.predict of the training rows against the same
+booster's in-process predict of them on GPU 0 (both after a warm-up, medians of 3).
 Prints JSON: fit times, ratio, test AUC of both, and what went through NCCL.
 """
 
@@ -61,18 +65,49 @@ def make_data(client, rows, n_chunks, exact, seed=2017, device="cuda"):
     return Xy[:, :28], Xy[:, 28]
 
 
-def fit_daskgb(client, X, y, args):
+def fit_daskgb(client, X, y, args, eval_set=None):
     import daskgb
 
     # Untimed warm-up of two rounds on all rows: every worker compiles its CUDA kernels once
     # (NVRTC, then CuPy's disk cache); the timed fit measures training, as XGBoost's has
     # nothing to compile. (A slice would warm only the workers holding it.)
     kw = dict(max_depth=args.depth, learning_rate=0.1, max_bin=256, client=client)
-    daskgb.DaskGBClassifier(n_estimators=2, **kw).fit(X, y)
+    if eval_set is not None:
+        kw["eval_metric"] = "auc"
+    daskgb.DaskGBClassifier(n_estimators=2, **kw).fit(X, y, eval_set=eval_set)
     clf = daskgb.DaskGBClassifier(n_estimators=args.rounds, **kw)
     t = time.perf_counter()
-    clf.fit(X, y)
+    clf.fit(X, y, eval_set=eval_set)
     return clf, time.perf_counter() - t
+
+
+def time_predict(client, booster, X):
+    """(daskgb.dask.predict of X's rows, in-process Booster.predict of the same rows gathered
+    to this process's GPU): medians of 3 after a warm-up, seconds."""
+    import statistics
+
+    import cupy
+
+    import daskgb.dask as dd
+
+    def median(fn):
+        fn()
+        times = []
+        for _ in range(3):
+            cupy.cuda.runtime.deviceSynchronize()
+            t = time.perf_counter()
+            fn()
+            cupy.cuda.runtime.deviceSynchronize()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    from distributed import wait
+
+    # Predictions kept where they are made (persisted on the workers), as the in-process ones stay on the GPU.
+    on_dask = median(lambda: wait(dd.predict(client, booster, X).persist()))
+    Xh = X.compute()
+    in_process = median(lambda: booster.predict(Xh))
+    return {"dask_predict_s": on_dask, "in_process_predict_s": in_process, "ratio": on_dask / in_process}
 
 
 def fit_in_process(X, y, args, device="cuda"):
@@ -125,6 +160,8 @@ def main():
     ap.add_argument("--compare-one-worker", action="store_true")
     ap.add_argument("--skip-xgboost", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--eval-set", action="store_true", help="both fits watch the test rows with auc every round")
+    ap.add_argument("--predict", action="store_true", help="time daskgb.dask.predict against in-process predict")
     ap.add_argument("--in-process", action="store_true",
                     help="also train in this process on the same rows (gathered to GPU 0), QuantileMatrix included")
     args = ap.parse_args()
@@ -142,7 +179,12 @@ def main():
         X, y = make_data(client, args.rows, args.chunks, args.exact)
         n_test = 500_000
         Xt, yt = make_data(client, n_test, 2, args.exact) if not args.exact else (X[:n_test], y[:n_test])
-        clf, fit_s = fit_daskgb(client, X, y, args)
+        eval_set = [(Xt, yt)] if args.eval_set else None
+        res["eval_set"] = bool(args.eval_set)
+        clf, fit_s = fit_daskgb(client, X, y, args, eval_set)
+        res["training_path"] = clf.get_booster().attr("training_path")
+        if args.predict:
+            res["predict"] = time_predict(client, clf.get_booster(), X)
         if args.in_process:
             res["dask_phases"] = phases_dask(client, X, y, args)
             res["in_process"] = fit_in_process(X, y, args)
@@ -157,13 +199,14 @@ def main():
             from xgboost import dask as dxgb
 
             xclf = dxgb.DaskXGBClassifier(n_estimators=args.rounds, max_depth=args.depth, learning_rate=0.1,
-                                          max_bin=256, tree_method="hist", device="cuda")
+                                          max_bin=256, tree_method="hist", device="cuda",
+                                          eval_metric="auc" if args.eval_set else None)
             xclf.client = client
             warm = dxgb.DaskXGBClassifier(n_estimators=2, max_depth=args.depth, tree_method="hist", device="cuda")
             warm.client = client
             warm.fit(X[:200_000], y[:200_000])
             t = time.perf_counter()
-            xclf.fit(X, y)
+            xclf.fit(X, y, eval_set=eval_set, verbose=False)
             xfit = time.perf_counter() - t
             px = xclf.predict_proba(Xt)[:, 1].compute()
             res["xgboost_dask"] = {"fit_s": xfit, "auc": auc_of(yt_h, cupy.asnumpy(px))}
