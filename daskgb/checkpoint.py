@@ -3,10 +3,19 @@
 Every ``checkpoint_every`` rounds (and at the end) the model so far and its eval history
 are written to ``checkpoint_dir`` as one JSON file, atomically: the file is written under
 a temporary name, flushed to disk and renamed, so a crash mid-write leaves the previous
-checkpoint intact and never a half-written one under a checkpoint's name. The last
-``KEEP`` checkpoints are kept.
+checkpoint intact and never a half-written one under a checkpoint's name.
 
-``resume=True`` starts from the newest readable checkpoint: its trees are put back, each
+A checkpoint can't lie: it carries a SHA-256 checksum of its content, and a reader checks
+the checksum and the structure against the header (the trees and the eval history hold as
+many rounds as it says). One that fails is passed over with a warning for the one before it.
+
+Runs keep apart: a file's name holds its run's id (``checkpoint-<run>-<rounds>.json``), a
+digest of the run's fingerprint (below) and num_boost_round, so a run keeps the newest
+``KEEP`` checkpoints of its own and never deletes another run's in the same directory.
+
+``resume=True`` starts from the newest good checkpoint of its own run, else from the newest
+of another run with the same fingerprint (the same parameters and data: the same trees; say,
+a finished run trained on for more rounds): its trees are put back, each
 training and eval row's margin is rebuilt by adding the trees' leaf values one tree at a
 time in round order (the same float32 additions training made), the eval history is
 restored and EarlyStopping callbacks are replayed over it. Row sampling, column sampling
@@ -38,9 +47,10 @@ import numpy as np
 from .arrays import to_host
 
 FORMAT = "daskgb-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: a run id in the name and the file, and a checksum (1: neither; still read)
 KEEP = 2
-_NAME = re.compile(r"^checkpoint-(\d{8})\.json$")
+# checkpoint-<run>-<rounds>.json (a version-1 file has no run id).
+_NAME = re.compile(r"^checkpoint-(?:([0-9a-f]{16})-)?(\d{8})\.json$")
 
 # Parameters that do not change the trees a round grows: a resumed run may set them anew.
 _NOT_IN_FINGERPRINT = {"verbosity", "nthread", "n_jobs", "silent"}
@@ -100,59 +110,93 @@ def mismatch(saved: dict, now: dict) -> str | None:
     return None if not differs else " and ".join(differs)
 
 
-class Checkpoints:
-    """The checkpoints of one run in one directory."""
+def run_id(fp: dict, num_boost_round: int) -> str:
+    """The id of a run: what shapes its model (its fingerprint) and its length."""
+    return _digest(json.dumps({"fingerprint": fp, "num_boost_round": int(num_boost_round)}, sort_keys=True,
+                              default=_jsonable).encode())
 
-    def __init__(self, directory: Path, every: int | None):
+
+class Checkpoints:
+    """The checkpoints of one run in one directory (fingerprint and num_boost_round: the run's;
+    without them, any run's, newest first)."""
+
+    def __init__(self, directory: Path, every: int | None, fp: dict | None = None,
+                 num_boost_round: int | None = None):
         self.directory = Path(directory)
         self.every = every
+        self.fingerprint, self.num_boost_round = fp, num_boost_round
+        self.run = None if fp is None else run_id(fp, num_boost_round)
 
     def due(self, rounds_done: int) -> bool:
         return self.every is not None and rounds_done % self.every == 0
 
-    def files(self) -> list[tuple[int, Path]]:
-        """(rounds done, path) of the checkpoint files here, newest first."""
+    def files(self, run: str | None = None) -> list[tuple[int, Path]]:
+        """(rounds done, path) of the checkpoint files here (of run `run` only, if given), newest first."""
         if not self.directory.is_dir():
             return []
         found = []
         for p in self.directory.iterdir():
             m = _NAME.match(p.name)
-            if m:
-                found.append((int(m.group(1)), p))
-        return sorted(found, reverse=True)
+            if m and (run is None or m.group(1) == run):
+                found.append((int(m.group(2)), p))
+        return sorted(found, key=lambda rp: (rp[0], rp[1].stat().st_mtime if rp[1].exists() else 0.0), reverse=True)
 
     def latest(self) -> dict | None:
-        """The newest checkpoint that reads whole, or None. A file that does not read (cut
-        short by a full disk, say) is passed over with a warning for the one before it."""
-        for rounds, path in self.files():
+        """The checkpoint to resume from, or None: the newest good one of this run; else the
+        newest good one of another run with this fingerprint (resume then checks its rounds
+        against num_boost_round); else the newest good one of any run (resume then says what
+        differs). A file that does
+        not read (cut short by a full disk, say) or fails its checksum or structure is passed
+        over with a warning for the one before it."""
+        if self.run is None:
+            return next(self._good(self.files()), None)
+        own = next(self._good(self.files(self.run)), None)
+        if own is not None:
+            return own
+        other = None
+        for state in self._good([f for f in self.files() if f not in self.files(self.run)]):
+            if mismatch(state.get("fingerprint") or {}, self.fingerprint) is None:
+                return state
+            other = other or state
+        return other
+
+    def _good(self, files):
+        """The states of the files that read whole and pass their checks, in the files' order."""
+        for rounds, path in files:
             try:
                 state = json.loads(path.read_text())
                 if not isinstance(state, dict):
                     raise ValueError("not a JSON object")
             except (OSError, ValueError) as exc:
-                warnings.warn(f"daskgb: skipping checkpoint {path.name}: it does not read ({exc})", stacklevel=3)
+                warnings.warn(f"daskgb: skipping checkpoint {path.name}: it does not read ({exc})", stacklevel=4)
                 continue
             if state.get("format") != FORMAT:
-                warnings.warn(f"daskgb: skipping {path.name}: not a daskgb checkpoint", stacklevel=3)
+                warnings.warn(f"daskgb: skipping {path.name}: not a daskgb checkpoint", stacklevel=4)
                 continue
             version = state.get("version")
             if not isinstance(version, int) or version > VERSION:
                 raise ValueError(f"checkpoint {path} has version {version!r}, written by a newer daskgb; this "
                                  f"daskgb reads version {VERSION}")
-            if state.get("rounds") != rounds:
-                warnings.warn(f"daskgb: skipping {path.name}: its name and contents disagree", stacklevel=3)
+            problem = _problem(state, rounds)
+            if problem is not None:
+                warnings.warn(f"daskgb: skipping checkpoint {path.name}: {problem}", stacklevel=4)
                 continue
             state["path"] = str(path)
-            return state
-        return None
+            yield state
 
     def save(self, booster, history: dict, rounds_done: int, num_boost_round: int, fp: dict) -> Path:
-        """Write the checkpoint after `rounds_done` rounds; keep the newest KEEP."""
-        state = {"format": FORMAT, "version": VERSION, "rounds": int(rounds_done),
+        """Write the checkpoint after `rounds_done` rounds; keep this run's newest KEEP."""
+        run = self.run or run_id(fp, num_boost_round)
+        state = {"format": FORMAT, "version": VERSION, "run": run, "rounds": int(rounds_done),
                  "num_boost_round": int(num_boost_round), "fingerprint": fp,
                  "model": booster.to_dict(), "history": history}
-        path = self.directory / f"checkpoint-{rounds_done:08d}.json"
-        text = json.dumps(state, default=_jsonable)
+        # The checksum covers the canonical text of everything else (sorted keys), which a
+        # reader makes again from what it parsed: JSON numbers and strings read back the same.
+        canonical = json.dumps(state, sort_keys=True, default=_jsonable)
+        state = json.loads(canonical)
+        state["checksum"] = hashlib.sha256(canonical.encode()).hexdigest()
+        path = self.directory / f"checkpoint-{run}-{rounds_done:08d}.json"
+        text = json.dumps(state)
         fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=self.directory)
         try:
             with os.fdopen(fd, "w") as f:
@@ -166,12 +210,41 @@ class Checkpoints:
             except OSError:
                 pass
             raise
-        for _, old in self.files()[KEEP:]:
+        for _, old in self.files(run)[KEEP:]:
             try:
                 old.unlink()
             except OSError:
                 pass
         return path
+
+
+def _problem(state: dict, rounds: int) -> str | None:
+    """Why a checkpoint's content can't be trusted (its file says `rounds`), or None."""
+    if state.get("rounds") != rounds:
+        return "its name and contents disagree"
+    if state.get("version", 1) >= 2:
+        body = {k: v for k, v in state.items() if k != "checksum"}
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if state.get("checksum") != digest:
+            return "its checksum does not match its content (edited or damaged)"
+    model, history = state.get("model"), state.get("history")
+    if not isinstance(model, dict) or not isinstance(history, dict) or not isinstance(state.get("fingerprint"), dict):
+        return "it lacks its model, history or fingerprint"
+    trees, info = model.get("trees"), model.get("tree_info")
+    if not isinstance(trees, list) or not isinstance(info, list) or len(trees) != len(info):
+        return "its trees and tree_info disagree"
+    if not all(isinstance(g, int) and g >= 0 for g in info):
+        return "its tree_info is not a list of output groups"
+    groups = max(info) + 1 if info else 1
+    if len(trees) != rounds * groups:
+        return f"it holds {len(trees)} trees, not the {rounds} rounds x {groups} its header says"
+    for name, metrics in history.items():
+        if not isinstance(metrics, dict):
+            return f"its history of {name!r} is not a table of metrics"
+        for metric, values in metrics.items():
+            if not isinstance(values, list) or len(values) != rounds:
+                return f"its history of {name}-{metric} does not hold {rounds} values"
+    return None
 
 
 def _digest(b: bytes) -> str:

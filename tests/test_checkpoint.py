@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -68,6 +69,20 @@ class _RoundsSeen(TrainingCallback):
         return False
 
 
+def _saved(directory) -> list[int]:
+    """The rounds of the checkpoints in a directory, all of one run (their names say which)."""
+    names = sorted(os.listdir(directory))
+    runs = {re.match(r"checkpoint-([0-9a-f]{16})-\d{8}\.json$", n).group(1) for n in names}
+    assert len(runs) <= 1, names
+    return sorted(int(n[-13:-5]) for n in names)
+
+
+def _file(directory, rounds: int):
+    """The checkpoint file of `rounds` rounds (of the one run in the directory)."""
+    (path,) = directory.glob(f"checkpoint-*-{rounds:08d}.json")
+    return path
+
+
 def _matrices(X, y, device="cpu"):
     xp = np
     if device == "cuda":
@@ -93,8 +108,7 @@ def test_resumed_run_equals_an_unbroken_one(tmp_path, device, sampling):
 
     with pytest.raises(_Interrupt):
         _train(params, dtrain, dvalid, 30, callbacks=[_StopAt(17)], checkpoint_dir=tmp_path, checkpoint_every=7)
-    names = sorted(os.listdir(tmp_path))
-    assert names == ["checkpoint-00000007.json", "checkpoint-00000014.json"], names
+    assert _saved(tmp_path) == [7, 14]
 
     # A fresh process would rebuild its matrices from the same data.
     dtrain2, dvalid2 = _matrices(X, y, device)
@@ -107,7 +121,7 @@ def test_resumed_run_equals_an_unbroken_one(tmp_path, device, sampling):
     assert history == whole_history
     assert resumed.num_boosted_rounds() == 30
     # The last two checkpoints are kept, the final round's among them; no temporary file is left.
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint-00000028.json", "checkpoint-00000030.json"]
+    assert _saved(tmp_path) == [28, 30]
 
 
 def test_resume_without_a_checkpoint_starts_afresh(tmp_path):
@@ -116,7 +130,7 @@ def test_resume_without_a_checkpoint_starts_afresh(tmp_path):
     whole = _train(PARAMS, dtrain, dvalid, 5)
     resumed = _train(PARAMS, dtrain, dvalid, 5, checkpoint_dir=tmp_path / "new", resume=True)
     assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
-    assert os.listdir(tmp_path / "new") == ["checkpoint-00000005.json"]  # the end of a run is always kept
+    assert _saved(tmp_path / "new") == [5]  # the end of a run is always kept
 
 
 def test_resume_of_a_finished_run_returns_its_model(tmp_path):
@@ -194,9 +208,9 @@ def test_a_corrupted_newest_checkpoint_is_passed_over(tmp_path):
     whole = _train(PARAMS, dtrain, dvalid, 9)
     with pytest.raises(_Interrupt):
         _train(PARAMS, dtrain, dvalid, 9, callbacks=[_StopAt(6)], checkpoint_dir=tmp_path, checkpoint_every=3)
-    newest = tmp_path / "checkpoint-00000006.json"
+    newest = _file(tmp_path, 6)
     newest.write_text(newest.read_text()[:100])  # cut short, as by a full disk
-    with pytest.warns(UserWarning, match="skipping checkpoint checkpoint-00000006.json"):
+    with pytest.warns(UserWarning, match=f"skipping checkpoint {newest.name}: it does not read"):
         resumed = _train(PARAMS, dtrain, dvalid, 9, checkpoint_dir=tmp_path, checkpoint_every=3, resume=True)
     assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
 
@@ -205,7 +219,7 @@ def test_a_checkpoint_from_a_newer_daskgb_is_refused(tmp_path):
     X, y = _data(seed=11)
     dtrain, dvalid = _matrices(X, y)
     _train(PARAMS, dtrain, dvalid, 2, checkpoint_dir=tmp_path, checkpoint_every=1)
-    path = tmp_path / "checkpoint-00000002.json"
+    path = _file(tmp_path, 2)
     state = json.loads(path.read_text())
     state["version"] = 99
     path.write_text(json.dumps(state))
@@ -258,3 +272,118 @@ def test_estimators_fit_with_checkpoints_and_resume(tmp_path):
     assert json.dumps(resumed.get_booster().to_dict()) == json.dumps(whole.get_booster().to_dict())
     with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
         daskgb.GBRegressor(**common).fit(X, y, resume=True)
+
+
+def _rewrite(path, edit) -> None:
+    """Edit a checkpoint's content and write it back with a checksum that matches (as a buggy
+    writer would), or, with edit returning False, keep the old checksum (as a hand edit does)."""
+    import hashlib
+
+    state = json.loads(path.read_text())
+    if edit(state) is not False:
+        body = {k: v for k, v in state.items() if k != "checksum"}
+        state["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    path.write_text(json.dumps(state))
+
+
+def _leaf_edited(state):
+    tree = state["model"]["trees"][-1]
+    leaf = tree["left"].index(-1)
+    tree["value"][leaf] += 0.25  # still valid JSON, still a tree
+    return False
+
+
+def _round_dropped(state):
+    k = max(state["model"]["tree_info"]) + 1
+    del state["model"]["trees"][-k:], state["model"]["tree_info"][-k:]
+
+
+@pytest.mark.parametrize("edit, why", [(_leaf_edited, "its checksum does not match its content"),
+                                       (_round_dropped, "it holds 5 trees, not the 6 rounds x 1 its header says")],
+                         ids=["leaf-edited", "round-dropped"])
+def test_a_checkpoint_that_lies_is_passed_over(tmp_path, edit, why):
+    """A newest checkpoint edited by hand (valid JSON) or whose trees disagree with its round
+    count is not resumed: it is passed over with a warning for the one before it."""
+    X, y = _data(seed=12)
+    dtrain, dvalid = _matrices(X, y)
+    whole = _train(PARAMS, dtrain, dvalid, 9)
+    with pytest.raises(_Interrupt):
+        _train(PARAMS, dtrain, dvalid, 9, callbacks=[_StopAt(6)], checkpoint_dir=tmp_path, checkpoint_every=3)
+    newest = _file(tmp_path, 6)
+    _rewrite(newest, edit)
+    rounds = _Rounds()
+    with pytest.warns(UserWarning, match=f"skipping checkpoint {newest.name}: {re.escape(why)}"):
+        resumed = _train(PARAMS, dtrain, dvalid, 9, callbacks=[rounds], checkpoint_dir=tmp_path, checkpoint_every=3,
+                         resume=True)
+    assert rounds.seen == list(range(3, 9))  # from the checkpoint before it
+    assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
+
+
+def _runs(directory) -> dict:
+    """{run id: [rounds of its checkpoints]} of a directory."""
+    runs: dict = {}
+    for name in sorted(os.listdir(directory)):
+        run, rounds = re.match(r"checkpoint-([0-9a-f]{16})-(\d{8})\.json$", name).groups()
+        runs.setdefault(run, []).append(int(rounds))
+    return runs
+
+
+def test_runs_sharing_a_directory_keep_their_own_checkpoints(tmp_path):
+    """Another run's checkpoints are neither pruned nor resumed: a run keeps its newest two and
+    resume finds them beside the other run's."""
+    X, y = _data(seed=13)
+    dtrain, dvalid = _matrices(X, y)
+    other = {**PARAMS, "max_depth": 3}
+    whole = _train(PARAMS, dtrain, dvalid, 10)
+    with pytest.raises(_Interrupt):
+        _train(PARAMS, dtrain, dvalid, 10, callbacks=[_StopAt(7)], checkpoint_dir=tmp_path, checkpoint_every=2)
+    _train(other, dtrain, dvalid, 12, checkpoint_dir=tmp_path, checkpoint_every=2)
+    assert sorted(_runs(tmp_path).values()) == [[4, 6], [10, 12]]
+    rounds = _Rounds()
+    resumed = _train(PARAMS, dtrain, dvalid, 10, callbacks=[rounds], checkpoint_dir=tmp_path, checkpoint_every=2,
+                     resume=True)
+    assert rounds.seen == [6, 7, 8, 9]
+    assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
+    assert sorted(_runs(tmp_path).values()) == [[8, 10], [10, 12]]
+
+
+def test_a_shorter_run_beside_a_longer_one_keeps_its_own(tmp_path):
+    """The same parameters and data, a new 6-round run beside an old 10-round run: it writes and
+    keeps its own checkpoints (the old rule, the two highest round numbers of the directory,
+    deleted them as they were written) and resumes from them."""
+    X, y = _data(seed=14)
+    dtrain, dvalid = _matrices(X, y)
+    _train(PARAMS, dtrain, dvalid, 10, checkpoint_dir=tmp_path, checkpoint_every=2)
+    whole = _train(PARAMS, dtrain, dvalid, 6)
+    with pytest.raises(_Interrupt):
+        _train(PARAMS, dtrain, dvalid, 6, callbacks=[_StopAt(4)], checkpoint_dir=tmp_path, checkpoint_every=2)
+    assert sorted(_runs(tmp_path).values()) == [[2, 4], [8, 10]]
+    rounds = _Rounds()
+    resumed = _train(PARAMS, dtrain, dvalid, 6, callbacks=[rounds], checkpoint_dir=tmp_path, resume=True)
+    assert rounds.seen == [4, 5]
+    assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
+
+
+def test_a_finished_run_trained_on_for_more_rounds_resumes_from_it(tmp_path):
+    """Another run of the same parameters and data is the same trees: a longer run resumes from
+    its newest checkpoint, and from a version-1 file (no run id, no checksum) too."""
+    X, y = _data(seed=15)
+    dtrain, dvalid = _matrices(X, y)
+    whole = _train(PARAMS, dtrain, dvalid, 8)
+    _train(PARAMS, dtrain, dvalid, 5, checkpoint_dir=tmp_path, checkpoint_every=5)
+    rounds = _Rounds()
+    longer = _train(PARAMS, dtrain, dvalid, 8, callbacks=[rounds], checkpoint_dir=tmp_path, resume=True)
+    assert rounds.seen == [5, 6, 7]
+    assert json.dumps(longer.to_dict()) == json.dumps(whole.to_dict())
+    # The same from a checkpoint an older daskgb wrote.
+    old = tmp_path / "v1"
+    old.mkdir()
+    state = json.loads(_file(tmp_path, 5).read_text())
+    for key in ("run", "checksum"):
+        state.pop(key)
+    state["version"] = 1
+    (old / "checkpoint-00000005.json").write_text(json.dumps(state))
+    rounds = _Rounds()
+    again = _train(PARAMS, dtrain, dvalid, 8, callbacks=[rounds], checkpoint_dir=old, resume=True)
+    assert rounds.seen == [5, 6, 7]
+    assert json.dumps(again.to_dict()) == json.dumps(whole.to_dict())

@@ -76,11 +76,12 @@ class Fit:
         self.root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
         self.first_round, self.checkpoints, self.fingerprint = 0, None, None
         if options.checkpoint_dir is not None:
-            self.checkpoints = _checkpoint.Checkpoints(options.checkpoint_dir, options.checkpoint_every)
-            if comm.rank == 0:  # rank 0 writes them
-                _checkpoint.check_writable(options.checkpoint_dir)
             self.fingerprint = _checkpoint.fingerprint(options.params, dtrain.cuts, self.n_rows_total,
                                                        dtrain.n_features, dtrain.feature_names)
+            self.checkpoints = _checkpoint.Checkpoints(options.checkpoint_dir, options.checkpoint_every,
+                                                       self.fingerprint, options.num_boost_round)
+            if comm.rank == 0:  # rank 0 writes them
+                _checkpoint.check_writable(options.checkpoint_dir)
             if options.resume:
                 self.first_round = resume(self)
 
