@@ -10,13 +10,22 @@ Data are read with dask.dataframe (read_parquet for a folder or *.parquet, read_
 starts a LocalCluster on this machine, local-cuda a LocalCUDACluster (one worker per
 GPU), anything else is the address of a running scheduler. Training shows the client's
 progress bar and eval log (daskgb.dask.train).
+
+No file of the user's is written over unless they ask: a model file that exists, or an
+output folder that is not empty, needs --overwrite (the folder is then replaced whole); an
+output that is (or holds, or lies in) the data read is refused. Paths are checked before
+any work, and a user's mistake (no such data, a folder without parquet, an output folder
+whose parent is missing) is one line on stderr, not a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
+import os
+import shutil
 import sys
 
 
@@ -75,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--model-format", choices=("daskgb", "xgboost"), default="daskgb",
                    help="daskgb's JSON or XGBoost's JSON model format (default daskgb)")
     t.add_argument("--quiet", action="store_true", help="no progress bar and no eval log")
+    t.add_argument("--overwrite", action="store_true", help="replace the model file if it exists")
     cluster_options(t)
 
     p = sub.add_parser("predict", help="predict with a model and write parquet",
@@ -88,8 +98,90 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", metavar="COL", nargs="+", default=[],
                    help="columns of the data copied into the output beside the predictions (e.g. an id)")
     p.add_argument("--output-margin", action="store_true", help="raw margins instead of transformed predictions")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the output if it exists (a folder is deleted whole first)")
     cluster_options(p)
     return ap
+
+
+def _local(path: str) -> bool:
+    """A path of this machine's file system (not a URL such as s3://, which dask reads itself)."""
+    return "://" not in path
+
+
+def _data_files(path: str, fmt: str) -> list[str]:
+    """The local paths `path` reads (a file; a folder of parquet files, and its files; a
+    glob's files); a user's mistake there ends the command with one line."""
+    if not _local(path):
+        return []
+    if glob.has_magic(path):
+        files = sorted(glob.glob(path))
+        if not files:
+            raise SystemExit(f"daskgb: no files match {path}")
+        return files
+    if not os.path.exists(path):
+        raise SystemExit(f"daskgb: {path} does not exist")
+    if os.path.isdir(path):
+        if fmt == "csv":
+            raise SystemExit(f"daskgb: {path} is a folder; give its CSV files as a glob, e.g. '{path}/*.csv'")
+        files = sorted(os.path.join(path, f) for f in os.listdir(path)
+                       if f.endswith((".parquet", ".parq")) or f == "_metadata")
+        if not files:
+            raise SystemExit(f"daskgb: {path} holds no parquet files")
+        return [path] + files
+    return [path]
+
+
+def _overlaps(out: str, inputs: list[str]) -> bool:
+    """Whether writing `out` (a file, or a folder replaced whole) could touch an input: out is
+    an input, holds one, or lies in an input folder (read_parquet reads a folder's subfolders)."""
+    o = os.path.realpath(out)
+    for p in inputs:
+        p = os.path.realpath(p)
+        if os.path.commonpath([o, p]) == o or (os.path.isdir(p) and os.path.commonpath([o, p]) == p):
+            return True
+    return False
+
+
+def _check_model_output(path: str, inputs: list[str], overwrite: bool) -> None:
+    """train's model file: its folder exists, it is not an input, and it exists only with --overwrite."""
+    if not _local(path):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise SystemExit(f"daskgb: the folder of the output {path} does not exist")
+    if os.path.isdir(path):
+        raise SystemExit(f"daskgb: the output {path} is a folder; give the model file's name")
+    if _overlaps(path, inputs):
+        raise SystemExit(f"daskgb: the output {path} is data this command reads; write the model elsewhere")
+    if os.path.exists(path) and not overwrite:
+        raise SystemExit(f"daskgb: {path} exists; pass --overwrite to replace it")
+
+
+def _check_folder_output(path: str, inputs: list[str], overwrite: bool) -> None:
+    """predict's output folder: never the data read, or in it; empty, or replaced whole with --overwrite."""
+    if not _local(path):
+        return
+    if _overlaps(path, inputs):
+        raise SystemExit(f"daskgb: the output {path} is (or holds, or lies in) the data this command reads; "
+                         "write the predictions elsewhere")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise SystemExit(f"daskgb: the folder {parent} for the output {path} does not exist")
+    if os.path.isfile(path) or (os.path.isdir(path) and os.listdir(path)):
+        if not overwrite:
+            raise SystemExit(f"daskgb: the output {path} exists and is not an empty folder; pass --overwrite to "
+                             "replace it whole")
+
+
+def _clear_output(path: str) -> None:
+    """An output --overwrite replaces: gone before the new one is written, so no stale part stays."""
+    if not _local(path):
+        return
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.unlink(path)
 
 
 def _read(path: str, fmt: str):
@@ -131,6 +223,8 @@ def train(args) -> None:
     if args.eval_metric:
         params["eval_metric"] = args.eval_metric
     params.update(_key_values(args.set))
+    inputs = _data_files(args.data, args.format) + (_data_files(args.eval_data, args.format) if args.eval_data else [])
+    _check_model_output(args.output, inputs, args.overwrite)
     df = _read(args.data, args.format)
     special = [c for c in (args.label, args.weight, args.qid) if c]
     _columns(df, special, "columns")
@@ -184,6 +278,10 @@ def predict(args) -> None:
 
     import daskgb
 
+    if _local(args.model) and not os.path.isfile(args.model):
+        raise SystemExit(f"daskgb: the model {args.model} does not exist")
+    inputs = _data_files(args.data, args.format)
+    _check_folder_output(args.output, inputs + ([args.model] if _local(args.model) else []), args.overwrite)
     booster = daskgb.Booster().load_model(args.model)
     df = _read(args.data, args.format)
     _columns(df, args.drop + args.keep, "columns")
@@ -202,6 +300,8 @@ def predict(args) -> None:
     with _client(args.scheduler, args.workers) as client:
         shared = client.scatter(booster, broadcast=True)  # once per worker, not once per partition
         out = df.map_partitions(_predict_part, shared, features, args.keep, args.output_margin, names, meta=meta)
+        if args.overwrite:
+            _clear_output(args.output)
         out.to_parquet(args.output, write_index=False)
     print(f"daskgb: wrote {args.output}", file=sys.stderr)
 

@@ -4,6 +4,7 @@ predict to parquet."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -90,3 +91,89 @@ def test_bad_columns_are_named(table, tmp_path):
         main(["train", "--data", str(root / "parquet"), "--label", "label", "--workers", "1"])
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         main(["train", "--data", str(root / "parquet"), "--label", "y", "--set", "max_depth"])
+
+
+# --------------------------------------------------------------------------- the user's files are safe
+@pytest.fixture
+def trained(table, tmp_path_factory):
+    """A model of the table (trained once for the tests below)."""
+    root, _ = table
+    model = tmp_path_factory.mktemp("model") / "model.json"
+    main(["train", "--data", str(root / "parquet"), "--label", "y", "--features", *FEATURES, "--rounds", "2",
+          "--workers", "1", "--quiet", "-o", str(model)])
+    return model
+
+
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def _no_training(monkeypatch):
+    """Fail the test if a command gets as far as training or predicting."""
+    import daskgb.dask as dgb
+
+    def refuse(*a, **k):
+        raise AssertionError("the command did work before checking its paths")
+
+    monkeypatch.setattr(dgb, "train", refuse)
+    monkeypatch.setattr(daskgb.Booster, "load_model", refuse)
+
+
+def test_predict_never_writes_over_its_input(table, trained, tmp_path, monkeypatch):
+    root, _ = table
+    data = tmp_path / "data"
+    shutil.copytree(root / "parquet", data)
+    before = _snapshot(data)
+    _no_training(monkeypatch)
+    for output, flags in ((data, []), (data, ["--overwrite"]), (data / "predictions", ["--overwrite"]),
+                          (data / "part-0.parquet", ["--overwrite"])):
+        with pytest.raises(SystemExit, match="is \\(or holds, or lies in\\) the data this command reads"):
+            main(["predict", "--model", str(trained), "--data", str(data), "--drop", "y", "--output", str(output),
+                  "--workers", "1", *flags])
+    assert _snapshot(data) == before
+
+
+def test_predict_into_a_folder_that_is_not_empty_needs_overwrite(table, trained, tmp_path):
+    root, rows = table
+    out = tmp_path / "pred"
+    out.mkdir()
+    stale = pd.DataFrame({"other": np.arange(3000)})
+    stale.to_parquet(out / "part.9.parquet")
+    args = ["predict", "--model", str(trained), "--data", str(root / "parquet"), "--drop", "y", "--keep", "id",
+            "--output", str(out), "--workers", "1"]
+    with pytest.raises(SystemExit, match="exists and is not an empty folder; pass --overwrite"):
+        main(args)
+    assert _snapshot(out) == {"part.9.parquet": (out / "part.9.parquet").read_bytes()}
+    main(args + ["--overwrite"])
+    pred = pd.read_parquet(out)  # the whole folder replaced: no stale part beside the new ones
+    assert len(pred) == len(rows) and list(pred.columns) == ["id", "prediction"]
+
+
+def test_train_checks_its_model_path_before_training(table, tmp_path, monkeypatch):
+    root, _ = table
+    args = ["train", "--data", str(root / "parquet"), "--label", "y", "--rounds", "2", "--workers", "1", "--quiet"]
+    existing = tmp_path / "model.json"
+    existing.write_text("the user's file")
+    _no_training(monkeypatch)
+    with pytest.raises(SystemExit, match=r"the folder of the output .*missing.*model\.json does not exist"):
+        main(args + ["-o", str(tmp_path / "missing" / "model.json")])
+    with pytest.raises(SystemExit, match="model.json exists; pass --overwrite to replace it"):
+        main(args + ["-o", str(existing)])
+    with pytest.raises(SystemExit, match="is data this command reads"):
+        main(args + ["-o", str(root / "parquet" / "part-0.parquet"), "--overwrite"])
+    assert existing.read_text() == "the user's file"
+    monkeypatch.undo()
+    main(args + ["-o", str(existing), "--overwrite"])
+    assert daskgb.Booster().load_model(existing).num_boosted_rounds() == 2
+
+
+def test_a_users_mistake_in_a_path_is_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for data, message in ((tmp_path / "nowhere", "does not exist"), (tmp_path / "empty", "holds no parquet files"),
+                          (tmp_path / "*.parquet", "no files match")):
+        with pytest.raises(SystemExit, match=message) as info:
+            main(["train", "--data", str(data), "--label", "y", "-o", str(tmp_path / "m.json")])
+        assert str(info.value).startswith("daskgb: ") and "\n" not in str(info.value)
+    with pytest.raises(SystemExit, match="the model .* does not exist"):
+        main(["predict", "--model", str(tmp_path / "no.json"), "--data", str(tmp_path / "empty"), "--output",
+              str(tmp_path / "out")])
