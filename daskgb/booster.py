@@ -274,6 +274,10 @@ class Booster:
             except (KeyError, TypeError, ValueError) as exc:
                 what = f"it lacks {exc}" if isinstance(exc, KeyError) else str(exc)
                 raise ValueError(f"corrupted daskgb model: tree {i}: {what}") from None
+        if not isinstance(d["params"], dict):
+            raise ValueError("corrupted daskgb model: params is not an object")
+        _check_header(d["base_score"], d["feature_names"], n_features, d.get("tree_info"), len(trees),
+                      d.get("best_iteration"), d.get("best_score"), "daskgb")
         b = cls(d["params"], trees, d["base_score"], n_features, d["feature_names"], d.get("tree_info"))
         b.best_iteration = d.get("best_iteration")
         b.best_score = d.get("best_score")
@@ -282,15 +286,32 @@ class Booster:
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in attributes.items())):
             raise ValueError("corrupted daskgb model: attributes is not an object of strings")
         b._attributes = dict(attributes)
+        b._check_groups("daskgb")
         return b
+
+    def _check_groups(self, kind: str) -> None:
+        """tree_info names output groups the objective has, and every round has its K trees."""
+        k = self.n_groups
+        bad = [g for g in self.tree_info if not 0 <= g < k]
+        if bad:
+            raise ValueError(f"corrupted {kind} model: tree_info holds output group {bad[0]}, and the model's "
+                             f"objective has {k}")
+        if len(self.trees) % k:
+            raise ValueError(f"corrupted {kind} model: {len(self.trees)} trees are not whole rounds of {k}")
+        if self.best_iteration is not None and self.best_iteration >= self.num_boosted_rounds():
+            raise ValueError(f"corrupted {kind} model: best_iteration {self.best_iteration} is beyond its "
+                             f"{self.num_boosted_rounds()} rounds")
 
     @classmethod
     def _from_fields(cls, fields: dict) -> "Booster":
         """A Booster of xgboost_format.booster_fields' reading."""
         extra = {k: fields.pop(k) for k in ("best_iteration", "best_score", "attributes")}
+        _check_header(fields["base_score"], fields["feature_names"], fields["n_features"], fields.get("tree_info"),
+                      len(fields["trees"]), extra["best_iteration"], extra["best_score"], "XGBoost")
         b = cls(**fields)
         b.best_iteration, b.best_score = extra["best_iteration"], extra["best_score"]
         b.set_attr(**extra["attributes"])
+        b._check_groups("XGBoost")
         return b
 
     def save_model(self, path, format: str = "daskgb") -> None:
@@ -315,6 +336,8 @@ class Booster:
 
         try:
             d = json.loads(Path(path).read_text())
+        except RecursionError:
+            raise ValueError(f"{path} is not a model: its JSON is nested too deeply") from None
         except UnicodeDecodeError:
             raise ValueError(f"{path} is not a JSON model (an XGBoost .ubj model? save it with a .json name "
                              "to read it here)") from None
@@ -322,12 +345,42 @@ class Booster:
             raise ValueError(f"{path} is not valid JSON (a truncated or corrupted model file?): {exc}") from None
         try:
             other = Booster._from_fields(booster_fields(d)) if is_xgboost_model(d) else Booster.from_dict(d)
-        except (KeyError, TypeError, IndexError, AttributeError) as exc:  # a layout other than the format's
+        except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as exc:  # not the format's layout
             what = f"it lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
             kind = "an XGBoost" if is_xgboost_model(d) else "a daskgb"
             raise ValueError(f"{path} is {kind} model file that is corrupted: {what}") from None
         self.__dict__.update(other.__dict__)
         return self
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and \
+        bool(np.isfinite(np.float32(v))) and abs(float(v)) <= float(np.finfo(np.float32).max)
+
+
+def _check_header(base_score, feature_names, n_features: int, tree_info, n_trees: int, best_iteration, best_score,
+                  kind: str) -> None:
+    """A model file's fields beside its trees, each problem a ValueError that names it."""
+    what = f"corrupted {kind} model"
+    scores = base_score if isinstance(base_score, list) else [base_score]
+    if not scores or not all(_finite(v) for v in scores):
+        raise ValueError(f"{what}: base_score is {base_score!r}, not a finite number (or list of them)")
+    if feature_names is not None:
+        if not isinstance(feature_names, list) or not all(isinstance(n, str) for n in feature_names):
+            raise ValueError(f"{what}: feature_names is {type(feature_names).__name__}, not a list of strings")
+        if len(feature_names) != n_features:
+            raise ValueError(f"{what}: {len(feature_names)} feature_names for {n_features} features")
+    if tree_info is not None:
+        if not isinstance(tree_info, list) or not all(
+                isinstance(g, (int, np.integer)) and not isinstance(g, bool) for g in tree_info):
+            raise ValueError(f"{what}: tree_info is not a list of integers")
+        if len(tree_info) != n_trees:
+            raise ValueError(f"tree_info has {len(tree_info)} entries for {n_trees} trees")
+    if best_iteration is not None and (isinstance(best_iteration, bool) or not isinstance(best_iteration, int)
+                                       or best_iteration < 0):
+        raise ValueError(f"{what}: best_iteration is {best_iteration!r}, not a round number")
+    if best_score is not None and not (isinstance(best_score, (int, float)) and not isinstance(best_score, bool)):
+        raise ValueError(f"{what}: best_score is {best_score!r}, not a number")
 
 
 def initial_margin(xp, objective, base_score, n: int):

@@ -110,21 +110,22 @@ def plot_tree(model, num_trees: int = 0, ax=None, *, rankdir: str = "TB", fontsi
     tree = booster.trees[num_trees]
     names = booster.feature_names or [f"f{i}" for i in range(booster.n_features)]
 
-    # Leaves take consecutive slots from left to right; a split sits over the middle of its children.
+    # Leaves take consecutive slots from left to right; a split sits over the middle of its
+    # children. Walked with a stack, not recursion: a tree may be thousands of levels deep.
     pos: dict[int, tuple[float, int]] = {}
-    slot = [0]
-
-    def place(node: int) -> float:
-        if tree.left[node] < 0:
-            x = float(slot[0])
-            slot[0] += 1
+    slot = 0
+    stack = [(0, False)]
+    while stack:
+        node, children_placed = stack.pop()
+        left, right = int(tree.left[node]), int(tree.right[node])
+        if left < 0:
+            pos[node] = (float(slot), int(tree.depth[node]))
+            slot += 1
+        elif children_placed:
+            pos[node] = ((pos[left][0] + pos[right][0]) / 2, int(tree.depth[node]))
         else:
-            x = (place(int(tree.left[node])) + place(int(tree.right[node]))) / 2
-        pos[node] = (x, int(tree.depth[node]))
-        return x
-
-    place(0)
-    width, depth = max(slot[0], 1), int(tree.depth.max()) + 1
+            stack.extend([(node, True), (right, False), (left, False)])  # the left subtree first
+    width, depth = max(slot, 1), int(tree.depth.max()) + 1
 
     def xy(node):
         x, d = pos[node]

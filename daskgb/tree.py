@@ -83,7 +83,16 @@ class Tree:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Tree":
-        return cls(**{name: np.asarray(d[name], dtype=dtype) for name, dtype in FIELDS.items()})
+        fields = {}
+        for name, dtype in FIELDS.items():
+            values = d[name]
+            try:
+                fields[name] = np.asarray(values, dtype=dtype)
+            except OverflowError:
+                raise ValueError(f"its {name} holds a number beyond {np.dtype(dtype).name}") from None
+            if dtype == np.int32 and not _integral(values):
+                raise ValueError(f"its {name} holds a value that is not an integer")
+        return cls(**fields)
 
     def checked(self, n_features: int) -> "Tree":
         """This tree, once its arrays are shown to form a tree over n_features features; else
@@ -110,7 +119,23 @@ class Tree:
         feature = self.feature[split]
         if feature.size and (feature.min() < 0 or feature.max() >= n_features):
             raise ValueError(f"a split feature is outside 0..{n_features - 1} (the model has {n_features} features)")
+        # A leaf value beyond float32 (1e400 in a file reads as inf) or NaN makes every prediction
+        # through it inf or NaN; a split's threshold must be a number to compare with.
+        for name in ("value", "threshold", "base_weight"):
+            bad = ~np.isfinite(getattr(self, name))
+            if name == "threshold":
+                bad &= split
+            if bad.any():
+                raise ValueError(f"its {name} of node {int(np.flatnonzero(bad)[0])} is not a finite float32")
         return self
+
+
+def _integral(values) -> bool:
+    """Whether a list read from JSON holds integers only (a float such as 1.5 would be cut silently)."""
+    if isinstance(values, np.ndarray):
+        return values.dtype.kind in "iub" or bool(np.all(np.mod(values, 1) == 0))
+    return all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) or
+               (isinstance(v, float) and v.is_integer()) for v in values)
 
 
 class TreeBuilder:

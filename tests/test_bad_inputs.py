@@ -450,10 +450,26 @@ def _tree0(**kw):
      r"tree 0: a split feature is outside 0..2 \(the model has 3 features\)"),
     (lambda t: _edited(t, _set(tree_info=[0])), r"tree_info has 1 entries for 3 trees"),
     (lambda t: _edited(t, _set(num_features="three")), r"corrupted daskgb model: num_features is 'three'"),
+    (lambda t: "[" * 200_000 + "]" * 200_000, r"is not a model: its JSON is nested too deeply"),
+    (lambda t: _edited(t, _tree0(feature=lambda tr: [2**40] + tr["feature"][1:])),
+     r"tree 0: its feature holds a number beyond int32"),
+    (lambda t: _edited(t, _tree0(bin=lambda tr: [1.5] + tr["bin"][1:])), r"tree 0: its bin holds a value that is not"),
+    (lambda t: _edited(t, _tree0(value=lambda tr: tr["value"][:-1] + [123456.5])).replace("123456.5", "1e400"),
+     r"tree 0: its value of node \d+ is not a finite float32"),
+    (lambda t: _edited(t, _set(base_score=float("nan"))), r"base_score is nan, not a finite number"),
+    (lambda t: _edited(t, _set(best_iteration=-1)), r"best_iteration is -1, not a round number"),
+    (lambda t: _edited(t, _set(best_iteration="2")), r"best_iteration is '2', not a round number"),
+    (lambda t: _edited(t, _set(best_iteration=3)), r"best_iteration 3 is beyond its 3 rounds"),
+    (lambda t: _edited(t, _set(tree_info=[0, 0, 5])), r"tree_info holds output group 5, and the model's objective "
+                                                       r"has 1"),
+    (lambda t: _edited(t, _set(feature_names="abc")), r"feature_names is str, not a list of strings"),
+    (lambda t: _edited(t, _set(feature_names=["a", "b"])), r"2 feature_names for 3 features"),
 ], ids=["newer-version", "version-string", "other-format", "truncated", "empty", "garbage-bytes", "json-list",
         "no-trees", "trees-not-a-list", "tree-array-length", "tree-field-missing", "tree-values-strings",
         "tree-child-out-of-range", "tree-link-cycle", "tree-feature-out-of-range", "tree_info-length",
-        "num_features-string"])
+        "num_features-string", "deeply-nested", "feature-beyond-int32", "bin-not-integer", "leaf-1e400",
+        "base_score-nan", "best_iteration-negative", "best_iteration-string", "best_iteration-beyond",
+        "tree_info-out-of-range", "feature_names-string", "feature_names-length"])
 def test_bad_model_file(saved, tmp_path, corrupt, match):
     text = corrupt(saved[0])
     path = tmp_path / "model.json"

@@ -74,3 +74,25 @@ def test_plot_tree(fitted):
     with pytest.raises(ValueError, match="outside the model"):
         daskgb.plot_tree(booster, num_trees=len(booster.trees))
     plt.close("all")
+
+
+def test_plot_tree_of_a_very_deep_tree():
+    """A valid tree more levels deep than Python recurses (each split's right child a leaf) is drawn: the
+    layout walks it without recursion. The leaves sit left to right in the tree's order."""
+    from daskgb.tree import TreeBuilder
+
+    depth = 1500  # past Python's recursion limit (1000), which the old recursive layout hit
+    b = TreeBuilder()
+    b.add_node(-1, 0, 0.0, 0.0, 1.0)
+    node = 0
+    for d in range(depth):
+        (left,), (right,) = b.add_children(np.array([node]), np.array([d + 1]), np.array([0.1]), np.array([0.1]),
+                                           np.array([1.0]), np.array([0.2]), np.array([0.2]), np.array([1.0]))
+        b.split(np.array([node]), np.array([0]), np.array([0]), np.array([0.5], np.float32), np.array([1]),
+                np.array([1.0], np.float32), np.array([left]), np.array([right]))
+        node = left
+    tree = b.build()
+    booster = daskgb.Booster({}, [tree], 0.5, 1)
+    ax = daskgb.plot_tree(booster)
+    assert sum(t.get_text().startswith("leaf=") for t in ax.texts) == depth + 1
+    plt.close("all")
