@@ -8,6 +8,7 @@ dashboard's other pages), added to it after the scheduler started: add_pages.
 from __future__ import annotations
 
 import functools
+import html
 import math
 
 from bokeh.application import Application
@@ -100,7 +101,7 @@ class TrainingPage:
         self._workers: dict = {}
         self.title = "daskgb: no training yet"
 
-        self.header = Div(text=f"<b>{self.title}</b>", sizing_mode="stretch_width")
+        self.header = Div(text=f"<b>{html.escape(self.title)}</b>", sizing_mode="stretch_width")
         self.curves_source = ColumnDataSource({"round": []}, name="daskgb-curves")
         self.curves = figure(title="Learning curves (eval metrics per round)", x_axis_label="round",
                              y_axis_label="metric", sizing_mode="stretch_both", min_height=250,
@@ -186,6 +187,8 @@ class TrainingPage:
         done = fit.complete + 1
         self.title = (f"daskgb: round {done} of {fit.rounds}, {fit.world} worker{'s' * (fit.world != 1)} "
                       f"({fit.device}), fit {fit.job[:8]}")
-        self.header.text = f"<b>{self.title}</b>"
+        # The only HTML the page renders: the reports' strings (a worker's device, the fit's id)
+        # come from log_event, which anyone with a client can send, so they are escaped.
+        self.header.text = f"<b>{html.escape(self.title)}</b>"
         if self.doc is not None:
             self.doc.title = self.title

@@ -271,3 +271,20 @@ async def _data_with_rounds(browser, rounds, trainer, timeout):
         await asyncio.sleep(0.25)
     raise AssertionError(f"the page did not show {rounds} rounds (training alive: {trainer.is_alive()}); "
                          f"last seen: {json.dumps(seen)[:2000]}")
+
+
+def test_a_crafted_report_shows_as_text_not_html():
+    """Anyone with a client can send a report to the page's topic: the strings it shows are
+    escaped, so HTML in them is shown, never run."""
+    pytest.importorskip("bokeh")
+    from daskgb.dask.dashboard_page import TrainingPage
+
+    store = dashboard.TrainingStore()
+    page = TrainingPage(lambda: store)
+    crafted = '<img src=x onerror="alert(1)">'
+    for rank in range(2):
+        store.report(worker=f"tcp://w{rank}", job="<b>job</b>", rank=rank, world=2, rounds=10, device=crafted,
+                     rows=100, memory=1000, memory_kind=crafted, items=[(0, [0.001] * 4, None)])
+    page.update()
+    assert "<img" not in page.header.text and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page.header.text
+    assert page.header.text.startswith("<b>") and page.header.text.endswith("</b>")
