@@ -370,6 +370,8 @@ def _check_header(base_score, feature_names, n_features: int, tree_info, n_trees
             raise ValueError(f"{what}: feature_names is {type(feature_names).__name__}, not a list of strings")
         if len(feature_names) != n_features:
             raise ValueError(f"{what}: {len(feature_names)} feature_names for {n_features} features")
+        if len(set(feature_names)) != len(feature_names):
+            raise ValueError(f"{what}: its feature_names repeat a name")
     if tree_info is not None:
         if not isinstance(tree_info, list) or not all(
                 isinstance(g, (int, np.integer)) and not isinstance(g, bool) for g in tree_info):

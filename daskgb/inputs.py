@@ -74,7 +74,10 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
             if bad:
                 raise ValueError(f"X has non-numeric columns: {bad[:10]}; convert or drop them first")
             names = [str(c) for c in X.columns]
+            frame = X
             X = X.to_numpy(dtype=np.float32, na_value=np.nan) if hasattr(X, "to_numpy") else X.values
+            if hasattr(frame, "to_numpy") and np.isinf(X).any():  # overflow, or infinities in the data?
+                _check_float32_range(np, frame.to_numpy(dtype=np.float64, na_value=np.nan), X, names)
         xp = array_module(X)
         arr = xp.asarray(X) if xp is not np else np.asarray(X)
         if arr.dtype.kind == "O":  # numbers held as Python objects: as numbers
@@ -87,14 +90,49 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
             raise ValueError(f"X must be 2-dimensional (rows x features), got {arr.ndim} dimension(s). Reshape your "
                              "data: X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one row")
         _check_shape(*arr.shape, allow_empty)
+        wide = arr
         arr = xp.ascontiguousarray(arr, dtype=xp.float32)
+        if wide.dtype.itemsize > 4 or wide.dtype.kind in "iu":
+            _check_float32_range(xp, wide, arr, names)
         f = Features(arr, n_rows=arr.shape[0], n_features=arr.shape[1])
     if feature_names is not None:
         names = [str(n) for n in feature_names]
         if len(names) != f.n_features:
             raise ValueError(f"feature_names has {len(names)} names for {f.n_features} features")
+    check_unique_names(names)
     f.feature_names = names
     return f
+
+
+def check_unique_names(names) -> None:
+    """Feature names must be unique (as XGBoost requires): importance and the model's features
+    are keyed by them, so a repeated name would credit one column's splits to another."""
+    if names is None:
+        return
+    seen, repeated = set(), []
+    for n in names:
+        if n in seen and n not in repeated:
+            repeated.append(n)
+        seen.add(n)
+    if repeated:
+        raise ValueError(f"feature names must be unique; repeated: {repeated[:10]}. Rename or drop the repeated "
+                         "columns")
+
+
+def _check_float32_range(xp, wide, narrow, names) -> None:
+    """Finite values that overflow float32 (features are stored as float32, as XGBoost stores
+    them) are an error naming a column, not infinities read as data."""
+    if not bool(xp.isinf(narrow).any()):
+        return
+    overflow = xp.isinf(narrow) & xp.isfinite(wide)
+    if not bool(overflow.any()):
+        return
+    rows, cols = xp.nonzero(overflow)
+    col = int(cols[0])
+    value = float(wide[int(rows[0]), col])
+    where = f"column {names[col]!r}" if names else f"column {col}"
+    raise ValueError(f"X holds values beyond float32's range (e.g. {value:g} in {where}): features are stored as "
+                     "float32, as XGBoost stores them; scale or clip them first")
 
 
 def _objects_as_numbers(a, what: str):

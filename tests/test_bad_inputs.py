@@ -501,3 +501,35 @@ def test_save_in_an_unknown_format(data, tmp_path):
     X, y = data
     with pytest.raises(ValueError, match=r"format must be 'daskgb' or 'xgboost', got 'ubj'"):
         fit({}, X, y).save_model(tmp_path / "m.ubj", format="ubj")
+
+
+# ------------------------------------------------------------------ names and ranges
+def test_repeated_feature_names_are_refused(data):
+    """A repeated name would credit one column's splits to another (get_score): refused, as
+    XGBoost refuses it."""
+    pd = pytest.importorskip("pandas")
+    X, y = data
+    with pytest.raises(ValueError, match=r"feature names must be unique; repeated: \['a'\]"):
+        matrix(pd.DataFrame(X, columns=["a", "a", "b"]), y)
+    with pytest.raises(ValueError, match=r"feature names must be unique; repeated: \['x'\]"):
+        matrix(X, y, feature_names=["x", "y", "x"])
+    booster = fit({}, X, y)
+    with pytest.raises(ValueError, match="feature names must be unique"):
+        booster.predict(pd.DataFrame(X, columns=["a", "a", "b"]))
+
+
+def test_values_beyond_float32_are_named_not_read_as_inf(data):
+    pd = pytest.importorskip("pandas")
+    X, y = data
+    big = X.astype(np.float64)
+    big[7, 1] = 1e300
+    with pytest.raises(ValueError, match=r"beyond float32's range \(e\.g\. 1e\+300 in column 1\)"):
+        matrix(big, y)
+    with pytest.raises(ValueError, match=r"beyond float32's range \(e\.g\. 1e\+300 in column 'b'\)"):
+        matrix(pd.DataFrame(big, columns=["a", "b", "c"]), y)
+    with pytest.raises(ValueError, match=r"beyond float32's range"):
+        matrix(np.array([[2**200], [1]], dtype=object), np.zeros(2, np.float32))
+    real_inf = X.astype(np.float64)
+    real_inf[3, 0] = np.inf  # an infinity in the data is still read as one
+    with pytest.raises(ValueError, match="input contains inf; use missing=inf"):
+        matrix(real_inf, y)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import sketch
 from ..arrays import array_module, to_host
-from ..inputs import check_feature_names, is_numeric_dtype
+from ..inputs import check_feature_names, check_unique_names, is_numeric_dtype
 from ..matrix import check_paging
 from .plugin import register
 from .watch import gather_watching, live_workers
@@ -318,6 +318,7 @@ class DaskQuantileMatrix:
         blocks, n_features, names = _row_blocks(X)
         self.n_features = n_features
         self.feature_names = [str(n) for n in feature_names] if feature_names is not None else names
+        check_unique_names(self.feature_names)
         ys = _vector_blocks(y, len(blocks), "y")
         ws = _vector_blocks(weight, len(blocks), "weight")
         ms = _vector_blocks(base_margin, len(blocks), "base_margin")

@@ -144,6 +144,11 @@ class DaskgbWorkerPlugin(WorkerPlugin):
 def register(client) -> None:
     """Install daskgb's worker plugin on the client's cluster: a scheduler round trip the first
     time for this client (and again if it reconnects to another scheduler), nothing after."""
+    if client is None:
+        raise ValueError("no Dask client: pass client=, or make a distributed.Client first")
+    if getattr(client, "status", None) in ("closing", "closed") or client.scheduler is None:
+        raise ValueError(f"the Dask client was closed (its status is {client.status!r}): make a new "
+                         "distributed.Client, and build the DaskQuantileMatrix again with it")
     session = session_of(client)
     scheduler = client.scheduler.address
     with session.lock:

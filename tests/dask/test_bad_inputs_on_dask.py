@@ -260,3 +260,25 @@ def test_predict_on_a_dataframe_with_other_column_names(client, frames, boosters
     renamed = Xf.rename(columns=dict(zip("abcd", columns)))
     with pytest.raises(ValueError, match=match):
         dgb.predict(client, boosters[1], renamed)
+
+
+def test_repeated_column_names_are_refused(client, data):
+    X, y = data
+    Xf = dd.from_pandas(pd.DataFrame(X, columns=["a", "b", "a", "d"]), npartitions=2)
+    with pytest.raises(ValueError, match=r"feature names must be unique; repeated: \['a'\]"):
+        dgb.DaskQuantileMatrix(client, Xf, dd.from_pandas(pd.Series(y), npartitions=2))
+
+
+def test_a_closed_client_is_named(data):
+    """A fit or a matrix with a client that was closed says so (it raised AttributeError)."""
+    from distributed import Client, LocalCluster
+
+    X, y = data
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        c = Client(cluster)
+        m = dgb.DaskQuantileMatrix(c, da.from_array(X, chunks=CHUNKS), da.from_array(y, chunks=100))
+        c.close()
+        with pytest.raises(ValueError, match="the Dask client was closed"):
+            dgb.train(c, {"device": "cpu"}, m, 2)
+        with pytest.raises(ValueError, match="the Dask client was closed"):
+            dgb.DaskQuantileMatrix(c, da.from_array(X, chunks=CHUNKS), da.from_array(y, chunks=100))
