@@ -90,7 +90,7 @@ def _train_ranked(comm, job_id, rank, world_size, options, dtrain, evals, progre
             board = RoundBoard(job_id, rank, world_size, num_boost_round, dtrain.n_rows, options.train_params.device)
         with board or contextlib.nullcontext():
             booster = run(options, dtrain, evals, comm=comm, evals_result=history,
-                          after_round=_each_round(board, reporter))
+                          after_round=_each_round(board, reporter, _stop_when_abandoned(job_id, rank)))
     stats = {"rank": rank, "communicator": type(comm).__name__, "nccl_reused": getattr(comm, "reused", False),
              "nccl_allreduce_calls": getattr(comm, "nccl_allreduce_calls", 0),
              "nccl_allreduce_bytes": getattr(comm, "nccl_allreduce_bytes", 0)}
@@ -104,6 +104,34 @@ def checkpoint_dir_ready(path: str) -> None:
     from ..checkpoint import check_writable
 
     check_writable(Path(path))
+
+
+class FitAbandoned(RuntimeError):
+    """The client that started the fit is gone (closed, or interrupted): its workers stop."""
+
+
+def _stop_when_abandoned(job_id: str, rank: int):
+    """An after-round hook raising FitAbandoned once the scheduler has cancelled this task: when
+    the fit's client closes or is interrupted, the scheduler releases its keys and the workers
+    mark the running task cancelled, but a thread cannot be stopped from outside; it stops here,
+    at its next round (every rank does, each seeing its own task cancelled). None outside a task."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        key = worker.get_current_task()
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if key is None:
+        return None
+
+    def check(round_index, history):
+        ts = worker.state.tasks.get(key)
+        if ts is None or ts.state == "cancelled":
+            raise FitAbandoned(f"daskgb fit {job_id[:8]}: its client is gone (closed or interrupted), so rank "
+                               f"{rank} stopped after round {round_index}")
+
+    return check
 
 
 def _each_round(*hooks):

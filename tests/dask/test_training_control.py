@@ -59,3 +59,47 @@ def test_scheduler_and_subsample_equal_in_process(client):
     out = dgb.train(client, params, dtrain, 8, callbacks=sched, verbose_eval=False)
     local = daskgb.train(params, daskgb.QuantileMatrix(X, y), 8, callbacks=sched)
     np.testing.assert_allclose(out["booster"].predict(X), local.predict(X), atol=1e-5)
+
+
+def _running_jobs(dask_worker=None):
+    from daskgb.dask.plugin import PLUGIN_NAME
+
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return 0 if plugin is None or plugin.state is None else len(plugin.state.running)
+
+
+def test_a_fit_whose_client_is_gone_stops_at_its_next_round(client):
+    """Closing the client mid-fit releases its task; the workers' threads stop training at
+    their next round instead of running the orphaned fit to its end."""
+    import threading
+    import time
+
+    import distributed
+
+    X, y = exact_data(n=2000)
+    clients, ended = [], []
+
+    def fit_then_lose_the_client():
+        other = distributed.Client(client.scheduler.address, set_as_default=False)
+        clients.append(other)
+        try:
+            Xd, yd = on_workers(other, X, [1000, 1000], [0, 1]), on_workers(other, y, [1000, 1000], [0, 1])
+            dgb.train(other, {"max_depth": 2, "device": "cpu"}, dgb.DaskQuantileMatrix(other, Xd, yd), 100_000,
+                      verbose_eval=False)
+        except Exception as exc:  # the closed client's own error; the workers are what matter here
+            ended.append(exc)
+
+    thread = threading.Thread(target=fit_then_lose_the_client, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while sum(client.run(_running_jobs).values()) < 2:  # both ranks training
+        assert time.monotonic() < deadline, "the fit did not start"
+        time.sleep(0.1)
+    clients[0].close()  # the client goes mid-fit
+    gone = time.monotonic()
+    while sum(client.run(_running_jobs).values()) > 0:
+        assert time.monotonic() - gone < 15, "the workers are still training the orphaned fit"
+        time.sleep(0.1)
+    thread.join(timeout=30)
+    # (Its workers' fit locks are the closed client's until the scheduler's lease timeout, 30 s
+    # by default, frees them: dask/fit_lock.py. Not waited for here.)
