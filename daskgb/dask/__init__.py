@@ -261,16 +261,22 @@ def _predict_matrix(client, booster, m, output_margin, iteration_range):
     k = booster.n_groups
     columns = k if k > 1 and (output_margin or getattr(booster.objective, "output_prob", True)) else 0
     meta = _empty_like_kind("cupy" if m.device == "cuda" else "numpy")
-    parts = []
-    for a in m.workers:
-        n = m.rows_per_worker[a]
-        if n == 0:
-            continue
-        fut = client.submit(_predict_local, handle, m._local[a], output_margin, tuple(iteration_range), workers=[a],
-                            allow_other_workers=False, pure=False)
-        parts.append(da.from_delayed(fut, shape=(n, columns) if columns else (n,), dtype=np.float32,
-                                     meta=meta.reshape((0, 0)) if columns else meta))
-    return da.concatenate(parts)
+    holders = [a for a in m.workers if m.rows_per_worker[a]]
+    futures = [client.submit(_predict_local, handle, m._local[a], output_margin, tuple(iteration_range), workers=[a],
+                             allow_other_workers=False, pure=False) for a in holders]
+    # The rows stay on their workers, so the predictions are made there and waited for here:
+    # a task pinned to a worker that died (before or during the predict) would wait for ever,
+    # and the wait raises within seconds naming the worker instead (dask/watch.py).
+    gather_watching(client, [client.submit(_rows_of, f, workers=[a], allow_other_workers=False, pure=False)
+                             for f, a in zip(futures, holders)], holders, "prediction")
+    return da.concatenate([da.from_delayed(f, shape=(m.rows_per_worker[a], columns) if columns
+                                           else (m.rows_per_worker[a],), dtype=np.float32,
+                                           meta=meta.reshape((0, 0)) if columns else meta)
+                           for f, a in zip(futures, holders)])
+
+
+def _rows_of(predictions) -> int:
+    return int(predictions.shape[0])
 
 
 # A booster's copy on every worker of a client, kept while the booster lives and is unchanged:

@@ -14,6 +14,7 @@ from ..arrays import array_module, to_host
 from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing, _score_metric,
                        _split_qid)
 from . import DaskQuantileMatrix, predict, run
+from .watch import gather_watching
 
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
 
@@ -220,8 +221,9 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
     def _matrix_labels(self, dtrain) -> None:
         """A prebuilt matrix holds labels as XGBoost's DMatrix does: class indices 0..K-1."""
         client = self._get_client()
-        found = client.gather([client.submit(_label_values, dtrain._local[a], workers=[a], allow_other_workers=False,
-                                             pure=False) for a in dtrain.workers])
+        found = gather_watching(client, [client.submit(_label_values, dtrain._local[a], workers=[a],
+                                                       allow_other_workers=False, pure=False)
+                                         for a in dtrain.workers], dtrain.workers, "reading the labels")
         classes = np.unique(np.concatenate(found))
         if not np.array_equal(classes, np.arange(classes.size)):
             raise ValueError(f"a DaskQuantileMatrix's labels must be class indices 0..K-1 for {type(self).__name__}; "

@@ -114,3 +114,56 @@ def test_the_backstop_finds_a_worker_whose_removal_was_missed(client, monkeypatc
     with pytest.raises(RuntimeError, match=rf"{b} \(rank 0\) died or left"):
         gather_watching(client, [future], [b], "test")
     assert time.monotonic() - start < 5.0
+
+
+def _exact(n=600, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = (np.round(rng.normal(size=(n, 4)) * 4) / 4).astype(np.float32)
+    return X, (X[:, 0] + rng.normal(size=n) > 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_predict_on_a_matrix_whose_worker_died_fails_naming_it(monkeypatch, when):
+    """daskgb.dask.predict on a DaskQuantileMatrix pins a task to each worker holding rows: a
+    worker that died before the predict, or during it, is an error naming it within seconds
+    (it hung: a task pinned to a gone worker waits for ever)."""
+    import daskgb.dask as dgb
+
+    monkeypatch.setattr(watch, "LOST_GRACE_S", 0.5)
+    X, y = _exact()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        with distributed.Client(c) as cl:
+            a, b = sorted(live_workers(cl))
+            from placement import on_workers
+
+            m = dgb.DaskQuantileMatrix(cl, on_workers(cl, X, [300, 300], [0, 1]), on_workers(cl, y, [300, 300], [0, 1]))
+            booster = dgb.train(cl, {"max_depth": 3, "device": "cpu"}, m, 3, verbose_eval=False)["booster"]
+            victim = m.workers[1]
+            if when == "during":
+                # The victim's predict takes long enough to kill the worker under it.
+                cl.run(_slow_predict, workers=[victim])
+                threading = __import__("threading")
+                threading.Timer(1.0, lambda: cl.run(_die, workers=[victim], wait=False)).start()
+            else:
+                cl.run(_die, workers=[victim], wait=False)
+                time.sleep(1.0)
+            started = time.monotonic()
+            with pytest.raises(RuntimeError, match=rf"worker\(s\) {victim} \(rank 1\) died or left the cluster "
+                                                   r"during prediction"):
+                dgb.predict(cl, booster, m)
+            assert time.monotonic() - started < 15
+
+
+def _slow_predict():
+    """On a worker: its daskgb predict of a matrix sleeps first (so that it can be killed during it)."""
+    import daskgb.dask as dgb
+
+    real = dgb._predict_local
+
+    def slow(*args, **kwargs):
+        time.sleep(30)
+        return real(*args, **kwargs)
+
+    dgb._predict_local = slow
