@@ -250,7 +250,9 @@ def test_a_callback_that_changes_the_path_mid_fit_is_recorded():
 
 
 def test_set_attr_and_attributes_as_xgboost():
-    b = daskgb.Booster({"max_depth": 2})
+    X, y = _data(200)
+    b = daskgb.train({"max_depth": 2}, daskgb.QuantileMatrix(X, y), 5, verbose_eval=False)
+    b._attributes.clear()  # training's own (the path) are tested above
     assert b.attributes() == {}
     b.set_attr(owner="me", note="x")
     assert b.attr("owner") == "me" and b.attributes() == {"owner": "me", "note": "x"}
