@@ -163,3 +163,21 @@ def test_a_fit_gives_up_on_busy_workers_naming_them(client, dtrain, tmp_path, se
     assert out["result"]["booster"].num_boosted_rounds() > 0
     # The locks are free again: the next fit trains at once.
     assert dgb.train(client, PARAMS, dtrain, 2, verbose_eval=False)["booster"].num_boosted_rounds() == 2
+
+
+def test_a_grid_search_of_parallel_jobs_on_shared_workers(client, dtrain):
+    """scikit-learn's GridSearchCV with more jobs than workers (each job a fit on every worker):
+    every candidate is fitted and scored, none times out waiting for another's ranks."""
+    pytest.importorskip("sklearn")
+    from joblib import parallel_backend
+    from sklearn.model_selection import GridSearchCV
+
+    import daskgb
+
+    est = daskgb.DaskGBRegressor(n_estimators=8, max_depth=2, device="cpu", client=client)
+    search = GridSearchCV(est, {"max_depth": [2, 3], "learning_rate": [0.1, 0.3]}, cv=2, n_jobs=4,
+                          error_score="raise")
+    with parallel_backend("threading", n_jobs=4):
+        search.fit(dtrain)
+    scores = search.cv_results_["mean_test_score"]
+    assert len(scores) == 4 and np.all(np.isfinite(scores)), scores
