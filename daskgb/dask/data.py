@@ -372,8 +372,14 @@ class DaskQuantileMatrix:
         self.device = device
 
         if ref is None:
-            # Workers that hold rows train; others (no partitions, or only empty ones) sit out.
-            self.workers = sorted(a for a, i in infos.items() if i["rows"] > 0)
+            # Workers that hold rows train; others (no partitions, or only empty ones) sit out. Their
+            # ranks follow the collection: rank 0 holds its first partition, and so on. Rows are
+            # numbered in rank order (row sampling is keyed by that number) and the sketches merge
+            # in it, so the model depends on which partitions a worker holds, not on the
+            # workers' addresses (which a fresh cluster draws anew).
+            position = {f.key: i for i, f in enumerate(futures)}
+            first = {a: min(position[f.key] for f in fs) for a, fs in holder.items()}
+            self.workers = sorted((a for a, i in infos.items() if i["rows"] > 0), key=first.__getitem__)
             self.max_bin = int(max_bin)
             budget = sketch.sketch_budget(self.n_rows, self.max_bin)
             summaries = [client.submit(_local_summary, device, self.missing, budget, *holder[a], workers=[a],
