@@ -254,6 +254,22 @@ def _vector_blocks(v, n_blocks, what):
     return blocks
 
 
+def _client_for(address: str):
+    """This process's client of the scheduler at `address`: the default client where it is
+    connected there (or the worker's own inside a task), else a new one, made the default, so
+    that an estimator unpickled beside the matrix finds it too."""
+    from distributed import Client, default_client, get_client
+
+    for find in (get_client, default_client):
+        try:
+            client = find()
+        except ValueError:
+            continue
+        if client.scheduler is not None and client.scheduler.address == address:
+            return client
+    return Client(address, set_as_default=True)
+
+
 class DaskQuantileMatrix:
     """Training data on a Dask cluster: each worker quantises the partitions it holds into an
     ELLPACK matrix with cuts shared by all workers, and keeps it for every later fit.
@@ -503,6 +519,22 @@ class DaskQuantileMatrix:
         if isinstance(key, slice):
             key = np.arange(self.n_rows)[key]
         return self.take(key)
+
+    def __getstate__(self):
+        """A pickled matrix (sent to another process, e.g. by scikit-learn's process-based
+        parallel search) travels without its client: its futures are keys, and the scheduler's
+        address comes along so that the other process attaches to the same cluster."""
+        state = dict(self.__dict__)
+        state["client"] = None
+        state["_scheduler_address"] = self.client.scheduler.address
+        return state
+
+    def __setstate__(self, state):
+        address = state.pop("_scheduler_address", None)
+        self.__dict__.update(state)
+        self.client = _client_for(address)
+        for f in self._local.values():
+            f.bind_client(self.client)
 
     def release(self) -> None:
         """Free this matrix's memory on the workers now, rather than when the client's garbage

@@ -181,3 +181,30 @@ def test_a_grid_search_of_parallel_jobs_on_shared_workers(client, dtrain):
         search.fit(dtrain)
     scores = search.cv_results_["mean_test_score"]
     assert len(scores) == 4 and np.all(np.isfinite(scores)), scores
+
+
+def test_a_matrix_pickles_without_its_client(client, dtrain):
+    """A DaskQuantileMatrix travels to another process (scikit-learn's process-based search
+    pickles it) as its futures' keys and its scheduler's address; unpickled, it attaches to a
+    client of that scheduler and trains as the original."""
+    import pickle
+
+    again = pickle.loads(pickle.dumps(dtrain))
+    assert again.client.scheduler.address == client.scheduler.address
+    a = dgb.train(client, {"max_depth": 2, "device": "cpu"}, dtrain, 3, verbose_eval=False)["booster"]
+    b = dgb.train(again.client, {"max_depth": 2, "device": "cpu"}, again, 3, verbose_eval=False)["booster"]
+    assert a.to_dict()["trees"] == b.to_dict()["trees"]
+
+
+def test_a_grid_search_in_processes(client, dtrain):
+    """GridSearchCV's default (process) backend pickles the estimator and the matrix for each
+    job: both travel without their client, and the jobs train on the same cluster."""
+    pytest.importorskip("sklearn")
+    from sklearn.model_selection import GridSearchCV
+
+    import daskgb
+
+    search = GridSearchCV(daskgb.DaskGBRegressor(n_estimators=4, max_depth=2, device="cpu"), {"max_depth": [2, 3]},
+                          cv=2, n_jobs=2, error_score="raise")
+    search.fit(dtrain)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
