@@ -29,20 +29,20 @@ few values and two columns a third missing; a held-out eval set of --eval-rows.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchmark import PeakMemory, release, sync  # noqa: E402  (examples/, on the path above)
 
 COLD_SCRIPT = """
 import sys, time
@@ -77,51 +77,6 @@ def realistic(xp, X):
     for c in (3, 4):
         X[:, c] = xp.where(rs.random_sample(X.shape[0]) < 0.33, xp.float32(xp.nan), X[:, c])
     return X
-
-
-class DeviceUsed:
-    """Peak of the device's used memory (cudaMemGetInfo) above the level at entry, sampled every 2 ms."""
-
-    def __init__(self, xp):
-        self.xp, self.peak = xp, None
-
-    def _used(self):
-        free, total = self.xp.cuda.runtime.memGetInfo()
-        return total - free
-
-    def __enter__(self):
-        if self.xp is np:
-            return self
-        self.base = self.max = self._used()
-        self.stop = threading.Event()
-
-        def sample():
-            while not self.stop.is_set():
-                self.max = max(self.max, self._used())
-                time.sleep(0.002)
-
-        self.thread = threading.Thread(target=sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.xp is np:
-            return
-        self.stop.set()
-        self.thread.join()
-        self.peak = (max(self.max, self._used()) - self.base) / 2**30
-
-
-def release(xp):
-    gc.collect()
-    if xp is not np:
-        xp.get_default_memory_pool().free_all_blocks()
-        xp.cuda.runtime.deviceSynchronize()
-
-
-def sync(xp):
-    if xp is not np:
-        xp.cuda.runtime.deviceSynchronize()
 
 
 class Libraries:
@@ -263,12 +218,12 @@ def warm_cases(args, xp, libs):
                 # Memory in a run of its own, from an empty pool: the matrices and the fit, as a user's
                 # first fit pays them (a library may keep working buffers with the matrix between fits).
                 release(xp)
-                with DeviceUsed(xp) as used:
+                with PeakMemory(xp, pool=False) as used:  # the device's used memory, for both alike
                     d = make(lib, Xc, yc)
                     fit(lib, d, libs.matrix(lib, Xv, yv, ref=d) if name == "eval set watched" else None)
                     sync(xp)
                 del d
-                mem = used.peak
+                mem = used.peak / 2**30
             if name in args.cases:
                 report(rows, {"case": title, "lib": lib, "s": s, "mem_gib": mem, "rounds": None,
                               "quality": _quality(lib, libs, booster, Xv, yv, qid)})
