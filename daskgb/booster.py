@@ -354,8 +354,9 @@ class Booster:
 
 
 def _finite(v) -> bool:
+    """A number that float32 holds (NaN, inf and 1e400, which JSON reads as inf, are not)."""
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and \
-        bool(np.isfinite(np.float32(v))) and abs(float(v)) <= float(np.finfo(np.float32).max)
+        abs(float(v)) <= float(np.finfo(np.float32).max)
 
 
 def _check_header(base_score, feature_names, n_features: int, tree_info, n_trees: int, best_iteration, best_score,

@@ -139,7 +139,7 @@ class Checkpoints:
             m = _NAME.match(p.name)
             if m and (run is None or m.group(1) == run):
                 found.append((int(m.group(2)), p))
-        return sorted(found, key=lambda rp: (rp[0], rp[1].stat().st_mtime if rp[1].exists() else 0.0), reverse=True)
+        return sorted(found, reverse=True)
 
     def latest(self) -> dict | None:
         """The checkpoint to resume from, or None: the newest good one of this run; else the
@@ -150,11 +150,12 @@ class Checkpoints:
         over with a warning for the one before it."""
         if self.run is None:
             return next(self._good(self.files()), None)
-        own = next(self._good(self.files(self.run)), None)
+        mine = self.files(self.run)
+        own = next(self._good(mine), None)
         if own is not None:
             return own
         other = None
-        for state in self._good([f for f in self.files() if f not in self.files(self.run)]):
+        for state in self._good([f for f in self.files() if f not in mine]):
             if mismatch(state.get("fingerprint") or {}, self.fingerprint) is None:
                 return state
             other = other or state

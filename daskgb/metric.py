@@ -255,10 +255,6 @@ def _finish_ratio_or_nan(num, den):
     return float(num / den) if den > 0 else float("nan")
 
 
-def _finish_aucpr(num, den):
-    return float(min(num, 1.0)) if den > 0 else float("nan")  # min(nan, 1.0) is nan
-
-
 def _host_parts(parts, y, pred, weight):
     """A metric of host arrays (numpy): its (num, den) over these rows."""
     y = np.asarray(y)
@@ -274,7 +270,7 @@ def auc_of(y, pred, weight=None):
 
 def aucpr_of(y, pred, weight=None):
     """Weighted area under the precision-recall curve of host arrays, as XGBoost computes it."""
-    return _finish_aucpr(*_host_parts(_aucpr_parts, y, pred, weight))
+    return _finish_ratio_or_nan(*_host_parts(_aucpr_parts, y, pred, weight))
 
 
 def multiclass_auc_of(y, pred, weight=None):
@@ -284,13 +280,13 @@ def multiclass_auc_of(y, pred, weight=None):
 
 def multiclass_aucpr_of(y, pred, weight=None):
     """XGBoost's multiclass AUC-PR of host arrays (see _multiclass_aucpr_parts)."""
-    return _finish_aucpr(*_host_parts(_multiclass_aucpr_parts, y, pred, weight))
+    return _finish_ratio_or_nan(*_host_parts(_multiclass_aucpr_parts, y, pred, weight))
 
 
 # Metrics of the ranking of all rows, (parts of one output, parts of multiclass outputs,
 # finish): each worker's rows are gathered, since AUCs of shards do not add up.
 _RANKING = {"auc": (_auc_parts, _multiclass_auc_parts, _finish_ratio_or_nan),
-            "aucpr": (_aucpr_parts, _multiclass_aucpr_parts, _finish_aucpr)}
+            "aucpr": (_aucpr_parts, _multiclass_aucpr_parts, _finish_ratio_or_nan)}
 
 METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
                               "pre[@k][-]")
@@ -357,10 +353,15 @@ def gather_rows(xp, comm, y, pred, weight, span=None):
     return np.concatenate(ys), np.concatenate(ps), w
 
 
+def _pair(xp, parts):
+    """(num, den) as one (2,) float64 array."""
+    return xp.stack([xp.asarray(v, dtype=xp.float64) for v in parts])
+
+
 def _reduce(xp, comm, parts):
     """The (2,) float64 sums of every worker's (num, den), where the arrays are when the
     collective sums there, else on the host."""
-    sums = xp.stack([xp.asarray(v, dtype=xp.float64) for v in parts])
+    sums = _pair(xp, parts)
     if comm.world_size == 1:
         return sums
     if xp is not np and not getattr(comm, "reduces_on_device", False):
@@ -381,7 +382,7 @@ def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alp
         y, pred, weight = gather_rows(xp, comm, y, pred, weight, span)
         one, multiclass, _ = _RANKING[name]
         parts = (multiclass if pred.ndim == 2 else one)(xp, y, pred, _weights(xp, y, weight))
-        return xp.stack([xp.asarray(v, dtype=xp.float64) for v in parts])
+        return _pair(xp, parts)
     return _reduce(xp, comm, _additive(name, quantile_alpha)[0](xp, y, pred, _weights(xp, y, weight)))
 
 

@@ -288,13 +288,12 @@ _SCATTERED = weakref.WeakKeyDictionary()
 def _scattered(client, booster):
     """The future of the booster scattered to every worker (once per client and model state)."""
     state = (id(client), client.id, len(booster.trees), booster.best_iteration, tuple(booster.tree_info[-1:]),
-             booster.params)
+             booster.params, frozenset(live_workers(client)))  # a worker that joined gets its copy too
     kept = _SCATTERED.get(booster)
-    workers = frozenset(client.scheduler_info(n_workers=-1)["workers"]) if kept is not None else None
-    if kept is not None and kept[0] == state and kept[2] == workers and kept[1].status == "finished":
+    if kept is not None and kept[0] == state and kept[1].status == "finished":
         return kept[1]
     future = client.scatter(booster, broadcast=True, hash=False)
-    _SCATTERED[booster] = (state, future, frozenset(client.scheduler_info(n_workers=-1)["workers"]))
+    _SCATTERED[booster] = (state, future)
     return future
 
 
