@@ -25,6 +25,9 @@ PARTITION_TILE_ROWS = 4096
 RT_EPS = 1e-6
 # The deepest tree growth/device.py grows: a level's splits fit MAX_LEVEL_SPLITS.
 MAX_DEVICE_DEPTH = 12
+# The most leaves a lossguide tree grown on the device may have (growth/device_lossguide.py):
+# its histograms are kept one per open leaf, and each expansion's launches are queued.
+MAX_DEVICE_LEAVES = 4096
 MAX_LEVEL_SPLITS = 2 ** (MAX_DEVICE_DEPTH - 1)
 # Slots a histogram thread reads from one window of three words (kernels/histogram.cu).
 WINDOW_SLOTS = 8
@@ -162,6 +165,11 @@ TREE_FIELDS = ("left", "right", "parent", "feature", "bin", "threshold", "defaul
 # A device-grown tree's state (int64): nodes in the tree; candidates of the level (the nodes
 # evaluated, with consecutive ids); the first candidate's id; splits made by the level.
 GROWTH_STATE = ("nodes", "candidates", "first_candidate", "splits")
+
+# A lossguide tree grown on the device (int64, beside GROWTH_STATE): its leaves; whether it is
+# done; the first node and the number of nodes the last evaluation scored (0, 1 or 2), which
+# the next expansion files under their node ids; histogram slots in use.
+LOSSGUIDE_STATE = ("leaves", "done", "evaluated_first", "evaluated_count", "slots")
 
 
 _NO_VALUES = np.zeros(0, dtype=np.int64)
@@ -310,6 +318,8 @@ def header() -> str:
     parts.append(_enum("TreeField", "a device-grown tree's rows of words (TREE_FIELDS)", "k", TREE_FIELDS,
                        "kFields"))
     parts.append(_enum("GrowthState", "a device-grown tree's state (GROWTH_STATE)", "k", GROWTH_STATE, "kStateSize"))
+    parts.append(_enum("LossguideState", "a device-grown lossguide tree's state (LOSSGUIDE_STATE)", "kLg",
+                       LOSSGUIDE_STATE, "kLgStateSize"))
     parts.append(_enum("TileColumn", "histogram.cu's tile rows (HISTOGRAM_TILE_COLUMNS)", "kTile",
                        HISTOGRAM_TILE_COLUMNS, "kTileColumns"))
     parts.append(PARTITION_INFO.c_declaration())

@@ -263,3 +263,234 @@ __global__ void label_leaves(const TreeBuffers b, const uint32_t* __restrict__ r
   const int32_t id = (int32_t)(node * n_trees + tree_index);
   for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) positions[ridx[i]] = id;
 }
+
+// ---------------------------------------------------------------------------- lossguide
+// A lossguide tree grown one expansion at a time with no host work between the expansions
+// (growth/device_lossguide.py; growth/host.py with driver.Driver's lossguide queue is the
+// reference, and the trees are the same to the bit). The host queues max_leaves - 1
+// expansions, each the same launches: expand_best picks the queued leaf with the largest
+// loss change and writes its split, its children and the launches' inputs; the partition
+// moves its rows; the histogram of the child with the smaller hessian sum is built, summed
+// across workers, and children_histograms makes both children from the parent's; store_children
+// keeps them; split.cu scores them. Once the tree is done every launch finds nothing to do.
+//
+// Every open leaf keeps its histogram in a slot of `slots` ((max_leaves, total_bins, 2) int64):
+// the root's is slot 0; an expansion's left child takes its parent's slot, its right child
+// the next free one, so a tree needs at most max_leaves slots. slot_left / slot_right hold,
+// by slot, the sums of the children of that leaf's best split (split.cu's left / right).
+// recs: (cap,) SplitRecord, each scored leaf's best split by node id; queued: (cap,) int32,
+// whether a leaf waits in the queue (driver.Driver.push: its loss change exceeds RT_EPS).
+// lg: LossguideState.
+
+// The lossguide state of a tree whose root was just scored. Launch: one thread.
+__global__ void start_lossguide(long long* __restrict__ lg, int32_t* __restrict__ slot_of) {
+  lg[kLgLeaves] = 1;
+  lg[kLgDone] = 0;
+  lg[kLgEvaluatedFirst] = 0;
+  lg[kLgEvaluatedCount] = 1;
+  lg[kLgSlots] = 1;
+  slot_of[0] = 0;
+}
+
+// Does (gain, nid) come out of driver.Driver's queue before (best_gain, best_nid)? The larger
+// loss change first, then the smaller (older) node id; best_nid < 0 is no candidate yet.
+__device__ __forceinline__ bool pops_first(float gain, int nid, float best_gain, int best_nid) {
+  if (nid < 0) return false;
+  if (best_nid < 0) return true;
+  return gain > best_gain || (gain == best_gain && nid < best_nid);
+}
+
+// One expansion: the last evaluation's records filed under their nodes (scored: its
+// records, scored_left / scored_right: their children's sums, for lg's evaluated nodes);
+// the queued leaf that pops first, if the tree may still split it (driver.Driver.pop:
+// leaves below max_leaves, splits_applied, depth below max_depth; otherwise the tree is
+// done), split as expand_level splits a node; its children scored next when
+// driver.Driver.child_valid. Writes b.part_info (stride 1), b.child_info (parent_row: the
+// parent's slot) and b.hist_tiles (the built child, staged in slot 0 of the caller's
+// buffer), state[kCandidates] (the children to score: 0 or 2) and lg.
+// Launch: one block (of up to 1024 threads).
+__global__ void __launch_bounds__(1024) expand_best(const SplitRecord* __restrict__ scored,
+                                                    const long long* __restrict__ scored_left,
+                                                    const long long* __restrict__ scored_right,
+                                                    SplitRecord* __restrict__ recs, int32_t* __restrict__ queued,
+                                                    long long* __restrict__ slot_left,
+                                                    long long* __restrict__ slot_right,
+                                                    int32_t* __restrict__ slot_of, long long* __restrict__ lg,
+                                                    int max_depth, int max_leaves, const SplitParams p,
+                                                    const TreeBuffers b) {
+  __shared__ float warp_gain[32];
+  __shared__ int warp_nid[32];
+  __shared__ long long decided[4];  // the node split (-1: none), partition tiles, histogram tiles, the built child
+  long long* __restrict__ state = b.state;
+  long long* __restrict__ segs = b.segs;
+  long long* __restrict__ part_info = b.part_info;
+  long long* __restrict__ child_info = b.child_info;
+  long long* __restrict__ hist_tiles = b.hist_tiles;
+  const TreeView t{b.tree, b.cap};
+  const PartitionInfo part_at(1);
+  const ChildrenInfo child_at(1);
+  const long long n_nodes = state[kNodes];
+  const bool was_done = lg[kLgDone] != 0;
+
+  // The last evaluation's nodes join the queue (driver.Driver.push).
+  const long long first = lg[kLgEvaluatedFirst], n_scored = lg[kLgEvaluatedCount];
+  if ((long long)threadIdx.x < n_scored) {
+    const int i = threadIdx.x;
+    const long long nid = first + i;
+    const SplitRecord r = scored[i];
+    recs[nid] = r;
+    const int s = slot_of[nid];
+    slot_left[2 * s] = scored_left[2 * i];
+    slot_left[2 * s + 1] = scored_left[2 * i + 1];
+    slot_right[2 * s] = scored_right[2 * i];
+    slot_right[2 * s + 1] = scored_right[2 * i + 1];
+    queued[nid] = (double)r.gain > kRtEps ? 1 : 0;
+  }
+  __syncthreads();
+
+  // The queued node that pops first.
+  float best_gain = 0.0f;
+  int best_nid = -1;
+  if (!was_done) {
+    for (long long nid = threadIdx.x; nid < n_nodes; nid += blockDim.x) {
+      if (queued[nid] && pops_first(recs[nid].gain, (int)nid, best_gain, best_nid)) {
+        best_gain = recs[nid].gain;
+        best_nid = (int)nid;
+      }
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float g = __shfl_down_sync(0xffffffffu, best_gain, o);
+    const int n = __shfl_down_sync(0xffffffffu, best_nid, o);
+    if (pops_first(g, n, best_gain, best_nid)) {
+      best_gain = g;
+      best_nid = n;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) {
+    warp_gain[warp] = best_gain;
+    warp_nid[warp] = best_nid;
+  }
+  __syncthreads();
+
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < n_warps; ++w) {
+      if (pops_first(warp_gain[w], warp_nid[w], best_gain, best_nid)) {
+        best_gain = warp_gain[w];
+        best_nid = warp_nid[w];
+      }
+    }
+    long long nid = -1;
+    const long long leaves = lg[kLgLeaves];
+    if (!was_done && best_nid >= 0 && !(max_leaves > 0 && leaves >= max_leaves)) {
+      const SplitRecord r = recs[best_nid];
+      const int depth = t.at(kDepth, best_nid);
+      // split/rules.py splits_applied; the gain compares as a double, as the host's numpy does.
+      const bool valid = r.feature >= 0 && (double)r.gain > kRtEps && r.left_hess != 0.0 && r.right_hess != 0.0 &&
+                         r.gain >= p.min_split_loss && !(max_depth > 0 && depth >= max_depth);
+      if (valid) nid = best_nid;
+    }
+    decided[0] = nid;
+    decided[1] = decided[2] = 0;
+    decided[3] = -1;
+    if (nid < 0) {  // driver.Driver.pop: an empty queue, or an invalid top, ends the tree
+      lg[kLgDone] = 1;
+      lg[kLgEvaluatedCount] = 0;
+      part_info[part_at.k] = 0;
+      part_info[part_at.n_tiles] = 0;
+      child_info[child_at.k] = 0;
+      state[kCandidates] = 0;
+      for (int c = 0; c < kTileColumns; ++c) hist_tiles[c] = 0;
+    } else {
+      const SplitRecord r = recs[nid];
+      const int depth = t.at(kDepth, nid);
+      lg[kLgLeaves] = leaves + 1;
+      queued[nid] = 0;
+      const long long lid = n_nodes, rid = n_nodes + 1;
+      // TreeBuilder.split, then add_children's two leaves (as expand_level).
+      t.at(kFeature, nid) = r.feature;
+      t.at(kBin, nid) = r.bin;
+      t.set_float(kThreshold, nid, r.threshold);
+      t.at(kDefaultLeft, nid) = r.default_left != 0;
+      t.set_float(kGain, nid, r.gain);
+      t.at(kLeft, nid) = (int)lid;
+      t.at(kRight, nid) = (int)rid;
+      t.set_float(kValue, nid, 0.0f);
+      write_leaf(t, lid, nid, depth + 1, calc_weight(r.left_grad, r.left_hess, p), p.eta, r.left_hess);
+      write_leaf(t, rid, nid, depth + 1, calc_weight(r.right_grad, r.right_hess, p), p.eta, r.right_hess);
+      state[kNodes] = n_nodes + 2;
+      t.set_count(n_nodes + 2);
+      // The partition's one split; both children start empty at the node's start.
+      const long long s0 = segs[2 * nid], c0 = segs[2 * nid + 1];
+      part_info[part_at.start] = s0;
+      part_info[part_at.count] = c0;
+      part_info[part_at.feature] = r.feature;
+      part_info[part_at.bin] = r.bin;
+      part_info[part_at.default_left] = r.default_left;
+      part_info[part_at.left_id] = lid;
+      part_info[part_at.right_id] = rid;
+      part_info[part_at.row_offset] = 0;
+      segs[2 * lid] = s0;
+      segs[2 * lid + 1] = 0;
+      segs[2 * rid] = s0;
+      segs[2 * rid + 1] = 0;
+      const long long n_part_tiles = (c0 + kPartitionTileRows - 1) / kPartitionTileRows;
+      part_info[part_at.first_tile] = 0;
+      part_info[part_at.first_tile + 1] = n_part_tiles;
+      part_info[part_at.k] = 1;
+      part_info[part_at.n_tiles] = n_part_tiles;
+      decided[1] = n_part_tiles;
+      // driver.Driver.child_valid, with the leaf just counted.
+      const bool grow = !(max_depth > 0 && depth + 1 >= max_depth) && !(max_leaves > 0 && leaves + 1 >= max_leaves);
+      if (grow) {
+        // The child with the smaller hessian sum is built, its sibling subtracted.
+        const bool right = r.right_hess < r.left_hess;
+        child_info[child_at.k] = 1;
+        child_info[child_at.parent_row] = slot_of[nid];
+        child_info[child_at.build_right] = right;
+        slot_of[lid] = slot_of[nid];
+        slot_of[rid] = (int)lg[kLgSlots];
+        lg[kLgSlots] += 1;
+        lg[kLgEvaluatedFirst] = lid;
+        lg[kLgEvaluatedCount] = 2;
+        state[kCandidates] = 2;
+        decided[2] = (c0 + b.tile_rows - 1) / b.tile_rows;  // counted from the parent's rows: an upper bound
+        decided[3] = right ? rid : lid;
+      } else {
+        child_info[child_at.k] = 0;
+        lg[kLgEvaluatedCount] = 0;
+        state[kCandidates] = 0;
+      }
+      hist_tiles[0] = decided[2];  // the header row: (n_tiles, 0, ...)
+      for (int c = 1; c < kTileColumns; ++c) hist_tiles[c] = 0;
+    }
+  }
+  __syncthreads();
+  if (decided[0] < 0) return;
+  long long* tile_split = part_info + part_at.tile_split;
+  for (long long j = threadIdx.x; j < decided[1]; j += blockDim.x) tile_split[j] = 0;
+  for (long long j = threadIdx.x; j < decided[2]; j += blockDim.x) {
+    long long* row = hist_tiles + kTileColumns * (j + 1);
+    row[kTileSlot] = 0;
+    row[kTileNode] = decided[3];
+    row[kTileIndex] = j;
+    row[kTileRowOffset] = 0;
+  }
+}
+
+// The children children_histograms made ((2, row_len): left, right) kept in their slots, for
+// when they are expanded; nothing when the last expansion scores no children.
+// Launch: 1-D, any shape (grid-stride over 2 * row_len).
+__global__ void store_children(const long long* __restrict__ children, long long* __restrict__ slots,
+                               const int32_t* __restrict__ slot_of, const long long* __restrict__ lg,
+                               long long row_len) {
+  if (lg[kLgEvaluatedCount] != 2) return;
+  const long long lid = lg[kLgEvaluatedFirst];
+  const long long s0 = slot_of[lid], s1 = slot_of[lid + 1];
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 2 * row_len; i += step) {
+    const long long child = i / row_len, e = i - child * row_len;
+    slots[(child ? s1 : s0) * row_len + e] = children[i];
+  }
+}

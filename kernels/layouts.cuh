@@ -248,6 +248,16 @@ enum GrowthState {
   kStateSize
 };
 
+// a device-grown lossguide tree's state (LOSSGUIDE_STATE)
+enum LossguideState {
+  kLgLeaves,
+  kLgDone,
+  kLgEvaluatedFirst,
+  kLgEvaluatedCount,
+  kLgSlots,
+  kLgStateSize
+};
+
 // histogram.cu's tile rows (HISTOGRAM_TILE_COLUMNS)
 enum TileColumn {
   kTileSlot,

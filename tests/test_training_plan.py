@@ -61,17 +61,19 @@ def test_the_cpu_backend_grows_by_host_levels():
 
 
 @pytest.mark.parametrize("change, why", [
-    (dict(grow_policy="lossguide", max_leaves=16), "grow_policy='lossguide' (device levels grow depthwise trees)"),
-    (dict(max_depth=0, grow_policy="lossguide"), "grow_policy='lossguide'"),
+    (dict(max_depth=0, grow_policy="lossguide"), "grow_policy='lossguide' without max_leaves"),
+    (dict(grow_policy="lossguide", max_leaves=5000), "max_leaves=5000 > 4096 (lossguide on the device)"),
+    (dict(grow_policy="lossguide", max_leaves=16, colsample_bylevel=0.5),
+     "colsample_bytree or colsample_bylevel < 1 with grow_policy='lossguide'"),
     (dict(max_depth=0), "max_depth=0 (no depth limit)"),
     (dict(max_depth=13), "max_depth=13 > 12"),
-    (dict(max_leaves=8), "max_leaves=8 (a leaf limit)"),
+    (dict(max_leaves=8), "max_leaves=8 with grow_policy='depthwise' (a leaf limit on a level)"),
     (dict(interaction=np.ones((1, 4), bool)), "interaction_constraints are set"),
     (dict(monotone=np.ones(4)), "monotone_constraints are set"),
     (dict(colsample_bynode=0.5), "colsample_bynode=0.5 (features drawn per node)"),
     (dict(comm=_HostComm()), "the workers sum histograms through the host (Dask comms between CPU workers)"),
-], ids=["lossguide", "lossguide-unlimited", "max_depth-0", "too-deep", "max_leaves", "interaction", "monotone",
-        "bynode", "host-allreduce"])
+], ids=["lossguide-unlimited", "lossguide-too-many-leaves", "lossguide-bylevel", "max_depth-0", "too-deep",
+        "max_leaves", "interaction", "monotone", "bynode", "host-allreduce"])
 def test_each_refusal_of_device_levels_grows_by_host_levels(change, why):
     plan = plan_rounds(facts(**change))
     assert plan.path is Path.HOST_LEVELS and not plan.device_levels
@@ -154,6 +156,12 @@ def test_cuda_graphs_turned_off(settings):
     assert plan.path is Path.QUEUED_ROUNDS and "daskgb.training.cuda-graphs" in plan.refused[Path.CUDA_GRAPHS]
 
 
+@pytest.mark.parametrize("max_depth", [0, 6, 20])
+def test_lossguide_with_a_leaf_limit_grows_on_the_device(max_depth):
+    plan = plan_rounds(facts(grow_policy="lossguide", max_leaves=255, max_depth=max_depth))
+    assert plan == RoundPlan(Path.CUDA_GRAPHS, True, {})
+
+
 def test_a_paged_matrix_without_sampling_streams_its_pages():
     plan = plan_rounds(facts(paged=True))
     assert plan.path is Path.STREAMED_PAGES and not plan.device_levels
@@ -164,7 +172,8 @@ def test_a_paged_matrix_without_sampling_streams_its_pages():
 
 @pytest.mark.parametrize("device, change, device_levels", [
     ("cuda", {}, True),
-    ("cuda", dict(grow_policy="lossguide", max_leaves=8), False),
+    ("cuda", dict(grow_policy="lossguide", max_leaves=8), True),
+    ("cuda", dict(grow_policy="lossguide", max_depth=0), False),
     ("cpu", {}, False),
 ])
 def test_a_paged_matrix_with_sampling_compacts_each_trees_rows(device, change, device_levels):

@@ -1,4 +1,4 @@
-"""Depthwise trees grown on the device, the host waiting once per round (the DEVICE_LEVELS path).
+"""Trees grown on the device, the host waiting once per round (the DEVICE_LEVELS path): depthwise, and lossguide.
 
 growth/host.py keeps the host in the loop: at every level it reads the split records,
 decides which nodes split, numbers their children and sizes the next launches. That is
@@ -9,8 +9,13 @@ launches for every tree, each sized for the most nodes its level can have (block
 the level's real work return at once). Nothing waits until the round's trees are done;
 the host then reads them in one copy.
 
-It covers the common case, which training/plan.py decides (device_levels_refusal): the
-depthwise policy with max_depth at most layouts.MAX_DEVICE_DEPTH and no max_leaves, no
+Lossguide trees (grow_lossguide_tree, below) grow one expansion after another the same way:
+growth.cu's expand_best pops the best leaf on the device, and the host queues the same
+launches for every expansion.
+
+It covers the common cases, which training/plan.py decides (device_levels_refusal): the
+depthwise policy with max_depth at most layouts.MAX_DEVICE_DEPTH and no max_leaves, or
+lossguide with 0 < max_leaves <= layouts.MAX_DEVICE_LEAVES and no column sampling; no
 monotone or interaction constraints, no per-node column sampling, an in-core matrix, and
 a communicator whose allreduce stays on the device (one process, or NCCL). A round's trees
 (one per class) grow one after another, and the host reads them all at once. growth/host.py
@@ -26,8 +31,8 @@ import numpy as np
 from ..backend import cupy_backend, kernels
 from ..ellpack.cuda import device_plan
 from ..feature_sets import ColumnSampler
-from ..layouts import (CHILDREN_INFO, GROWTH_STATE, HISTOGRAM_TILE_COLUMNS, PARTITION_INFO, PARTITION_TILE_ROWS,
-                       TREE_BUFFERS, TREE_FIELDS, kernel_args)
+from ..layouts import (CHILDREN_INFO, GROWTH_STATE, HISTOGRAM_TILE_COLUMNS, LOSSGUIDE_STATE, PARTITION_INFO,
+                       PARTITION_TILE_ROWS, SPLIT_DTYPE, TREE_BUFFERS, TREE_FIELDS, kernel_args)
 from ..histogram import cuda as histogram
 from ..histogram.quantiser import check_finite, quantise
 from ..partition import cuda as partition
@@ -36,7 +41,8 @@ from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..tree import Tree
 
 _PLAN_THREADS = 1024
-_KERNELS = ("grow_root", "expand_level", "label_leaves")
+_KERNELS = ("grow_root", "expand_level", "label_leaves", "start_lossguide", "expand_best", "store_children")
+_EXPAND_THREADS = 1024
 # Rows a label_leaves block labels, about (its grid is sized by the tree's leaves).
 _LABEL_ROWS = 4096
 
@@ -54,7 +60,7 @@ def _level_masks(params, n_features: int, tree_index: int):
     return cupy.asarray(masks)
 
 
-def _root_sums(ell, gpair, root_hist, comm, from_bins: bool):
+def root_sums(ell, gpair, root_hist, comm, from_bins: bool):
     """(1, 2) int64 gradient sums of the root, as grower._root_sums makes them (no host wait)."""
     if from_bins:
         end = int(device_plan(ell).ptrs_host[1])
@@ -62,7 +68,7 @@ def _root_sums(ell, gpair, root_hist, comm, from_bins: bool):
     return comm.allreduce(histogram.sum_gradients(gpair)[None])
 
 
-def _root_tiles(ell, setup):
+def root_tiles(ell, setup):
     """The root's histogram tiles (all rows, one node) on the device, and their tile rows:
     the same for every tree of a matrix, so made once."""
     key = ("_cuda_root_tiles", setup.budget)
@@ -97,8 +103,9 @@ def queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indi
     tree_indices = list(tree_indices)
     k, n = len(tree_indices), ell.n_rows
     positions = cupy.empty(k * n, dtype=cupy.int32)
-    words = [grow_tree(ell, gpair[c * n : (c + 1) * n], scale, params, comm, root_from_bins, t,
-                       positions[c * n : (c + 1) * n], k, c)
+    grow = grow_lossguide_tree if params.grow_policy == "lossguide" else grow_tree
+    words = [grow(ell, gpair[c * n : (c + 1) * n], scale, params, comm, root_from_bins, t,
+                  positions[c * n : (c + 1) * n], k, c)
              for c, t in enumerate(tree_indices)]
     return (words[0][None] if k == 1 else cupy.stack(words)), positions
 
@@ -204,7 +211,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     arena = _HistogramArena(max_depth, total_bins)
 
     # The root: its histogram, sums, node and best split.
-    tiles, n_tiles, tile_rows = _root_tiles(ell, setup)
+    tiles, n_tiles, tile_rows = root_tiles(ell, setup)
     mark(HISTOGRAM)
     hist = arena.hist(0)
     hist.fill(0)
@@ -212,7 +219,7 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     mark(ALLREDUCE)
     hist = comm.allreduce(hist, out=hist)
     mark(SPLIT)
-    sums = _root_sums(ell, gpair, hist, comm, root_from_bins)
+    sums = root_sums(ell, gpair, hist, comm, root_from_bins)
     buffers = dict(tree=words, state=state, segs=segs, cap=cap)
     kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), p, np.int64(n),
                                    kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None,
@@ -265,3 +272,89 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     mark(OTHER)
     return words
 
+
+# ---------------------------------------------------------------------------- lossguide
+def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index: int, positions,
+                        n_trees: int = 1, tree: int = 0):
+    """One lossguide tree from the FixedGradients gpair, queued on the device: max_leaves - 1
+    expansions, each the same launches (kernels/growth.cu's lossguide section says what each
+    does). Returns its words and labels positions as grow_tree does."""
+    kern = lambda name: kernels.function("growth.cu", _KERNELS, name)  # noqa: E731
+    n = ell.n_rows
+    max_leaves, max_depth = int(params.max_leaves), int(params.max_depth)
+    cap = 2 * max_leaves - 1  # nodes of a tree of max_leaves leaves
+    sp = params.split_params()
+    p = split.split_params_args(sp, params.learning_rate)
+    setup = histogram.histogram_setup(ell)
+    total_bins = int(ell.cuts.total_bins)
+    row_len = 2 * total_bins
+
+    words = cupy.empty((len(TREE_FIELDS) + 1, cap), dtype=cupy.int32)  # growth.cu's layout
+    state = cupy.empty(len(GROWTH_STATE), dtype=cupy.int64)
+    candidates = GROWTH_STATE.index("candidates")
+    k_live = state[candidates : candidates + 1]  # the children split.cu scores: 0 or 2
+    lg = cupy.empty(len(LOSSGUIDE_STATE), dtype=cupy.int64)
+    segs = cupy.zeros((cap, 2), dtype=cupy.int64)
+    segs[0, 1] = n
+    ridx = cupy.arange(n, dtype=cupy.uint32)
+    scratch = cupy.empty_like(ridx)
+    n_left = cupy.empty(1, dtype=cupy.int64)
+    recs = cupy.empty(cap * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord by node id
+    queued = cupy.zeros(cap, dtype=cupy.int32)
+    slot_of = cupy.empty(cap, dtype=cupy.int32)
+    slots = cupy.empty((max_leaves, total_bins, 2), dtype=cupy.int64)  # an open leaf's histogram each
+    slot_left = cupy.empty((max_leaves, 2), dtype=cupy.int64)
+    slot_right = cupy.empty((max_leaves, 2), dtype=cupy.int64)
+    built = cupy.empty((1, total_bins, 2), dtype=cupy.int64)
+    children = cupy.empty((2, total_bins, 2), dtype=cupy.int64)
+    child_sums = cupy.empty((2, 2), dtype=cupy.int64)
+
+    # The root: its histogram (slot 0), sums, node and best split.
+    tiles, n_tiles, root_tile_rows = root_tiles(ell, setup)
+    mark(HISTOGRAM)
+    root = slots[:1]
+    root.fill(0)
+    histogram.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, root_tile_rows, root, setup)
+    mark(ALLREDUCE)
+    root = comm.allreduce(root, out=root)
+    mark(SPLIT)
+    sums = root_sums(ell, gpair, root, comm, root_from_bins)
+    buffers = dict(tree=words, state=state, segs=segs, cap=cap)
+    kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), p, np.int64(n),
+                                   kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None,
+                                               tile_rows=0, part_stride=0, **buffers)))
+    kern("start_lossguide")((1,), (1,), (lg, slot_of))
+    scored, scored_left, scored_right = split.launch_evaluate(ell.cuts, root, sums, scale, sp, None, 1)
+
+    # Every expansion's launches, sized for a leaf of all rows.
+    part_tiles = -(-n // PARTITION_TILE_ROWS)
+    part_info = cupy.empty(PARTITION_INFO.size(1, part_tiles + 1), dtype=cupy.int64)
+    child_info = cupy.empty(CHILDREN_INFO.size(1), dtype=cupy.int64)
+    tile_rows = setup.tile_rows(max(1, n // 2))
+    hist_grid = -(-n // tile_rows) + 1
+    hist_tiles = cupy.empty(len(HISTOGRAM_TILE_COLUMNS) * (hist_grid + 1), dtype=cupy.int64)
+    level = kernel_args(TREE_BUFFERS, part_info=part_info, child_info=child_info, hist_tiles=hist_tiles,
+                        tile_rows=tile_rows, part_stride=1, **buffers)
+    expand_best, store_children = kern("expand_best"), kern("store_children")
+    limits = (np.int32(max_depth), np.int32(max_leaves))
+    for _ in range(max_leaves - 1):
+        mark(SPLIT)
+        expand_best((1,), (_EXPAND_THREADS,), (scored, scored_left, scored_right, recs, queued, slot_left, slot_right,
+                                               slot_of, lg, *limits, p, level))
+        partition.launch_partition(ell, ridx, scratch, part_info, 1, part_tiles + 1, segs, n_left)
+        mark(HISTOGRAM)
+        built.fill(0)
+        histogram.launch_histograms(ell, gpair, ridx, segs, hist_tiles, hist_grid, tile_rows, built, setup)
+        mark(ALLREDUCE)
+        built = comm.allreduce(built, out=built)
+        mark(HISTOGRAM)
+        histogram.launch_children(slots, built, slot_left, slot_right, child_info, 1, 1, children, child_sums)
+        kernels.launch_1d(store_children, 2 * row_len, (children, slots, slot_of, lg, np.int64(row_len)))
+        mark(SPLIT)
+        scored, scored_left, scored_right = split.launch_evaluate(ell.cuts, children, child_sums, scale, sp, None, 2,
+                                                                  k_live)
+
+    chunks = int(min(256, max(1, -(-n // (max_leaves * _LABEL_ROWS)))))
+    kern("label_leaves")((cap, chunks), (256,), (level, ridx, np.int32(n_trees), np.int32(tree), positions))
+    mark(OTHER)
+    return words

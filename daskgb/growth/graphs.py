@@ -70,7 +70,8 @@ class ForestGraphs:
         if self.failure is not None:
             return None
         sp = params.split_params()
-        return (id(ell), id(comm), int(params.max_depth), n_trees, bool(root_from_bins), tuple(gpair.shape),
+        return (id(ell), id(comm), params.grow_policy, int(params.max_depth), int(params.max_leaves), n_trees,
+                bool(root_from_bins), tuple(gpair.shape),
                 float(sp.reg_lambda), float(sp.reg_alpha), float(sp.min_child_weight), float(sp.max_delta_step),
                 float(sp.min_split_loss), float(np.float32(params.learning_rate)))
 
@@ -110,7 +111,7 @@ class _ForestGraph:
         # The split kernel's block counters for this stream, made before the capture (a
         # capture would record their zeroing, not do it) and outside the graph's pool.
         with self.stream:
-            split_counters(2 ** int(params.max_depth))
+            split_counters(2 ** int(params.max_depth) if params.grow_policy == "depthwise" else 2)
         with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
             self.values = cupy.empty((n_values, 2), dtype=cupy.float32)
             self.stream.synchronize()

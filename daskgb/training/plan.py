@@ -9,8 +9,9 @@ DEVICE_LEVELS needs):
                          i's trees, so that the device never waits for the host; eval sets
                          are scored on the device in stream order and read with the trees,
                          and callbacks that only read run one round behind
-  DEVICE_LEVELS          depthwise trees grown level by level on the device, the host waiting
-                         once a round (growth/device.py)
+  DEVICE_LEVELS          trees grown on the device, the host waiting once a round
+                         (growth/device.py): depthwise level by level, lossguide expansion
+                         by expansion
   HOST_LEVELS            the host decides every level (growth/host.py): every option, on
                          either backend
   COMPACTED_PAGES        a paged matrix with row sampling: each tree grows on its sampled rows
@@ -31,7 +32,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .. import config
-from ..layouts import MAX_DEVICE_DEPTH
+from ..layouts import MAX_DEVICE_DEPTH, MAX_DEVICE_LEAVES
 
 logger = logging.getLogger("daskgb.training")
 
@@ -126,14 +127,22 @@ def device_levels_refusal(facts: PlanFacts, *, in_core_matrix: bool = True) -> s
         return "turned off (daskgb.training.device-growth)"
     if not config.get("training.split-kernel"):
         return "the split kernel is off (daskgb.training.split-kernel)"
-    if facts.grow_policy != "depthwise":
-        return f"grow_policy={facts.grow_policy!r} (device levels grow depthwise trees)"
-    if facts.max_depth <= 0:
+    if facts.grow_policy == "lossguide":
+        # growth/device.py grow_lossguide_tree: one open leaf's histogram per slot, max_leaves slots.
+        if facts.max_leaves <= 0:
+            return "grow_policy='lossguide' without max_leaves (the device grows lossguide trees to a leaf limit)"
+        if facts.max_leaves > MAX_DEVICE_LEAVES:
+            return f"max_leaves={facts.max_leaves} > {MAX_DEVICE_LEAVES} (lossguide on the device)"
+        if facts.colsample_bytree != 1.0 or facts.colsample_bylevel != 1.0:
+            return "colsample_bytree or colsample_bylevel < 1 with grow_policy='lossguide'"
+    elif facts.grow_policy != "depthwise":
+        return f"grow_policy={facts.grow_policy!r}"
+    elif facts.max_depth <= 0:
         return "max_depth=0 (no depth limit)"
-    if facts.max_depth > MAX_DEVICE_DEPTH:
+    elif facts.max_depth > MAX_DEVICE_DEPTH:
         return f"max_depth={facts.max_depth} > {MAX_DEVICE_DEPTH}"
-    if facts.max_leaves != 0:
-        return f"max_leaves={facts.max_leaves} (a leaf limit)"
+    elif facts.max_leaves != 0:
+        return f"max_leaves={facts.max_leaves} with grow_policy='depthwise' (a leaf limit on a level)"
     if facts.interaction_constraints:
         return "interaction_constraints are set"
     if facts.monotone_constraints:

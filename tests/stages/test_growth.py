@@ -77,6 +77,14 @@ DEVICE_CASES = [
     dict(objective="reg:pseudohubererror", max_depth=6, max_bin=48, subsample=0.7),
     # A tree per class, grown one after another (the host grower grows them together).
     dict(objective="multi:softprob", num_class=3, max_depth=6, max_bin=64, colsample_bytree=0.8),
+    # Lossguide: the leaf limit ends the tree; then a depth limit too, and gamma ending it early;
+    # few valid splits; one split only; a tree per class.
+    dict(objective="binary:logistic", grow_policy="lossguide", max_depth=0, max_leaves=31, max_bin=64),
+    dict(objective="reg:squarederror", grow_policy="lossguide", max_depth=4, max_leaves=40, max_bin=32, gamma=0.3),
+    dict(objective="reg:logistic", grow_policy="lossguide", max_depth=0, max_leaves=64, max_bin=128,
+         min_child_weight=40, reg_alpha=0.5),
+    dict(objective="reg:squarederror", grow_policy="lossguide", max_depth=0, max_leaves=2, max_bin=32),
+    dict(objective="multi:softprob", num_class=3, grow_policy="lossguide", max_depth=0, max_leaves=12, max_bin=64),
 ]
 
 
@@ -169,7 +177,7 @@ def test_cases_outside_its_scope_take_the_host_grower():
     """The planner's refusals (tests/test_training_plan.py tests each) on a real fit."""
     X, score = _data(4, 1000)
     m = _matrix(X, score, "reg:squarederror", "dense")
-    for change, why in ((dict(grow_policy="lossguide", max_leaves=8), "grow_policy='lossguide'"),
+    for change, why in ((dict(grow_policy="lossguide", max_depth=6), "grow_policy='lossguide' without max_leaves"),
                         (dict(colsample_bynode=0.5), "colsample_bynode=0.5"),
                         (dict(max_depth=13), "max_depth=13 > 12")):
         b = daskgb.train({"device": "cuda", "max_depth": 6, **change}, m, 2, verbose_eval=False)
