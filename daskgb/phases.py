@@ -9,14 +9,16 @@ reads it once a round with lap().
 
 Off by default: while no clock runs in this context, mark() is a context variable lookup
 and nothing else, so the hot loops keep it. On CPU a clock reads time.perf_counter at each
-mark. On GPU the work is queued, so host time says little: a mark records a CUDA event on
-the current stream (where the kernels and NCCL's allreduce run) and lap() waits for the
-round's last event once, then reads the device time between consecutive events. No host
-synchronisation is added inside a round.
+mark. On GPU the work is queued, so host time says little: a mark launches a one-thread
+kernel that stamps the device's nanosecond timer on the current stream (where the kernels
+and NCCL's allreduce run), and lap() waits once for the round's stamps to reach the host,
+then reads the time between consecutive stamps. No host synchronisation is added inside a
+round. A round replayed as a CUDA graph is timed the same way: the marks made while it was
+captured are stamps the graph writes on each replay (recording(), splice()).
 
 A path that queues round i + 1 before the host reads round i (training/rounds.py) calls
 cut() where round i's work ends in stream order; the clock keeps that lap, and lap() hands
-back the oldest kept one (waiting for its own last event only), so the laps stay one per
+back the oldest kept one (waiting for its own stamps only), so the laps stay one per
 round and the host still never waits for the round it has just queued.
 """
 
@@ -25,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import time
 from contextvars import ContextVar
+
+import numpy as np
 
 HISTOGRAM, ALLREDUCE, SPLIT, OTHER = range(4)
 # Display names, in the order of the constants above.
@@ -48,8 +52,33 @@ def cut() -> None:
         clock.cut()
 
 
+def splice(recorded) -> None:
+    """A CUDA graph captured with recording() was just launched: its stamps join the running
+    clock's lap (a no-op while none runs, or where the graph recorded none)."""
+    clock = _running.get()
+    if clock is not None and recorded is not None:
+        clock.splice(recorded)
+
+
+@contextlib.contextmanager
+def recording():
+    """While a stream is captured into a CUDA graph: the marks made become stamps the graph
+    writes on each replay; yields the recorder to splice() after each launch (None while no
+    clock that stamps on the device runs: the graph then stamps nothing)."""
+    clock = _running.get()
+    if clock is None or not hasattr(clock, "recorder"):
+        yield None
+        return
+    recorder = clock.recorder()
+    token = _running.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _running.reset(token)
+
+
 def clock_running() -> bool:
-    """Whether a clock runs in this context (its laps read a round's events as they come)."""
+    """Whether a clock runs in this context (its laps read a round's stamps as they come)."""
     return _running.get() is not None
 
 
@@ -80,45 +109,128 @@ class PhaseClock:
         return self._kept.pop(0)
 
 
+# Stamps per device block of a _Stamper (8 KiB): a depthwise round makes a few dozen.
+_SLOTS = 1024
+
+
+class _Stamper:
+    """Marks as stamps of the device's nanosecond timer, written in stream order by
+    kernels/clock.cu into blocks of _SLOTS, and the pieces they make: (block, first slot,
+    phases), one stamp a phase, in stream order. A block is never moved or grown, so a stamp
+    captured into a CUDA graph keeps writing where the capture saw it."""
+
+    def __init__(self):
+        import cupy
+
+        from .backend.kernels import function
+
+        self._cupy = cupy
+        self._kernel = function("clock.cu", ("stamp_clock",), "stamp_clock")
+        self._blocks: list = []
+        self.used = 0
+        self.pieces: list = []
+        self._joined = False  # whether the next stamp may grow the last piece
+
+    def mark(self, phase: int) -> None:
+        block, slot = divmod(self.used, _SLOTS)
+        if block == len(self._blocks):
+            self._blocks.append(self._cupy.empty(_SLOTS, dtype=self._cupy.uint64))
+        self._kernel((1,), (1,), (self._blocks[block], np.int32(slot)))
+        self.used += 1
+        last = self.pieces[-1] if self.pieces else None
+        if self._joined and last[0] is self._blocks[block] and last[1] + len(last[2]) == slot:
+            last[2].append(phase)
+        else:
+            self.pieces.append((self._blocks[block], slot, [phase]))
+        self._joined = True
+
+    def split(self) -> None:
+        """Other stamps come next in stream order (a graph's): the next stamp starts a piece."""
+        self._joined = False
+
+    def cut(self) -> None:
+        raise RuntimeError("a phase clock's lap cannot end inside a CUDA graph's capture")
+
+    def restart(self) -> None:
+        """Write from the first slot again (once the stamps written are copied, in stream order)."""
+        self.used, self.pieces, self._joined = 0, [], False
+
+
 class CudaPhaseClock:
-    """Device time per phase, from CUDA events recorded at each mark (see the module docstring)."""
+    """Device time per phase (see the module docstring): each mark stamps the device's
+    nanosecond timer in stream order (_Stamper). A round replayed as a CUDA graph stamps too:
+    the capture records the marks made while capturing (recording()), each replay writes them
+    and splice() puts them into the lap where the replay runs. cut() copies the lap's stamps
+    to page-locked memory in stream order; lap() waits for that copy only."""
 
     def __init__(self):
         import cupy
 
         self._cupy = cupy
-        self._free: list = []  # events whose times were read, to be recorded again
-        self._marks: list = []  # (phase, event) in the order recorded
-        self._kept: list = []  # laps cut and not yet read: each its (phase, event) marks, the last its end
+        self._own = _Stamper()
+        self._pieces: list = []  # this lap's stamps in stream order: the clock's and replayed graphs'
+        self._kept: list = []  # laps cut and not yet read: (phases, page-locked stamps, copy done)
+        self._free: dict = {}  # page-locked buffers read, by length, to copy into again
+        self._last = None  # the last lap read's end (ns): the next lap's start
         self.mark(OTHER)
 
-    def _event(self):
-        return self._free.pop() if self._free else self._cupy.cuda.Event()
-
     def mark(self, phase: int) -> None:
-        event = self._event()
-        event.record()
-        self._marks.append((phase, event))
+        before = len(self._own.pieces)
+        self._own.mark(phase)
+        if len(self._own.pieces) > before:
+            self._pieces.append(self._own.pieces[-1])  # a new piece; a grown one is already listed
+
+    def recorder(self) -> _Stamper:
+        """A stamper for a CUDA graph's capture: its blocks belong to the graph, and the
+        pieces it records are what each replay writes (splice() them)."""
+        return _Stamper()
+
+    def splice(self, recorded: _Stamper) -> None:
+        """A graph that stamps with `recorded` was just launched on the current stream."""
+        self._own.split()
+        self._pieces.extend(recorded.pieces)
 
     def cut(self) -> None:
-        end = self._event()
-        end.record()
-        self._kept.append(self._marks + [(OTHER, end)])
-        self._marks = [(OTHER, end)]
+        self.mark(OTHER)  # the lap's end, where the next one starts
+        phases = [p for _, _, ps in self._pieces for p in ps]
+        free = self._free.get(len(phases))
+        host = free.pop() if free else self._pieces_buffer(len(phases))
+        stream = self._cupy.cuda.get_current_stream()
+        offset = 0
+        for block, first, ps in self._pieces:
+            self._cupy.cuda.runtime.memcpyAsync(host.ctypes.data + 8 * offset, block.data.ptr + 8 * first,
+                                                8 * len(ps), self._cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            offset += len(ps)
+        done = self._cupy.cuda.Event(disable_timing=True)
+        done.record(stream)
+        self._kept.append((phases, host, done))
+        # The copy is queued before anything stamps again: the blocks can be written anew.
+        self._own.restart()
+        self._pieces = []
+
+    def _pieces_buffer(self, n: int) -> np.ndarray:
+        import cupyx
+
+        return cupyx.empty_pinned((n,), dtype=np.uint64)
 
     def lap(self) -> list[float]:
-        """As PhaseClock.lap, in device seconds: waits for the lap's last event (the work
-        queued so far, or a kept lap's end), then reads the time between each pair of
-        consecutive events."""
+        """As PhaseClock.lap, in device seconds: waits for the lap's stamps to reach the host
+        (the work queued so far, or a kept lap's end), then adds the time between consecutive
+        stamps to the earlier one's phase; the time from the previous lap's end to the first
+        stamp is OTHER (the phase every lap ends in)."""
         if not self._kept:
             self.cut()
-        marks = self._kept.pop(0)
-        marks[-1][1].synchronize()
+        phases, host, done = self._kept.pop(0)
+        done.synchronize()
+        stamps = host.astype(np.int64)
+        self._free.setdefault(len(phases), []).append(host)
         spent = [0.0] * len(PHASES)
-        elapsed = self._cupy.cuda.get_elapsed_time
-        for (phase, start), (_, stop) in zip(marks, marks[1:]):
-            spent[phase] += elapsed(start, stop) / 1e3
-        self._free.extend(e for _, e in marks[:-1])  # the end starts the next lap: still in use
+        if self._last is not None:
+            spent[OTHER] += (int(stamps[0]) - self._last) / 1e9
+        gaps = np.diff(stamps) / 1e9
+        for phase, gap in zip(phases, gaps):
+            spent[phase] += float(gap)
+        self._last = int(stamps[-1])
         return spent
 
 

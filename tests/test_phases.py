@@ -55,7 +55,7 @@ def test_phases_add_up_to_the_round_and_leave_the_model_alone(device, grow_polic
         assert lap[phases.HISTOGRAM] > 0 and lap[phases.SPLIT] > 0 and lap[phases.OTHER] > 0
     # Round 0 also holds training's set-up (and on GPU the kernels' compilation); the others
     # span one lap's end to the next.
-    if timed.attr("training_path") == "queued-rounds":
+    if timed.attr("training_path") in ("queued-rounds", "cuda-graphs"):
         # The host reads round i once round i + 1 is queued: a lap is the device's time from
         # one round's end to the next, the host's stamps are a round behind; over the rounds
         # they add up to the same time.
@@ -85,10 +85,10 @@ def test_a_lap_cut_where_a_round_ends_is_handed_back_first(device):
 
 
 @pytest.mark.gpu
-def test_the_dashboard_clock_keeps_eval_sets_on_queued_rounds():
+def test_the_dashboard_clock_leaves_the_path_and_the_model_alone():
     """An open dashboard (a phase clock on the worker) with an eval set watched: the rounds are
-    still queued (the graph, which the clock cannot split into phases, is left, and the model
-    says why), the model is the same, and every round has its lap."""
+    still replayed as CUDA graphs, the model is the same, and every round has its lap, the
+    captured rounds' phases included."""
     X, y = _data(20_000)
     params = {"objective": "binary:logistic", "max_depth": 5, "eta": 0.1, "device": "cuda"}
     m = daskgb.QuantileMatrix(X, y)
@@ -98,7 +98,61 @@ def test_the_dashboard_clock_keeps_eval_sets_on_queued_rounds():
     with phases.running(get_backend("cuda").phase_clock()) as clock:
         timed = run(TrainingOptions.create(params, 8, verbose_eval=False), m, [(m, "train")],
                     after_round=lambda it, history: laps.append(clock.lap()))
-    assert timed.attr("training_path") == "queued-rounds"
-    assert "a phase clock times each phase" in timed.attr("training_path_refused")
+    assert timed.attr("training_path") == "cuda-graphs"
     np.testing.assert_array_equal(plain.predict(X), timed.predict(X))
     assert len(laps) == 8 and all(lap[phases.HISTOGRAM] > 0 and lap[phases.SPLIT] > 0 for lap in laps)
+
+
+_SPIN = r"""
+extern "C" __global__ void spin(long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < (unsigned long long)ns);
+}
+"""
+
+
+@pytest.mark.gpu
+def test_a_replayed_graph_stamps_its_phases_in_stream_order():
+    """Marks made while a graph was captured are timed where each replay runs, between the
+    clock's own marks before and after it; a lap of more marks than a block holds adds up too."""
+    import cupy
+
+    spin = cupy.RawKernel(_SPIN, "spin")
+
+    def busy(ms):
+        spin((1,), (1,), (np.int64(ms * 1e6),))
+
+    with phases.running(get_backend("cuda").phase_clock()) as clock:
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            busy(0)  # loaded before the capture
+            stream.begin_capture()
+            with phases.recording() as recorded:
+                phases.mark(phases.HISTOGRAM)
+                busy(20)
+                phases.mark(phases.OTHER)
+            graph = stream.end_capture()
+        assert recorded is not None and recorded.used == 2
+        clock.lap()
+        laps = []
+        for _ in range(2):
+            phases.mark(phases.SPLIT)
+            busy(10)
+            graph.launch(stream=cupy.cuda.get_current_stream())
+            phases.splice(recorded)
+            phases.mark(phases.ALLREDUCE)
+            busy(30)
+            phases.cut()
+        laps = [clock.lap(), clock.lap()]
+        for lap in laps:
+            assert lap[phases.SPLIT] == pytest.approx(0.010, abs=2e-3)
+            assert lap[phases.HISTOGRAM] == pytest.approx(0.020, abs=2e-3)
+            assert lap[phases.ALLREDUCE] == pytest.approx(0.030, abs=2e-3)
+        start = time.perf_counter()
+        for i in range(3000):
+            phases.mark(phases.SPLIT if i % 2 else phases.HISTOGRAM)
+        busy(5)
+        lap = clock.lap()
+        assert sum(lap) == pytest.approx(time.perf_counter() - start, rel=0.5)
+        assert lap[phases.HISTOGRAM] > 0 and lap[phases.SPLIT] > 0

@@ -20,13 +20,13 @@ from daskgb.training.plan import Path, PlanFacts, RoundPlan, plan_rounds
 
 
 def facts(device="cuda", paged=False, comm=None, n_trees=1, custom_objective=False, refits_leaves=False,
-          custom_metric=False, writing_callbacks=False, phase_clock=False, interaction=None, monotone=None,
+          custom_metric=False, writing_callbacks=False, interaction=None, monotone=None,
           **params):
     """The facts of a fit that nothing keeps off the fastest path, but what is given."""
     p = TrainParams.from_dict({"max_depth": 6, **params})
     return PlanFacts.of(p, device=device, paged=paged, n_trees_per_round=n_trees, custom_objective=custom_objective,
                         refits_leaves=refits_leaves, custom_metric=custom_metric, writing_callbacks=writing_callbacks,
-                        phase_clock=phase_clock, interaction=interaction, monotone=monotone,
+                        interaction=interaction, monotone=monotone,
                         comm=comm or LocalCommunicator())
 
 
@@ -127,12 +127,6 @@ def test_eval_sets_and_early_stopping_keep_the_fastest_path():
 
     plan = plan_rounds(facts(writing_callbacks=not only_read([EvaluationMonitor(), EarlyStopping(10)])))
     assert plan == RoundPlan(Path.CUDA_GRAPHS, True, {})
-
-
-def test_the_dashboard_clock_keeps_rounds_queued_but_leaves_the_graphs():
-    plan = plan_rounds(facts(phase_clock=True))
-    assert plan.path is Path.QUEUED_ROUNDS and list(plan.refused) == [Path.CUDA_GRAPHS]
-    assert plan.refused[Path.CUDA_GRAPHS].startswith("a phase clock times each phase of a round (the Dask dashboard")
 
 
 def test_queued_rounds_turned_off(settings):

@@ -7,6 +7,7 @@ import warnings
 import cupy
 import numpy as np
 
+from .. import phases
 from ..split.cuda import forget_split_counters, split_counters
 from . import device
 from .device import QueuedForest, fixed_gradients
@@ -29,7 +30,9 @@ class ForestGraphs:
     kernels and fills the caches the capture must find full); the second is captured.
     Everything the graph touches is allocated from a memory pool of its own, so no array
     outside the graph is ever given memory a replay writes. NCCL calls are captured too
-    (NCCL supports stream capture); the watchdog then watches each replay as one call.
+    (NCCL supports stream capture); the watchdog then watches each replay as one call. A
+    phase clock's marks (the Dask dashboard) are captured as stamps of the device's timer,
+    which each replay writes (phases.recording()).
     training/plan.py plans this path only where no tree draws columns of its own
     (colsample_bytree and colsample_bylevel 1): a graph replays one set of launches. A
     capture failure takes queue_forest, launch by launch (remembered for the run, with a
@@ -70,7 +73,8 @@ class ForestGraphs:
         if self.failure is not None:
             return None
         sp = params.split_params()
-        return (id(ell), id(comm), params.grow_policy, int(params.max_depth), int(params.max_leaves), n_trees,
+        # A phase clock's marks are captured as stamps: a graph made without one has none.
+        return (id(ell), id(comm), phases.clock_running(), params.grow_policy, int(params.max_depth), int(params.max_leaves), n_trees,
                 bool(root_from_bins), tuple(gpair.shape),
                 float(sp.reg_lambda), float(sp.reg_alpha), float(sp.min_child_weight), float(sp.max_delta_step),
                 float(sp.min_split_loss), float(np.float32(params.learning_rate)))
@@ -119,10 +123,11 @@ class _ForestGraph:
             counted = (_calls(comm), _bytes(comm))
             self.stream.begin_capture()
             try:
-                fixed, scale = fixed_gradients(self.values, comm)
-                self.sums = fixed.abs_sum
-                self.words, self.positions = device.queue_trees(ell, fixed, scale, params, comm, root_from_bins,
-                                                          tree_indices)
+                with phases.recording() as self.stamps:
+                    fixed, scale = fixed_gradients(self.values, comm)
+                    self.sums = fixed.abs_sum
+                    self.words, self.positions = device.queue_trees(ell, fixed, scale, params, comm,
+                                                                    root_from_bins, tree_indices)
             except BaseException:
                 try:
                     self.stream.end_capture()
@@ -140,13 +145,14 @@ class _ForestGraph:
         positions, the |g|, |h| sums its scale was sized by)."""
         self.values[...] = gpair
         self.graph.launch(stream=cupy.cuda.get_current_stream())
+        phases.splice(self.stamps)  # the phase clock's stamps the replay writes, in its lap
         if self.calls:
             self.comm.nccl_allreduce_calls += self.calls
             self.comm.nccl_allreduce_bytes += self.bytes
         return self.words, self.positions, self.sums
 
     def close(self) -> None:
-        self.graph = self.comm = None
+        self.graph = self.comm = self.stamps = None
         self.words = self.positions = self.values = self.sums = None
         forget_split_counters(self.stream)
         self.pool.free_all_blocks()

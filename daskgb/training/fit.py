@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import checkpoint as _checkpoint
 from .. import metric as _metric
-from .. import phases as _phases
 from ..backend import get_backend, resolve_device
 from ..booster import Booster, initial_margin
 from ..callback import only_read
@@ -99,7 +98,7 @@ class Fit:
                              n_trees_per_round=self.n_groups, custom_objective=options.obj is not None,
                              refits_leaves=options.refits_leaves,
                              custom_metric=bool(self.evals) and options.custom_metric is not None,
-                             writing_callbacks=not only_read(self.callbacks), phase_clock=_phases.clock_running(),
+                             writing_callbacks=not only_read(self.callbacks),
                              interaction=self.interaction, monotone=self.monotone, comm=self.comm)
         plan = plan_rounds(facts)
         if self.comm.rank == 0 and logger.isEnabledFor(logging.DEBUG):

@@ -73,14 +73,13 @@ class PlanFacts:
     refits_leaves: bool
     custom_metric: bool  # a custom metric reads each round's predictions on the host
     writing_callbacks: bool  # a callback may change the training (not every one says reads_only)
-    phase_clock: bool  # a phase clock reads each round (the Dask dashboard)
     interaction_constraints: bool
     monotone_constraints: bool
     allreduce_on_device: bool  # one process, or NCCL: histograms are summed where they are
 
     @classmethod
     def of(cls, params, *, device: str, paged: bool, n_trees_per_round: int, custom_objective: bool,
-           refits_leaves: bool, custom_metric: bool, writing_callbacks: bool, phase_clock: bool, interaction,
+           refits_leaves: bool, custom_metric: bool, writing_callbacks: bool, interaction,
            monotone, comm) -> "PlanFacts":
         return cls(device=device, paged=paged, grow_policy=params.grow_policy, max_depth=int(params.max_depth),
                    max_leaves=int(params.max_leaves), colsample_bytree=float(params.colsample_bytree),
@@ -88,7 +87,7 @@ class PlanFacts:
                    colsample_bynode=float(params.colsample_bynode), subsample=float(params.subsample),
                    n_trees_per_round=int(n_trees_per_round), custom_objective=custom_objective,
                    refits_leaves=refits_leaves, custom_metric=custom_metric, writing_callbacks=writing_callbacks,
-                   phase_clock=phase_clock, interaction_constraints=interaction is not None,
+                   interaction_constraints=interaction is not None,
                    monotone_constraints=monotone is not None,
                    allreduce_on_device=comm.world_size == 1 or bool(getattr(comm, "reduces_on_device", False)))
 
@@ -177,9 +176,6 @@ def cuda_graphs_refusal(facts: PlanFacts) -> str | None:
         return "turned off (daskgb.training.cuda-graphs)"
     if facts.colsample_bytree != 1.0 or facts.colsample_bylevel != 1.0:
         return "colsample_bytree or colsample_bylevel < 1 (each tree draws its own columns)"
-    if facts.phase_clock:
-        return ("a phase clock times each phase of a round (the Dask dashboard's daskgb page): a graph's "
-                "replay is one span of device time")
     return None
 
 
