@@ -48,13 +48,18 @@ def free_device_memory() -> int:
 
 
 def phase_clock() -> CudaPhaseClock:
-    """Device time per phase, from CUDA events (no host wait inside a round)."""
+    """Device time per phase, from stamps of the device's timer (no host wait inside a round)."""
     return CudaPhaseClock()
 
 
 def page_copies() -> PageCopies:
     """A stream of host pages to this device, each next page's copy started ahead (ellpack/pages.py)."""
     return PageCopies()
+
+
+def summarize_dense(block, missing: float, budget):
+    """sketch/cuda.py's kernels: a dense block's keys sorted once, its summaries read off their runs."""
+    return _sketch_cuda.summarize_dense(block, missing, budget)
 
 
 def segmented_searchsorted(a, lo, hi, v, max_width: int, right: bool):

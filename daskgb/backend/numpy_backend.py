@@ -48,6 +48,11 @@ def page_copies() -> HostPages:
     return HostPages()
 
 
+def summarize_dense(block, missing: float, budget):
+    """sketch/reference.py's summaries of a dense block, in numpy."""
+    return _sketch.summarize_dense(np, block, missing, budget)
+
+
 def segmented_searchsorted(a, lo, hi, v, max_width: int, right: bool):
     """sketch/reference.py's segmented binary search, in numpy."""
     return _sketch.segmented_searchsorted(np, a, lo, hi, v, max_width, right)

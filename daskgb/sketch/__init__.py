@@ -34,11 +34,13 @@ from ..arrays import array_module, to_host
 from .cuts import Cuts, _as_xp
 
 # Dense input is sketched a block of columns at a time; a block holds at most this
-# many entries, so working memory is O(this) (about 100 bytes an entry). A column
-# taller than this is sketched in runs of rows (as XGBoost's GPU sketch takes rows in
-# batches): each run's summary pruned to the budget, all merged, pruned once more --
+# many entries, so working memory is O(this): about 25 bytes an entry on a GPU (keys,
+# their sort, the runs' starts: sketch/cuda.py), about 100 in numpy's array steps. A
+# column taller than this is sketched in runs of rows (as XGBoost's GPU sketch takes rows
+# in batches): each run's summary pruned to the budget, all merged, pruned once more --
 # exact where the distinct values fit the budget, within twice a prune's error beyond.
-_BLOCK_ENTRIES = 1 << 22
+# 16M entries: a Higgs-sized column (10.5M rows) is one run, summarised exactly then pruned.
+_BLOCK_ENTRIES = 1 << 24
 
 # XGBoost's padding below the first and above the last value: the float 1e-5f, which
 # its arithmetic then widens to double (see make_cuts).
@@ -256,6 +258,9 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     n_rows, n_features = X.shape
     w = _check_weight(xp, weight, n_rows)
+    from ..backend import backend_of
+
+    backend = backend_of(xp)
     step = max(1, _BLOCK_ENTRIES // max(n_rows, 1))
     run = max(1, _BLOCK_ENTRIES // step)  # rows summarised at once
     parts = []
@@ -264,13 +269,15 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
         col = None
         for r0 in range(0, n_rows, run):
             block = X[r0 : r0 + run, c0 : c0 + k]
-            rows = block.shape[0]
-            # Column-major copy of the block: a column's values become contiguous for the sort.
-            values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
-            feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
-            weights = None if w is None else xp.tile(w[r0 : r0 + run], k)
-            part = _summarize_entries(xp, feature, values, weights, k, missing, budget)
-            del values, feature, weights
+            if w is None:
+                part = backend.summarize_dense(block, missing, budget)
+            else:
+                rows = block.shape[0]
+                # Column-major copy of the block: a column's values become contiguous for the sort.
+                values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
+                feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
+                part = _summarize_entries(xp, feature, values, xp.tile(w[r0 : r0 + run], k), k, missing, budget)
+                del values, feature
             # Merging keeps the runs' error bound; one prune at the end adds its own once.
             col = part if col is None else merge(col, part)
         if col is not None and budget is not None and n_rows > run:

@@ -1,6 +1,20 @@
-"""The sketch's one hot loop in array steps: a segmented binary search (the oracle of sketch/cuda.py; the CPU path)."""
+"""The sketch's hot loops in array steps (the oracles of sketch/cuda.py; the CPU path): a dense
+block's summaries, and a segmented binary search."""
 
 from __future__ import annotations
+
+
+def summarize_dense(xp, block, missing: float, budget):
+    """Per-column summaries of a dense (rows, k) block, unweighted: each column's present
+    entries (neither NaN nor `missing`) folded into its exact summary, pruned to `budget`
+    where it holds more entries (None: never). The block is copied column-major, so that a
+    column's values lie together, and summarised as (column, value, weight) triples."""
+    from . import _summarize_entries
+
+    rows, k = block.shape
+    values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
+    feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
+    return _summarize_entries(xp, feature, values, None, k, missing, budget)
 
 
 def segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):

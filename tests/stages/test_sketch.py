@@ -584,3 +584,65 @@ def test_segmented_search_kernel_equals_the_steps(right):
     via = sketch_mod._segmented_searchsorted(cupy, cupy.asarray(a), cupy.asarray(lo), cupy.asarray(hi),
                                              cupy.asarray(v), int(sizes.max()), right)
     np.testing.assert_array_equal(via.get(), want)
+
+
+def _sketch_block(rng, rows, k, kind):
+    """A (rows, k) float32 block of one kind of column: few values, many, heavy ties, all
+    missing, a constant, with NaNs and a missing value of -1 scattered through."""
+    if kind == "few":
+        X = rng.integers(0, 7, (rows, k)).astype(np.float32)
+    elif kind == "ties":
+        X = np.round(rng.standard_t(3, (rows, k)), 1).astype(np.float32)
+    elif kind == "many":
+        X = rng.lognormal(0, 2, (rows, k)).astype(np.float32) * rng.choice([-1, 1], (rows, k))
+    else:  # a mix, column by column, with an empty and a constant column
+        X = rng.normal(size=(rows, k)).astype(np.float32)
+        X[:, 1 % k] = np.round(X[:, 1 % k] * 4) / 4
+        if k > 2:
+            X[:, 2] = np.nan
+        if k > 3:
+            X[:, 3] = 0.5
+    X[rng.random((rows, k)) < 0.15] = np.nan
+    X[rng.random((rows, k)) < 0.05] = -1.0
+    X[rng.random((rows, k)) < 0.02] = -0.0
+    return X
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["few", "ties", "many", "mix"])
+@pytest.mark.parametrize("k", [1, 5])
+@pytest.mark.parametrize("budget", [None, 2, 3, 17, 300])
+@pytest.mark.parametrize("missing", [np.nan, -1.0], ids=["nan", "minus1"])
+def test_summarize_dense_kernels_equal_the_array_steps(oracle, cb, kind, k, budget, missing):
+    """kernels/sketch.cu's block summaries (keys sorted once, exact runs kept or the pruned
+    column's picks read off the runs) against sketch/reference.py's array steps, bit for bit:
+    values, ranks and pointers, exact and pruned columns, with ties, NaN, the missing value,
+    -0.0, an empty and a constant column; a strided view (a block of a wider matrix) too."""
+    import cupy
+
+    rng = np.random.default_rng([ord(kind[0]), k, budget or 0, int(np.isnan(missing))])
+    X = _sketch_block(rng, 3000, k + 2, kind)
+    Xd = cupy.asarray(X)
+    for rows, cols in ((slice(None), slice(0, k)), (slice(100, 2900), slice(2, 2 + k))):
+        want = oracle.summarize_dense(X[rows, cols], missing, budget)
+        got = cb.summarize_dense(Xd[rows, cols], missing, budget)
+        np.testing.assert_array_equal(got.ptrs, want.ptrs)
+        for name in ("value", "rmin", "rmax", "wmin"):
+            np.testing.assert_array_equal(to_host(getattr(got, name)), getattr(want, name), err_msg=name)
+
+
+@pytest.mark.gpu
+def test_summarize_dense_kernels_name_inf_and_take_float64(oracle, cb):
+    import cupy
+
+    X = np.random.default_rng(3).normal(size=(500, 3))
+    want = oracle.summarize_dense(X, np.nan, 17)
+    got = cb.summarize_dense(cupy.asarray(X), np.nan, 17)
+    np.testing.assert_array_equal(to_host(got.value), want.value)
+    np.testing.assert_array_equal(to_host(got.rmin), want.rmin)
+    X[7, 1] = np.inf
+    with pytest.raises(ValueError, match="input contains inf"):
+        cb.summarize_dense(cupy.asarray(X), np.nan, 17)
+    assert to_host(cb.summarize_dense(cupy.asarray(X), np.inf, 17).value).size  # inf as the missing value
+    empty = cb.summarize_dense(cupy.full((40, 2), np.nan, dtype=cupy.float32), np.nan, 17)
+    np.testing.assert_array_equal(empty.ptrs, [0, 0, 0])
