@@ -263,11 +263,13 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
     backend = backend_of(xp)
     step = max(1, _BLOCK_ENTRIES // max(n_rows, 1))
     run = max(1, _BLOCK_ENTRIES // step)  # rows summarised at once
-    parts = []
-    for c0 in range(0, n_features, step):
-        k = min(step, n_features - c0)
-        col = None
-        for r0 in range(0, n_rows, run):
+    total = None
+    # Row runs outside, column blocks inside: each run's summaries of all the features are
+    # merged into the others' by one merge (merge works feature by feature, all at once).
+    for r0 in range(0, max(n_rows, 1), run):
+        parts = []
+        for c0 in range(0, n_features, step):
+            k = min(step, n_features - c0)
             block = X[r0 : r0 + run, c0 : c0 + k]
             if w is None:
                 part = backend.summarize_dense(block, missing, budget)
@@ -278,12 +280,13 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
                 feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
                 part = _summarize_entries(xp, feature, values, xp.tile(w[r0 : r0 + run], k), k, missing, budget)
                 del values, feature
-            # Merging keeps the runs' error bound; one prune at the end adds its own once.
-            col = part if col is None else merge(col, part)
-        if col is not None and budget is not None and n_rows > run:
-            col = prune(col, budget)
-        parts.append(col if col is not None else _empty_summary(xp, k))
-    return _concat_features(xp, parts, n_features)
+            parts.append(part)
+        joined = _concat_features(xp, parts, n_features)
+        # Merging keeps the runs' error bound; one prune at the end adds its own once.
+        total = joined if total is None else merge(total, joined)
+    if budget is not None and n_rows > run:
+        total = prune(total, budget)
+    return total
 
 
 def summarize_csr(indptr, indices, data, n_features, weight=None, missing=float("nan"), budget=None) -> Summary:
