@@ -24,14 +24,11 @@ features may pick different entries than XGBoost in near-ties.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from ..arrays import array_module, to_host
-from .cuts import Cuts, _as_xp
+from .cuts import Cuts
+from .summary import Summary, _empty_summary, _entry_features, _feature_value_key, exact_summary, prune_with
 
 # Dense input is sketched a block of columns at a time; a block holds at most this
 # many entries, so working memory is O(this): about 25 bytes an entry on a GPU (keys,
@@ -47,28 +44,6 @@ _BLOCK_ENTRIES = 1 << 24
 _KRT_EPS = np.float32(1e-5)
 _KRT_EPS64 = np.float64(_KRT_EPS)
 
-_SIGN32 = 0x80000000
-
-
-@dataclass
-class Summary:
-    """Weighted quantile summaries of all features, stored flat: feature f owns entries ptrs[f]:ptrs[f+1]."""
-
-    ptrs: np.ndarray  # (n_features + 1,) int64, always on the host: sizes drive the host-side loop bounds
-    value: Any  # float32, strictly increasing within each feature
-    rmin: Any  # float64: rank lower bound (total weight of entries < value)
-    rmax: Any  # float64: rank upper bound (total weight of entries <= value)
-    wmin: Any  # float64: weight of entries equal to value
-
-    @property
-    def n_features(self) -> int:
-        return len(self.ptrs) - 1
-
-    def to(self, xp) -> "Summary":
-        """The same summary with its arrays in module xp (numpy or cupy)."""
-        return Summary(
-            self.ptrs, _as_xp(xp, self.value), _as_xp(xp, self.rmin), _as_xp(xp, self.rmax), _as_xp(xp, self.wmin)
-        )
 
 
 # ----------------------------------------------------------------------------- budget
@@ -100,33 +75,6 @@ def sketch_budget(n_rows: int, max_bin: int) -> int:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _value_key(xp, values):
-    """uint32 keys ordered as the float32 values (NaN-free), with -0.0 and 0.0 one key.
-
-    Flipping the sign bit of non-negatives and all bits of negatives makes the IEEE
-    bit pattern sort as the number; with the feature in the high 32 bits a single
-    uint64 sort or searchsorted orders (feature, value) exactly.
-    """
-    v = values.astype(xp.float32, copy=False) + xp.float32(0.0)  # -0.0 + 0.0 == +0.0
-    bits = v.view(xp.uint32)
-    return xp.where(bits >= xp.uint32(_SIGN32), ~bits, bits | xp.uint32(_SIGN32))
-
-
-def _value_from_key(xp, key32):
-    key32 = key32.astype(xp.uint32)
-    bits = xp.where(key32 >= xp.uint32(_SIGN32), key32 ^ xp.uint32(_SIGN32), ~key32)
-    return bits.view(xp.float32)
-
-
-def _feature_value_key(xp, feature, values):
-    return (feature.astype(xp.uint64) << xp.uint64(32)) | _value_key(xp, values).astype(xp.uint64)
-
-
-def _entry_features(xp, ptrs_dev, n):
-    """Feature of every flat entry (int64), found on the device from the pointers."""
-    return xp.searchsorted(ptrs_dev, xp.arange(n, dtype=xp.int64), side="right") - 1
-
-
 def _segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):
     """searchsorted of each v[q] in a[lo[q]:hi[q]] (each slice sorted), as an index into a:
     the backend's (sketch/reference.py's lock-step binary search in array steps; on a GPU,
@@ -149,16 +97,6 @@ def _segmented_cummax(xp, x, local, max_width: int):
         x = y
         d *= 2
     return x
-
-
-def _empty_summary(xp, n_features: int) -> Summary:
-    return Summary(
-        np.zeros(n_features + 1, dtype=np.int64),
-        xp.empty(0, dtype=xp.float32),
-        xp.empty(0, dtype=xp.float64),
-        xp.empty(0, dtype=xp.float64),
-        xp.empty(0, dtype=xp.float64),
-    )
 
 
 def _concat_features(xp, parts: list[Summary], n_features: int) -> Summary:
@@ -190,57 +128,6 @@ def _check_weight(xp, weight, n_rows: int):
     if n_rows and not bool(xp.all(w >= 0)):
         raise ValueError("weights must be non-negative and not NaN")
     return w
-
-
-def _summarize_entries(xp, feature, values, weights, n_features: int, missing: float, budget) -> Summary:
-    """Exact (then pruned to `budget`) summaries of (feature, value, weight) triples."""
-    valid = ~xp.isnan(values)
-    if not math.isnan(missing):
-        valid &= values != xp.float32(missing)
-    if weights is not None:
-        # XGBoost's sketch drops zero-weight entries on push: such a value is no candidate cut.
-        valid &= weights > 0
-    values = values[valid]
-    feature = feature[valid]
-    if values.size == 0:
-        return _empty_summary(xp, n_features)
-    if bool(xp.isinf(values).any()):
-        raise ValueError("input contains inf; use missing=inf to treat it as missing")
-
-    key = _feature_value_key(xp, feature, values)
-    if weights is None:
-        key = xp.sort(key)
-    else:
-        order = xp.argsort(key)
-        key = key[order]
-        weights = weights[valid][order]
-    n = key.size
-    is_start = xp.empty(n, dtype=bool)
-    is_start[0] = True
-    is_start[1:] = key[1:] != key[:-1]
-    starts = xp.flatnonzero(is_start)
-    # before[i]: total weight of the sorted entries before entry i. float64 where XGBoost's
-    # CPU sketch sums in float32: sums of float32 weights stay exact far longer.
-    before = xp.empty(n + 1, dtype=xp.float64)
-    before[0] = 0.0
-    if weights is None:
-        before[1:] = xp.arange(1, n + 1, dtype=xp.float64)
-    else:
-        xp.cumsum(weights, dtype=xp.float64, out=before[1:])
-    ends = xp.empty_like(starts)
-    ends[:-1] = starts[1:]
-    ends[-1] = n
-
-    entry_feature = (key[starts] >> xp.uint64(32)).astype(xp.int64)
-    counts = to_host(xp.bincount(entry_feature, minlength=n_features))
-    ptrs = np.zeros(n_features + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptrs[1:])
-    # Ranks restart at 0 in every feature: subtract the weight before the feature's first entry.
-    first_start = starts[xp.asarray(ptrs[:-1])[entry_feature]]
-    rmin = before[starts] - before[first_start]
-    wmin = before[ends] - before[starts]
-    s = Summary(ptrs, _value_from_key(xp, key[starts] & xp.uint64(0xFFFFFFFF)), rmin, rmin + wmin, wmin)
-    return s if budget is None else prune(s, budget)
 
 
 # ----------------------------------------------------------------------------- build
@@ -278,7 +165,8 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
                 # Column-major copy of the block: a column's values become contiguous for the sort.
                 values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
                 feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
-                part = _summarize_entries(xp, feature, values, xp.tile(w[r0 : r0 + run], k), k, missing, budget)
+                part = exact_summary(xp, feature, values, xp.tile(w[r0 : r0 + run], k), k, missing)
+                part = part if budget is None else prune(part, budget)
                 del values, feature
             parts.append(part)
         joined = _concat_features(xp, parts, n_features)
@@ -309,7 +197,8 @@ def summarize_csr(indptr, indices, data, n_features, weight=None, missing=float(
     if w is not None:
         rows = xp.searchsorted(indptr, xp.arange(lo, hi, dtype=xp.int64), side="right") - 1
         weights = w[rows]
-    return _summarize_entries(xp, feature, values, weights, int(n_features), missing, budget)
+    s = exact_summary(xp, feature, values, weights, int(n_features), missing)
+    return s if budget is None else prune(s, budget)
 
 
 # ----------------------------------------------------------------------------- merge
@@ -419,52 +308,8 @@ def _fix_error(xp, s: Summary) -> Summary:
 
 # ----------------------------------------------------------------------------- prune
 def prune(s: Summary, budget: int) -> Summary:
-    """Keep at most `budget` entries per feature (paper's Algorithm 4; XGBoost's SetPrune).
-
-    First and last entries stay; query k (1 <= k <= budget-2) aims at rank
-    d = k * (last.rmin - first.rmax) / (budget-1) + first.rmax and keeps entry i or i+1,
-    where i is the last entry with rmin + rmax <= 2d, whichever is nearer. Repeats are
-    kept once. Features with <= budget entries are returned unchanged.
-    """
-    budget = int(budget)
-    if budget < 2:
-        raise ValueError(f"a pruned summary keeps first and last entries: budget must be >= 2, got {budget}")
-    counts = np.diff(s.ptrs)
-    big = np.flatnonzero(counts > budget)
-    if big.size == 0:
-        return s
-    xp = array_module(s.value)
-    n = s.value.size
-    ptrs_dev = xp.asarray(s.ptrs)
-    small = xp.asarray(counts <= budget)
-    keep = small[_entry_features(xp, ptrs_dev, n)]
-    base_h = s.ptrs[big]
-    keep[xp.asarray(base_h)] = True
-    keep[xp.asarray(base_h + counts[big] - 1)] = True
-
-    n_queries = budget - 2
-    if n_queries > 0:
-        base = xp.asarray(np.repeat(base_h, n_queries))
-        m = xp.asarray(np.repeat(counts[big], n_queries))
-        k = xp.asarray(np.tile(np.arange(1, n_queries + 1, dtype=np.float64), big.size))
-        begin = s.rmax[base]
-        span = s.rmin[base + m - 1] - begin
-        # Same association as XGBoost, so that equal inputs give equal choices.
-        dx2 = 2.0 * ((k * span) / (budget - 1) + begin)
-        twice_mid = s.rmin + s.rmax
-        # i = 1 + #{2 <= j < m : rmin[j] + rmax[j] <= dx2}: where SetPrune's forward walk stops.
-        j = _segmented_searchsorted(xp, twice_mid, base + 2, base + m, dx2, int(counts[big].max()), right=True)
-        i = j - 1
-        inside = i < base + m - 1  # SetPrune stops once the walk reaches the last entry
-        ic = xp.minimum(i, base + m - 2)
-        take_next = dx2 >= (s.rmin[ic] + s.wmin[ic]) + (s.rmax[ic + 1] - s.wmin[ic + 1])
-        keep[xp.where(inside, ic + take_next, base)] = True
-
-    cum = xp.zeros(n + 1, dtype=xp.int64)
-    xp.cumsum(keep, out=cum[1:])
-    ptrs = to_host(cum[ptrs_dev]).astype(np.int64)
-    return Summary(ptrs, s.value[keep], s.rmin[keep], s.rmax[keep], s.wmin[keep])
-
+    """summary.prune_with with the backend's segmented search (a kernel on a GPU)."""
+    return prune_with(s, budget, _segmented_searchsorted)
 
 # ----------------------------------------------------------------------------- cuts
 def make_cuts(s: Summary, max_bin: int) -> Cuts:

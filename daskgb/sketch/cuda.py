@@ -1,7 +1,7 @@
 """The sketch on a GPU (kernels/sketch.cu): a dense block's summaries, and the segmented binary search.
 
 sketch/reference.py is the reference of both: summarize_dense there is the array steps of
-sketch._summarize_entries (~40 CuPy calls a block, the exact summary's float64 arrays built
+sketch/summary.py's exact_summary (~40 CuPy calls a block, the exact summary's float64 arrays built
 whole, then pruned); the segmented search there is whole-array steps, one pass per bit of
 the widest slice (~130 small launches for slices of 4M entries on a GPU).
 """
@@ -12,6 +12,7 @@ import cupy
 import numpy as np
 
 from ..backend import kernels
+from .summary import Summary, _empty_summary
 
 _KERNELS = ("segmented_search_right", "segmented_search_left", "sketch_keys_u32", "sketch_keys_u64",
             "sketch_run_heads_u32", "sketch_run_heads_u64", "sketch_candidates",
@@ -33,8 +34,6 @@ def summarize_dense(block, missing: float, budget):
     than the budget) or that summary pruned to `budget` (sketch.prune), read off the sorted
     keys' runs. The exact summary's float arrays are never built: a pruned column's entries
     are the runs its queries pick. Four host waits a block (sizes the next step needs)."""
-    from . import Summary, _empty_summary
-
     rows, k = block.shape
     x = block if block.dtype == cupy.float32 else block.astype(cupy.float32)
     suffix, key_dtype = ("u32", cupy.uint32) if k == 1 else ("u64", cupy.uint64)
