@@ -73,6 +73,7 @@ GPU_RUNS = [
     ("benchmarks/profile_train.py", ["--device", "cuda", "--smoke", "--host"], "host grower (no added syncs)"),
     ("benchmarks/profile_external.py", ["--device", "cuda", "--smoke"], "host to device from page memory"),
     ("benchmarks/profile_quantise.py", ["--device", "cuda", "--smoke"], "| higgs | 2,000 x 28 |"),
+    ("benchmarks/profile_cold_start.py", ["--rows", "2000", "--rounds", "2", "--top", "3"], " compiles, "),
     ("benchmarks/profile_dask.py", ["--workers", "1", "--smoke", "--sync-allreduce"], '"path": "device-levels"'),
     ("benchmarks/profile_dask.py", ["--workers", "1", "--smoke", "--events"], '"total without setup"'),
     ("benchmarks/dask_overhead.py", ["--workers", "1", "--smoke"], "training path:"),
