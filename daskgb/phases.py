@@ -144,8 +144,10 @@ class _Stamper:
             self.pieces.append((self._blocks[block], slot, [phase]))
         self._joined = True
 
-    def split(self) -> None:
-        """Other stamps come next in stream order (a graph's): the next stamp starts a piece."""
+    def splice(self, recorded: "_Stamper") -> None:
+        """Another stamper's pieces come next in stream order (a graph's, just launched): they
+        join these, and the next stamp starts a piece of its own."""
+        self.pieces.extend(recorded.pieces)
         self._joined = False
 
     def cut(self) -> None:
@@ -167,18 +169,14 @@ class CudaPhaseClock:
         import cupy
 
         self._cupy = cupy
-        self._own = _Stamper()
-        self._pieces: list = []  # this lap's stamps in stream order: the clock's and replayed graphs'
+        self._own = _Stamper()  # this lap's stamps in stream order: the clock's and replayed graphs'
         self._kept: list = []  # laps cut and not yet read: (phases, page-locked stamps, copy done)
         self._free: dict = {}  # page-locked buffers read, by length, to copy into again
         self._last = None  # the last lap read's end (ns): the next lap's start
         self.mark(OTHER)
 
     def mark(self, phase: int) -> None:
-        before = len(self._own.pieces)
         self._own.mark(phase)
-        if len(self._own.pieces) > before:
-            self._pieces.append(self._own.pieces[-1])  # a new piece; a grown one is already listed
 
     def recorder(self) -> _Stamper:
         """A stamper for a CUDA graph's capture: its blocks belong to the graph, and the
@@ -187,17 +185,18 @@ class CudaPhaseClock:
 
     def splice(self, recorded: _Stamper) -> None:
         """A graph that stamps with `recorded` was just launched on the current stream."""
-        self._own.split()
-        self._pieces.extend(recorded.pieces)
+        self._own.splice(recorded)
 
     def cut(self) -> None:
+        import cupyx
+
         self.mark(OTHER)  # the lap's end, where the next one starts
-        phases = [p for _, _, ps in self._pieces for p in ps]
+        phases = [p for _, _, ps in self._own.pieces for p in ps]
         free = self._free.get(len(phases))
-        host = free.pop() if free else self._pieces_buffer(len(phases))
+        host = free.pop() if free else cupyx.empty_pinned((len(phases),), dtype=np.uint64)
         stream = self._cupy.cuda.get_current_stream()
         offset = 0
-        for block, first, ps in self._pieces:
+        for block, first, ps in self._own.pieces:
             self._cupy.cuda.runtime.memcpyAsync(host.ctypes.data + 8 * offset, block.data.ptr + 8 * first,
                                                 8 * len(ps), self._cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
             offset += len(ps)
@@ -206,12 +205,6 @@ class CudaPhaseClock:
         self._kept.append((phases, host, done))
         # The copy is queued before anything stamps again: the blocks can be written anew.
         self._own.restart()
-        self._pieces = []
-
-    def _pieces_buffer(self, n: int) -> np.ndarray:
-        import cupyx
-
-        return cupyx.empty_pinned((n,), dtype=np.uint64)
 
     def lap(self) -> list[float]:
         """As PhaseClock.lap, in device seconds: waits for the lap's stamps to reach the host

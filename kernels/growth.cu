@@ -45,6 +45,23 @@ __device__ __forceinline__ void write_leaf(const TreeView& t, long long node, lo
   t.at(kDepth, node) = depth;
 }
 
+// TreeBuilder.split of node nid by r, then add_children's two leaves lid and lid + 1 (the
+// depthwise level and a lossguide expansion write a split alike).
+__device__ __forceinline__ void write_split(const TreeView& t, long long nid, long long lid, const SplitRecord& r,
+                                            int depth, const SplitParams& p) {
+  const long long rid = lid + 1;
+  t.at(kFeature, nid) = r.feature;
+  t.at(kBin, nid) = r.bin;
+  t.set_float(kThreshold, nid, r.threshold);
+  t.at(kDefaultLeft, nid) = r.default_left != 0;
+  t.set_float(kGain, nid, r.gain);
+  t.at(kLeft, nid) = (int)lid;
+  t.at(kRight, nid) = (int)rid;
+  t.set_float(kValue, nid, 0.0f);
+  write_leaf(t, lid, nid, depth + 1, calc_weight(r.left_grad, r.left_hess, p), p.eta, r.left_hess);
+  write_leaf(t, rid, nid, depth + 1, calc_weight(r.right_grad, r.right_hess, p), p.eta, r.right_hess);
+}
+
 // Node 0 from the root's (2,) int64 gradient sums times scale (host.py's _Growth.root), the
 // root's segment (all n_rows rows), and the state of level 0: one candidate, the root.
 // Launch: one thread.
@@ -139,7 +156,7 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
   __shared__ long long buf[33];
   __shared__ long long first_part[kMaxSplits + 1];
   __shared__ long long first_hist[kMaxSplits + 1];
-  const float min_split_loss = p.min_split_loss, eta = p.eta;
+  const float min_split_loss = p.min_split_loss;
   long long* __restrict__ state = b.state;
   long long* __restrict__ segs = b.segs;
   long long* __restrict__ part_info = b.part_info;
@@ -180,17 +197,7 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
     if (valid) {
       const long long nid = first + i;
       const long long lid = n_nodes + 2 * rank, rid = lid + 1;
-      // TreeBuilder.split, then add_children's two leaves.
-      t.at(kFeature, nid) = r.feature;
-      t.at(kBin, nid) = r.bin;
-      t.set_float(kThreshold, nid, r.threshold);
-      t.at(kDefaultLeft, nid) = r.default_left != 0;
-      t.set_float(kGain, nid, r.gain);
-      t.at(kLeft, nid) = (int)lid;
-      t.at(kRight, nid) = (int)rid;
-      t.set_float(kValue, nid, 0.0f);
-      write_leaf(t, lid, nid, depth + 1, calc_weight(r.left_grad, r.left_hess, p), eta, r.left_hess);
-      write_leaf(t, rid, nid, depth + 1, calc_weight(r.right_grad, r.right_hess, p), eta, r.right_hess);
+      write_split(t, nid, lid, r, depth, p);
       // The partition's split: both children start empty at the node's start, which
       // partition_scatter overwrites for a node with rows.
       const long long s0 = segs[2 * nid], c0 = segs[2 * nid + 1];
@@ -408,17 +415,7 @@ __global__ void __launch_bounds__(1024) expand_best(const SplitRecord* __restric
       lg[kLgLeaves] = leaves + 1;
       queued[nid] = 0;
       const long long lid = n_nodes, rid = n_nodes + 1;
-      // TreeBuilder.split, then add_children's two leaves (as expand_level).
-      t.at(kFeature, nid) = r.feature;
-      t.at(kBin, nid) = r.bin;
-      t.set_float(kThreshold, nid, r.threshold);
-      t.at(kDefaultLeft, nid) = r.default_left != 0;
-      t.set_float(kGain, nid, r.gain);
-      t.at(kLeft, nid) = (int)lid;
-      t.at(kRight, nid) = (int)rid;
-      t.set_float(kValue, nid, 0.0f);
-      write_leaf(t, lid, nid, depth + 1, calc_weight(r.left_grad, r.left_hess, p), p.eta, r.left_hess);
-      write_leaf(t, rid, nid, depth + 1, calc_weight(r.right_grad, r.right_hess, p), p.eta, r.right_hess);
+      write_split(t, nid, lid, r, depth, p);
       state[kNodes] = n_nodes + 2;
       t.set_count(n_nodes + 2);
       // The partition's one split; both children start empty at the node's start.

@@ -81,6 +81,24 @@ def root_tiles(ell, setup):
     return hit
 
 
+def _grow_root(ell, gpair, scale, p, comm, root_from_bins: bool, setup, ridx, hist, buffers):
+    """Both growers' first step, queued: the root's histogram into hist (all rows, summed
+    across workers), its gradient sums, and node 0 written by grow_root. Returns (hist, sums)."""
+    tiles, n_tiles, tile_rows = root_tiles(ell, setup)
+    mark(HISTOGRAM)
+    hist.fill(0)
+    histogram.launch_histograms(ell, gpair, ridx, buffers["segs"], tiles, n_tiles, tile_rows, hist, setup)
+    mark(ALLREDUCE)
+    hist = comm.allreduce(hist, out=hist)
+    mark(SPLIT)
+    sums = root_sums(ell, gpair, hist, comm, root_from_bins)
+    kernels.function("growth.cu", _KERNELS, "grow_root")(
+        (1,), (1,), (sums, split.device_scale(scale), p, np.int64(ell.n_rows),
+                     kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None, tile_rows=0,
+                                 part_stride=0, **buffers)))
+    return hist, sums
+
+
 def grow_forest(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indices=(0,)):
     """The round's trees, tree c from gpair[c * n:(c + 1) * n] (n = ell.n_rows): (trees, the
     leaf of every virtual row), as growth/host.py's grow_forest returns them: tree c's leaf of row r is
@@ -211,19 +229,8 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     arena = _HistogramArena(max_depth, total_bins)
 
     # The root: its histogram, sums, node and best split.
-    tiles, n_tiles, tile_rows = root_tiles(ell, setup)
-    mark(HISTOGRAM)
-    hist = arena.hist(0)
-    hist.fill(0)
-    histogram.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, tile_rows, hist, setup)
-    mark(ALLREDUCE)
-    hist = comm.allreduce(hist, out=hist)
-    mark(SPLIT)
-    sums = root_sums(ell, gpair, hist, comm, root_from_bins)
     buffers = dict(tree=words, state=state, segs=segs, cap=cap)
-    kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), p, np.int64(n),
-                                   kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None,
-                                               tile_rows=0, part_stride=0, **buffers)))
+    hist, sums = _grow_root(ell, gpair, scale, p, comm, root_from_bins, setup, ridx, arena.hist(0), buffers)
     recs, left, right = split.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
                                            k_live)
 
@@ -310,19 +317,8 @@ def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, t
     child_sums = cupy.empty((2, 2), dtype=cupy.int64)
 
     # The root: its histogram (slot 0), sums, node and best split.
-    tiles, n_tiles, root_tile_rows = root_tiles(ell, setup)
-    mark(HISTOGRAM)
-    root = slots[:1]
-    root.fill(0)
-    histogram.launch_histograms(ell, gpair, ridx, segs, tiles, n_tiles, root_tile_rows, root, setup)
-    mark(ALLREDUCE)
-    root = comm.allreduce(root, out=root)
-    mark(SPLIT)
-    sums = root_sums(ell, gpair, root, comm, root_from_bins)
     buffers = dict(tree=words, state=state, segs=segs, cap=cap)
-    kern("grow_root")((1,), (1,), (sums, split.device_scale(scale), p, np.int64(n),
-                                   kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None,
-                                               tile_rows=0, part_stride=0, **buffers)))
+    root, sums = _grow_root(ell, gpair, scale, p, comm, root_from_bins, setup, ridx, slots[:1], buffers)
     kern("start_lossguide")((1,), (1,), (lg, slot_of))
     scored, scored_left, scored_right = split.launch_evaluate(ell.cuts, root, sums, scale, sp, None, 1)
 

@@ -74,8 +74,8 @@ class ForestGraphs:
             return None
         sp = params.split_params()
         # A phase clock's marks are captured as stamps: a graph made without one has none.
-        return (id(ell), id(comm), phases.clock_running(), params.grow_policy, int(params.max_depth), int(params.max_leaves), n_trees,
-                bool(root_from_bins), tuple(gpair.shape),
+        return (id(ell), id(comm), phases.clock_running(), params.grow_policy, int(params.max_depth),
+                int(params.max_leaves), n_trees, bool(root_from_bins), tuple(gpair.shape),
                 float(sp.reg_lambda), float(sp.reg_alpha), float(sp.min_child_weight), float(sp.max_delta_step),
                 float(sp.min_split_loss), float(np.float32(params.learning_rate)))
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..arrays import array_module, to_host
 from .cuts import Cuts
-from .summary import Summary, _empty_summary, _entry_features, _feature_value_key, exact_summary, prune_with
+from .summary import (Summary, _empty_summary, _entry_features, _feature_value_key, block_entries, exact_summary,
+                      prune_with)
 
 # Dense input is sketched a block of columns at a time; a block holds at most this
 # many entries, so working memory is O(this): about 25 bytes an entry on a GPU (keys,
@@ -161,10 +162,7 @@ def summarize(X, weight=None, missing=float("nan"), budget=None) -> Summary:
             if w is None:
                 part = backend.summarize_dense(block, missing, budget)
             else:
-                rows = block.shape[0]
-                # Column-major copy of the block: a column's values become contiguous for the sort.
-                values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
-                feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
+                feature, values = block_entries(xp, block)
                 part = exact_summary(xp, feature, values, xp.tile(w[r0 : r0 + run], k), k, missing)
                 part = part if budget is None else prune(part, budget)
                 del values, feature

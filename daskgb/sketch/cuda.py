@@ -33,7 +33,7 @@ def summarize_dense(block, missing: float, budget):
     once, then each column's exact unweighted summary (budget None, or no more distinct values
     than the budget) or that summary pruned to `budget` (sketch.prune), read off the sorted
     keys' runs. The exact summary's float arrays are never built: a pruned column's entries
-    are the runs its queries pick. Four host waits a block (sizes the next step needs)."""
+    are the runs its queries pick. Up to four host waits a block (sizes the next step needs)."""
     rows, k = block.shape
     x = block if block.dtype == cupy.float32 else block.astype(cupy.float32)
     suffix, key_dtype = ("u32", cupy.uint32) if k == 1 else ("u64", cupy.uint64)
@@ -58,13 +58,14 @@ def summarize_dense(block, missing: float, budget):
     starts = cupy.flatnonzero(head)
     del head
     n_runs = int(starts.size)
-    if k == 1:
-        key_lo = cupy.asarray(np.array([0, n], dtype=np.int64))
-    else:
+    if k == 1:  # one column holds every run: no search, no wait
+        run_lo = np.array([0, n_runs], dtype=np.int64)
+        run_lo_dev = cupy.asarray(run_lo)
+    else:  # each column's first run: the run holding its first key
         key_lo = cupy.searchsorted(keys, cupy.arange(k + 1, dtype=cupy.uint64) << cupy.uint64(32))
-    run_lo_dev = cupy.searchsorted(starts, key_lo)
-    del key_lo
-    run_lo = run_lo_dev.get()
+        run_lo_dev = cupy.searchsorted(starts, key_lo)
+        del key_lo
+        run_lo = run_lo_dev.get()
     runs = np.diff(run_lo)
     budget = 0 if budget is None else int(budget)
     if budget == 0 or (runs <= budget).all():

@@ -3,19 +3,16 @@ block's summaries, and a segmented binary search."""
 
 from __future__ import annotations
 
-from .summary import exact_summary, prune_with
+from .summary import block_entries, exact_summary, prune_with
 
 
 def summarize_dense(xp, block, missing: float, budget):
     """Per-column summaries of a dense (rows, k) block, unweighted: each column's present
     entries (neither NaN nor `missing`) folded into its exact summary, pruned to `budget`
-    where it holds more entries (None: never). The block is copied column-major, so that a
-    column's values lie together, and summarised as (column, value) pairs; pruned with this
-    module's segmented search."""
-    rows, k = block.shape
-    values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
-    feature = xp.repeat(xp.arange(k, dtype=xp.int64), rows)
-    s = exact_summary(xp, feature, values, None, k, missing)
+    where it holds more entries (None: never): summary.py's exact summary of the block's
+    (column, value) pairs, pruned with this module's segmented search."""
+    feature, values = block_entries(xp, block)
+    s = exact_summary(xp, feature, values, None, block.shape[1], missing)
     return s if budget is None else prune_with(s, budget, segmented_searchsorted)
 
 

@@ -77,6 +77,14 @@ def _empty_summary(xp, n_features: int) -> Summary:
     )
 
 
+def block_entries(xp, block):
+    """A dense (rows, k) block as (column, value) entries, column-major (a column's values
+    together, as the sort wants them): int64 columns, float32 values."""
+    rows, k = block.shape
+    values = xp.ascontiguousarray(block.T, dtype=xp.float32).ravel()
+    return xp.repeat(xp.arange(k, dtype=xp.int64), rows), values
+
+
 def exact_summary(xp, feature, values, weights, n_features: int, missing: float) -> Summary:
     """Exact summaries of (feature, value, weight) triples (prune_with() them to a budget)."""
     valid = ~xp.isnan(values)
