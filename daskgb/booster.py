@@ -198,10 +198,16 @@ class Booster:
             nodes, offsets = packed
             if margin.ndim == 1:
                 backend.predict_margin(X, nodes, offsets, margin, float(missing))
-            else:
-                column = xp.ascontiguousarray(margin[:, group])
+            elif xp is np:
+                column = np.ascontiguousarray(margin[:, group])
                 backend.predict_margin(X, nodes, offsets, column, float(missing))
                 margin[:, group] = column
+            else:  # daskgb's copies: CuPy's strided ones would be compiled at first use
+                from . import device_arrays
+
+                column = device_arrays.contiguous_float32(margin[:, group])
+                backend.predict_margin(X, nodes, offsets, column, float(missing))
+                device_arrays.copy_into(margin[:, group], column)
         out = margin if output_margin else self.objective.transform(xp, margin)
         return out if on_gpu else to_host(out)
 
@@ -389,6 +395,13 @@ def _check_header(base_score, feature_names, n_features: int, tree_info, n_trees
 def initial_margin(xp, objective, base_score, n: int):
     """(n,) float32 margins of base_score, or (n, K) for an objective with K outputs."""
     m = objective.base_score_to_margin(base_score)
+    if xp is not np:  # daskgb's kernels: CuPy's fill and tile would be compiled at first use
+        from . import device_arrays
+
+        shape = n if objective.n_groups == 1 else (n, objective.n_groups)
+        if objective.n_groups == 1 or np.ndim(m) == 0:
+            return device_arrays.full(shape, np.float32(np.asarray(m).reshape(-1)[0]), xp.float32)
+        return device_arrays.tile_row(np.asarray(m, dtype=np.float32), n)
     if objective.n_groups == 1:
         return xp.full(n, m, dtype=xp.float32)
     if np.ndim(m) == 0:

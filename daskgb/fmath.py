@@ -14,6 +14,10 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+from .backend import kernels
+
+_KERNELS = kernels.declare("expf.cu", ("expf_values",))
+
 _N = 32
 _C0 = float.fromhex("0x1.c6af84b912394p-5") / _N / _N / _N
 _C1 = float.fromhex("0x1.ebfce50fac4f3p-3") / _N / _N
@@ -36,9 +40,9 @@ _TABLE = _table()
 
 
 def expf(xp, x):
-    """exp of a float32 array, bit-identical to glibc's expf (one fused kernel on CuPy)."""
+    """exp of a float32 array, bit-identical to glibc's expf (one kernel on CuPy: kernels/expf.cuh)."""
     if xp is not np:
-        return _cuda_expf(xp)(xp.asarray(x, dtype=xp.float32), device_table(xp))
+        return _device_expf(xp, x)
     x = x.astype(xp.float32)
     with np.errstate(over="ignore", invalid="ignore"):  # inf and nan inputs are settled below
         z = _INVLN2N * x.astype(xp.float64)
@@ -55,29 +59,19 @@ def expf(xp, x):
     return xp.where(xp.isnan(x), x, y)
 
 
-# The same steps as a CUDA device function, for kernels that need expf (objective.py too).
-# Each double operation is a round-to-nearest intrinsic, so no multiply-add is contracted
-# and every rounding is the one numpy makes above -- except that CuPy compiles kernels
-# with -ftz=true, so results below float32's smallest normal (x < -87.3) come out 0, as
-# they did from CuPy's own array operations.
-CUDA_EXPF = f"""
-__device__ __forceinline__ float daskgb_expf(float x, const unsigned long long* table) {{
-  const double z = __dmul_rn({_INVLN2N.hex()}, (double)x);
-  const double kd = __dadd_rn(z, {_SHIFT.hex()});
-  const unsigned long long ki = (unsigned long long)__double_as_longlong(kd);
-  const double r = __dsub_rn(z, __dsub_rn(kd, {_SHIFT.hex()}));
-  const double s = __longlong_as_double((long long)(table[ki % {_N}ull] + (ki << {52 - 5})));
-  const double y = __dadd_rn(__dmul_rn(__dadd_rn(__dmul_rn({_C0.hex()}, r), {_C1.hex()}), __dmul_rn(r, r)),
-                             __dadd_rn(__dmul_rn({_C2.hex()}, r), 1.0));
-  float out = (float)__dmul_rn(y, s);
-  if (x > {float(_OVERFLOW).hex()}f) out = __int_as_float(0x7f800000);
-  if (x < {float(_UNDERFLOW).hex()}f) out = 0.0f;
-  return isnan(x) ? x : out;
-}}
-"""
+# The same steps on the device: kernels/expf.cuh, each double operation a round-to-nearest
+# intrinsic (tests/test_device_kernels.py checks its constants against these).
+def _device_expf(cupy, x):
+    from .device_arrays import contiguous_float32
+
+    x = contiguous_float32(cupy.asarray(x))
+    out = cupy.empty(x.shape, dtype=cupy.float32)
+    kernels.launch_1d(kernels.function("expf.cu", _KERNELS, "expf_values"), out.size,
+                      (x, np.int64(out.size), device_table(cupy), out))
+    return out
+
 
 _tables: dict = {}
-_kernels: dict = {}
 
 
 def device_table(xp):
@@ -87,12 +81,3 @@ def device_table(xp):
     if t is None:
         t = _tables[dev] = xp.asarray(_TABLE)
     return t
-
-
-def _cuda_expf(xp):
-    k = _kernels.get("expf")
-    if k is None:
-        k = _kernels["expf"] = xp.ElementwiseKernel(
-            "float32 x, raw uint64 table", "float32 y", "y = daskgb_expf(x, &table[0])", "daskgb_expf_kernel",
-            preamble=CUDA_EXPF, options=("--fmad=false",))
-    return k

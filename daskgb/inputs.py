@@ -201,14 +201,23 @@ def _numeric(v, what: str):
 
 def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bool = False, copy: bool = True):
     # Copied only to stay apart from the caller's array: moving to another device copies anyway.
-    a = a.astype(src.float32, copy=copy and src is xp)
-    if finite and not bool(src.isfinite(a).all()):  # counted only when some are not: one bool array, not two
-        bad = int((~src.isfinite(a)).sum())
+    copy = copy and src is xp
+    checked = None
+    if src is not np:  # one kernel converts and counts (device_arrays.checked_float32)
+        from . import device_arrays
+
+        checked = device_arrays.checked_float32(a, copy)
+    if checked is not None:
+        a, bad, neg = checked
+    else:
+        a = a.astype(src.float32, copy=copy)
+        # counted only when some are not: one bool array, not two
+        bad = int((~src.isfinite(a)).sum()) if finite and not bool(src.isfinite(a).all()) else 0
+        neg = int((a < 0).sum()) if nonnegative else 0
+    if finite and bad:
         raise ValueError(f"{what} has {bad} NaN or infinite values")
-    if nonnegative:
-        neg = int((a < 0).sum())
-        if neg:
-            raise ValueError(f"{what} has {neg} negative values")
+    if nonnegative and neg:
+        raise ValueError(f"{what} has {neg} negative values")
     return xp.asarray(a) if xp is not np else to_host(a)
 
 

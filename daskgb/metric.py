@@ -15,7 +15,13 @@ from .collective import LocalCommunicator
 
 
 def _weights(xp, y, weight):
-    return xp.ones(y.shape[0], dtype=xp.float64) if weight is None else weight.astype(xp.float64)
+    if weight is not None:
+        return weight.astype(xp.float64)
+    if xp is np:
+        return np.ones(y.shape[0], dtype=np.float64)
+    from . import device_arrays  # CuPy's ones would be compiled at first use
+
+    return device_arrays.full(y.shape[0], 1.0, xp.float64)
 
 
 def _rmse_sums(xp, y, pred, w):
@@ -132,6 +138,10 @@ _ADDITIVE = {
     "merror": (_merror_sums, _mean),
 }
 
+# The additive metrics with kernels of their own on the device (metric_cuda: one launch, exact
+# sums); the others run their array steps there.
+_DEVICE_ADDITIVE = ("rmse", "logloss", "error", "mae")
+
 # Metrics of (n, K) class probabilities; the others read one output per row.
 MULTICLASS = ("mlogloss", "merror", "auc", "aucpr")
 
@@ -154,8 +164,10 @@ def check_metric(name: str, n_groups: int, quantile_alpha=None) -> None:
 
 def _sorted_descending(xp, pred, columns):
     """The columns reordered by descending prediction, and each position's flag "the last of
-    its tie group" (tie groups are aggregated, so which sort puts ties in which order does not matter)."""
-    order = xp.argsort(-pred.astype(xp.float64))
+    its tie group". Tie groups are aggregated, so the order within one does not matter; but NaN
+    equals nothing, each NaN prediction is a group of its own, and their order does: a stable
+    sort keeps them in row order (as metric_cuda's sort keys do)."""
+    order = xp.argsort(-pred.astype(xp.float64), kind="stable")
     p = pred[order]
     last = xp.ones(p.shape[0], dtype=bool)
     last[:-1] = p[1:] != p[:-1]
@@ -353,9 +365,23 @@ def gather_rows(xp, comm, y, pred, weight, span=None):
     return np.concatenate(ys), np.concatenate(ps), w
 
 
+def _on_device_kernels(xp, y, pred, weight) -> bool:
+    """Whether metric_cuda's kernels take these rows: device arrays of one output per row, float32
+    as training makes them (the kernels' terms convert float32 to double as numpy's do)."""
+    return xp is not np and pred.ndim == 1 and all(
+        a is None or a.dtype == np.float32 for a in (y, pred, weight))
+
+
 def _pair(xp, parts):
-    """(num, den) as one (2,) float64 array."""
-    return xp.stack([xp.asarray(v, dtype=xp.float64) for v in parts])
+    """(num, den) as one (2,) float64 array (metric_cuda's parts are one already)."""
+    if getattr(parts, "shape", None) == (2,) and parts.dtype == np.float64:
+        return parts
+    parts = [xp.asarray(v, dtype=xp.float64) for v in parts]
+    if xp is np:
+        return np.stack(parts)
+    from . import device_arrays  # CuPy's stack would be compiled at first use
+
+    return device_arrays.stack(parts)
 
 
 def _reduce(xp, comm, parts):
@@ -380,9 +406,18 @@ def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alp
         return _reduce(xp, comm, ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k))
     if name in _RANKING:
         y, pred, weight = gather_rows(xp, comm, y, pred, weight, span)
+        if name == "auc" and _on_device_kernels(xp, y, pred, weight):
+            from . import metric_cuda
+
+            if y.shape[0] < metric_cuda.MAX_AUC_ROWS:
+                return metric_cuda.auc_parts(y, pred, weight)
         one, multiclass, _ = _RANKING[name]
         parts = (multiclass if pred.ndim == 2 else one)(xp, y, pred, _weights(xp, y, weight))
         return _pair(xp, parts)
+    if name in _DEVICE_ADDITIVE and _on_device_kernels(xp, y, pred, weight):
+        from . import metric_cuda
+
+        return _reduce(xp, comm, metric_cuda.additive_parts(name, y, pred, weight))
     return _reduce(xp, comm, _additive(name, quantile_alpha)[0](xp, y, pred, _weights(xp, y, weight)))
 
 

@@ -15,6 +15,10 @@ from .fmath import expf
 
 def _sigmoid(xp, margin):
     # XGBoost's Sigmoid: 1 / (exp(min(-x, 88.7)) + 1), in float.
+    if xp is not np:
+        from . import objective_cuda
+
+        return objective_cuda.sigmoid(margin)
     e = expf(xp, xp.minimum(-margin, xp.float32(88.7)))
     return xp.float32(1.0) / (e + xp.float32(1.0))
 
@@ -47,9 +51,16 @@ class Objective:
         """Called once before training with the training matrix and the communicator. Objectives that
         need more than labels and weights (the ranking ones: query groups) take it here."""
 
-    def gradient_of(self, xp, margin, dtrain, iteration: int):
-        """Gradient pairs for the training matrix in boosting round ``iteration``."""
-        return self.gradient(xp, margin, dtrain.label, dtrain.weight)
+    # Whether gradient_of can write the pairs into a given array (its out=): training's CUDA graph
+    # then reads them where they are written, with no second (n, 2) array beside them.
+    writes_gradients_into = False
+
+    def gradient_of(self, xp, margin, dtrain, iteration: int, out=None):
+        """Gradient pairs for the training matrix in boosting round ``iteration`` (into out, an
+        (n, 2) float32 device array, where given: only objectives that write_gradients_into)."""
+        if out is None:
+            return self.gradient(xp, margin, dtrain.label, dtrain.weight)
+        return self.gradient(xp, margin, dtrain.label, dtrain.weight, out=out)
 
     def transform(self, xp, margin):
         """Margins to outputs (probabilities, values)."""
@@ -70,7 +81,12 @@ class Objective:
     def base_score_sums(self, xp, y, weight) -> tuple[float, float]:
         """(sum w*y, sum w): the default base_score is their ratio, the weighted mean label, as
         XGBoost 3 uses for these objectives (checked against xgboost 3.2's saved base_score).
-        Sums, not the mean, so that workers can add theirs."""
+        Sums, not the mean, so that workers can add theirs. On the device each is the double
+        nearest the exact sum (objective_cuda.label_sums), whatever the order of the rows."""
+        if xp is not np:
+            from . import objective_cuda
+
+            return objective_cuda.label_sums(y, weight)
         y64 = y.astype(xp.float64)
         if weight is None:
             return float(y64.sum()), float(y.shape[0])
@@ -86,6 +102,12 @@ class Objective:
 
 def _pack(xp, grad, hess, weight=None):
     """(n, 2) float32 gradient pairs, each scaled by its row's weight (as XGBoost does, after the loss)."""
+    scalar_hess = np.ndim(hess) == 0 and not isinstance(hess, xp.ndarray)
+    if xp is not np and grad.ndim == 1 and grad.dtype == np.float32 and (
+            scalar_hess or (hess.shape == grad.shape and hess.dtype == np.float32)):
+        from . import objective_cuda
+
+        return objective_cuda.pack_gradients(grad, hess, weight)
     if weight is not None:
         grad, hess = grad * weight, hess * weight
     out = xp.empty((grad.shape[0], 2), dtype=xp.float32)
@@ -94,46 +116,42 @@ def _pack(xp, grad, hess, weight=None):
     return out
 
 
+def _refused_labels(xp, y, rule: str, refused, n_classes: int = 0) -> int:
+    """How many labels the numpy expression refused(y) marks; on the device, objective_cuda's
+    rule of that name, which marks the same ones."""
+    if xp is np:
+        return int(refused(y).sum())
+    from . import objective_cuda
+
+    return objective_cuda.count_refused_labels(y, rule, n_classes)
+
+
 class SquaredError(Objective):
     name = "reg:squarederror"
     default_metric = "rmse"
+    writes_gradients_into = True
 
-    def gradient(self, xp, margin, y, weight):
+    def gradient(self, xp, margin, y, weight, out=None):
+        if xp is not np and margin.ndim == 1:
+            from . import objective_cuda
+
+            return objective_cuda.squared_error_gradient(margin, y, weight, out=out)
+        if out is not None:
+            raise ValueError("gradient pairs are written into an array on a GPU only")
         grad = margin - y
         return _pack(xp, grad, xp.float32(1.0), weight)
 
 
-_LOGISTIC_CUDA = """
-const float neg = -m;
-const float e = daskgb_expf(isnan(neg) ? neg : fminf(neg, 88.7f), &table[0]);
-const float p = 1.0f / (e + 1.0f);
-const float hess = fmaxf(p * (1.0f - p), 1e-16f);
-gpair[2 * i] = (p - y) * w;
-gpair[2 * i + 1] = hess * w;
-"""
-_logistic_kernels: dict = {}
-
-
-def _logistic_gradient_cuda(xp, margin, y, weight):
-    """_Logistic.gradient in one kernel: the same float32 steps, expf included (fmath.CUDA_EXPF)."""
-    from .fmath import CUDA_EXPF, device_table
-
-    k = _logistic_kernels.get("k")
-    if k is None:
-        k = _logistic_kernels["k"] = xp.ElementwiseKernel(
-            "float32 m, float32 y, float32 w, raw uint64 table", "raw float32 gpair", _LOGISTIC_CUDA,
-            "daskgb_logistic_gradient", preamble=CUDA_EXPF, options=("--fmad=false",))
-    margin = xp.asarray(margin, dtype=xp.float32)
-    out = xp.empty((margin.shape[0], 2), dtype=xp.float32)
-    w = xp.float32(1.0) if weight is None else xp.asarray(weight, dtype=xp.float32)
-    k(margin, xp.asarray(y, dtype=xp.float32), w, device_table(xp), out)
-    return out
-
-
 class _Logistic(Objective):
-    def gradient(self, xp, margin, y, weight):
-        if xp is not np and getattr(margin, "ndim", 1) == 1:
-            return _logistic_gradient_cuda(xp, margin, y, weight)
+    writes_gradients_into = True
+
+    def gradient(self, xp, margin, y, weight, out=None):
+        if xp is not np and margin.ndim == 1:
+            from . import objective_cuda
+
+            return objective_cuda.logistic_gradient(margin, y, weight, out=out)
+        if out is not None:
+            raise ValueError("gradient pairs are written into an array on a GPU only")
         p = _sigmoid(xp, margin)
         grad = p - y
         hess = xp.maximum(p * (xp.float32(1.0) - p), xp.float32(1e-16))
@@ -154,7 +172,7 @@ class BinaryLogistic(_Logistic):
     default_metric = "logloss"
 
     def check_labels(self, xp, y):
-        bad = int(((y != 0) & (y != 1)).sum())
+        bad = _refused_labels(xp, y, "binary", lambda y: (y != 0) & (y != 1))
         if bad:
             raise ValueError(f"binary:logistic needs labels in {{0, 1}}; {bad} labels are not")
 
@@ -164,7 +182,7 @@ class RegLogistic(_Logistic):
     default_metric = "rmse"
 
     def check_labels(self, xp, y):
-        bad = int(((y < 0) | (y > 1)).sum())
+        bad = _refused_labels(xp, y, "unit_interval", lambda y: (y < 0) | (y > 1))
         if bad:
             raise ValueError(f"reg:logistic needs labels in [0, 1]; {bad} labels are not")
 
@@ -180,7 +198,7 @@ class _LogLink(Objective):
             return np.float32(np.log(np.float32(base_score)))
 
     def check_labels(self, xp, y):
-        bad = int((y < 0).sum())
+        bad = _refused_labels(xp, y, "negative", lambda y: y < 0)
         if bad:
             raise ValueError(f"{self.name} needs non-negative labels; {bad} labels are negative")
 
@@ -211,7 +229,7 @@ class Gamma(_LogLink):
         return _pack(xp, grad, ratio, weight)
 
     def check_labels(self, xp, y):
-        bad = int((y <= 0).sum())
+        bad = _refused_labels(xp, y, "not_positive", lambda y: y <= 0)
         if bad:
             raise ValueError(f"reg:gamma needs positive labels; {bad} labels are not")
 
@@ -352,12 +370,17 @@ class Softmax(Objective):
         self.name = "multi:softprob" if output_prob else "multi:softmax"
 
     def check_labels(self, xp, y):
-        bad = int(((y < 0) | (y >= self.n_groups) | (y != xp.floor(y))).sum())
+        bad = _refused_labels(xp, y, "class", lambda y: (y < 0) | (y >= self.n_groups) | (y != np.floor(y)),
+                              self.n_groups)
         if bad:
             raise ValueError(f"{self.name} needs integer labels in [0, num_class={self.n_groups}); "
                              f"{bad} labels are not")
 
     def gradient(self, xp, margin, y, weight):
+        if xp is not np:
+            from . import objective_cuda
+
+            return objective_cuda.softmax_gradient(margin, y, weight)
         wmax = xp.maximum(margin.max(axis=1), _FLT_MIN)
         p = _softmax(xp, margin, wmax)
         is_label = y.astype(xp.int64)[:, None] == xp.arange(self.n_groups)[None, :]
@@ -373,14 +396,27 @@ class Softmax(Objective):
 
     def transform(self, xp, margin):
         if not self.output_prob:
+            if xp is not np:
+                from . import objective_cuda
+
+                return objective_cuda.argmax_rows(margin)
             return xp.argmax(margin, axis=1).astype(xp.float32)
         return self.eval_transform(xp, margin)
 
     def eval_transform(self, xp, margin):
+        if xp is not np:
+            from . import objective_cuda
+
+            return objective_cuda.softmax(margin)
         return _softmax(xp, margin, margin.max(axis=1))
 
     def base_score_sums(self, xp, y, weight):
-        """Each class's weight sum, then the total weight."""
+        """Each class's weight sum, then the total weight (on the device each the double nearest
+        the exact sum: objective_cuda.class_weight_sums)."""
+        if xp is not np:
+            from . import objective_cuda
+
+            return objective_cuda.class_weight_sums(y, weight, self.n_groups)
         w = xp.ones(y.shape[0], dtype=xp.float64) if weight is None else weight.astype(xp.float64)
         per_class = xp.bincount(y.astype(xp.int64), weights=w, minlength=self.n_groups)[: self.n_groups]
         return [float(v) for v in to_host(per_class)] + [float(w.sum())]

@@ -30,6 +30,8 @@ from contextvars import ContextVar
 
 import numpy as np
 
+from .backend import kernels
+
 HISTOGRAM, ALLREDUCE, SPLIT, OTHER = range(4)
 # Display names, in the order of the constants above.
 PHASES = ("histogram", "allreduce", "split", "other")
@@ -113,6 +115,9 @@ class PhaseClock:
 _SLOTS = 1024
 
 
+_CLOCK = kernels.declare("clock.cu", ("stamp_clock",))
+
+
 class _Stamper:
     """Marks as stamps of the device's nanosecond timer, written in stream order by
     kernels/clock.cu into blocks of _SLOTS, and the pieces they make: (block, first slot,
@@ -122,10 +127,8 @@ class _Stamper:
     def __init__(self):
         import cupy
 
-        from .backend.kernels import function
-
         self._cupy = cupy
-        self._kernel = function("clock.cu", ("stamp_clock",), "stamp_clock")
+        self._kernel = kernels.function("clock.cu", _CLOCK, "stamp_clock")
         self._blocks: list = []
         self.used = 0
         self.pieces: list = []

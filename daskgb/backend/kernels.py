@@ -1,7 +1,9 @@
-"""Kernels: kernels/*.cu built with cupy.RawModule (templates by name expression), cached per device, launched.
+"""Kernels: kernels/*.cu as cupy.RawModules (templates by name expression), cached per device, launched.
 
-Every stage's CUDA launcher (<stage>/cuda.py) gets its kernels and launches them through
-here: function() compiles a .cu file on first use and caches the kernel per device;
+Every stage's CUDA launcher (<stage>/cuda.py) declares the kernels it uses from a .cu file
+(declare(), at import) and gets and launches them through here: function() loads a .cu
+file's module on first use -- the shipped cubin where it matches the sources
+(backend/shipped.py), else compiled by NVRTC -- and caches the kernel per device;
 launch_1d() sizes a grid-stride launch; sm_count() reads the device.
 """
 
@@ -38,9 +40,27 @@ def load_source(name: str) -> str:
     return (kernel_dir() / name).read_text()
 
 
+# filename -> the name expressions its launcher compiles it with: what backend/shipped.py builds.
+DECLARED: dict[str, tuple[str, ...]] = {}
+
+
+def declare(filename: str, name_expressions) -> tuple[str, ...]:
+    """Record that kernels/<filename> is built with these name expressions (one set a file, so
+    that one shipped binary serves every caller); returns them, for the launcher's _KERNELS."""
+    names = tuple(name_expressions)
+    if DECLARED.setdefault(filename, names) != names:
+        raise ValueError(f"kernels/{filename} is declared twice with different kernels")
+    return names
+
+
 def _module_uncached(filename: str, name_expressions: tuple[str, ...]):
     import cupy
 
+    from . import shipped
+
+    module = shipped.load(kernel_dir(), filename, name_expressions, COMPILE_OPTIONS)
+    if module is not None:
+        return module
     options = COMPILE_OPTIONS + (f"-I{kernel_dir()}",)
     return cupy.RawModule(
         code=load_source(filename), options=options, name_expressions=list(name_expressions)

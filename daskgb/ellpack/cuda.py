@@ -8,23 +8,21 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from .. import device_arrays
 from ..arrays import array_module, to_host
 from ..backend import kernels
 from ..layouts import ELLPACK_VIEW, kernel_args
 from .layout import n_words
 
-_KERNELS = ("pack_dense", "pack_symbols", "bin_entries", "pack_dense_sparse", "gather_rows")
+_KERNELS = kernels.declare("ellpack.cu", ("pack_dense", "pack_symbols", "bin_entries", "pack_dense_sparse", "gather_rows"))
 # Threads of the launches that are not grid-stride (pack_dense_sparse: a warp a row).
 _THREADS = kernels.THREADS
 
 
 def count_missing(X, missing: float) -> int:
-    """Number of entries of a dense array that are NaN or equal to `missing`."""
-    X = cupy.asarray(X)
-    miss = cupy.isnan(X)
-    if not np.isnan(missing):
-        miss |= X == np.float32(missing)
-    return int(cupy.count_nonzero(miss))
+    """Number of entries of a dense array that are NaN or equal to `missing` (device_arrays'
+    kernel: CuPy's count would be compiled at first use)."""
+    return device_arrays.count_missing(cupy.asarray(X), missing)
 
 def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
     """Quantise a dense (n_rows, n_features) array and pack it (dense layout)."""
@@ -40,14 +38,9 @@ def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
     kernels.launch_1d(fn, size, args)
     return words
 
-_present_counts = cupy.ReductionKernel(
-    "float32 x, float32 missing", "int64 count", "(isnan(x) || x == missing) ? 0 : 1", "a + b", "count = a", "0",
-    "daskgb_present_counts")
-
 def present_counts(X, missing: float):
     """(n_rows,) int64: each row's entries that are not missing (NaN or `missing`)."""
-    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
-    return _present_counts(X, np.float32(missing), axis=1)
+    return device_arrays.present_counts(cupy.asarray(X), missing)
 
 def pack_dense_sparse(X, cuts, missing: float, row_stride: int, null_symbol: int, bits: int):
     """Quantise a dense array into the sparse layout and pack it (numpy_backend.pack_dense_sparse)."""

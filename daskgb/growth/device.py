@@ -28,6 +28,7 @@ import cupy
 import cupyx
 import numpy as np
 
+from .. import device_arrays
 from ..backend import cupy_backend, kernels
 from ..ellpack.cuda import device_plan
 from ..feature_sets import ColumnSampler
@@ -41,7 +42,8 @@ from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..tree import Tree
 
 _PLAN_THREADS = 1024
-_KERNELS = ("grow_root", "expand_level", "label_leaves", "start_lossguide", "expand_best", "store_children")
+_KERNELS = kernels.declare("growth.cu", (
+    "grow_root", "expand_level", "label_leaves", "start_lossguide", "expand_best", "store_children"))
 _EXPAND_THREADS = 1024
 # Rows a label_leaves block labels, about (its grid is sized by the tree's leaves).
 _LABEL_ROWS = 4096
@@ -62,9 +64,9 @@ def _level_masks(params, n_features: int, tree_index: int):
 
 def root_sums(ell, gpair, root_hist, comm, from_bins: bool):
     """(1, 2) int64 gradient sums of the root, as grower._root_sums makes them (no host wait)."""
-    if from_bins:
+    if from_bins:  # the first feature's bins: every row has a value there
         end = int(device_plan(ell).ptrs_host[1])
-        return root_hist[:, :end].sum(axis=1)
+        return device_arrays.pair_sums(root_hist[:1], end)[None]
     return comm.allreduce(histogram.sum_gradients(gpair)[None])
 
 
@@ -125,7 +127,7 @@ def queue_trees(ell, gpair, scale, params, comm, root_from_bins: bool, tree_indi
     words = [grow(ell, gpair[c * n : (c + 1) * n], scale, params, comm, root_from_bins, t,
                   positions[c * n : (c + 1) * n], k, c)
              for c, t in enumerate(tree_indices)]
-    return (words[0][None] if k == 1 else cupy.stack(words)), positions
+    return (words[0][None] if k == 1 else device_arrays.stack(words)), positions
 
 
 def fixed_gradients(gpair, comm):
@@ -158,11 +160,13 @@ class QueuedForest:
         Then forgets the device arrays (a CUDA graph's next replay writes them again)."""
         k = self.words.shape[0]
         n = self.positions.size // k
-        values = self.words[:, _VALUE_ROW].view(cupy.float32)
         for c in range(k):
             leaves = self.positions[c * n : (c + 1) * n]
+            if margin.dtype == cupy.float32 and margin.flags.c_contiguous:  # a kernel: nothing to compile
+                device_arrays.add_leaf_values(margin, c, self.words[c, _VALUE_ROW], leaves, k)
+                continue
             column = margin if margin.ndim == 1 else margin[:, c]
-            column[...] += values[c][leaves // k if k > 1 else leaves]
+            column[...] += self.words[c, _VALUE_ROW].view(cupy.float32)[leaves // k if k > 1 else leaves]
         self.words = self.positions = None
 
     def trees(self) -> list[Tree]:
@@ -221,8 +225,8 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     candidates = GROWTH_STATE.index("candidates")
     k_live = state[candidates : candidates + 1]  # the nodes split.cu evaluates
     segs = cupy.zeros((cap, 2), dtype=cupy.int64)
-    segs[0, 1] = n
-    ridx = cupy.arange(n, dtype=cupy.uint32)
+    device_arrays.fill(segs[0, 1:], n)
+    ridx = device_arrays.arange(n, cupy.uint32)
     scratch = cupy.empty_like(ridx)
     masks = _level_masks(params, ell.n_features, tree_index)
 
@@ -302,8 +306,8 @@ def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, t
     k_live = state[candidates : candidates + 1]  # the children split.cu scores: 0 or 2
     lg = cupy.empty(len(LOSSGUIDE_STATE), dtype=cupy.int64)
     segs = cupy.zeros((cap, 2), dtype=cupy.int64)
-    segs[0, 1] = n
-    ridx = cupy.arange(n, dtype=cupy.uint32)
+    device_arrays.fill(segs[0, 1:], n)
+    ridx = device_arrays.arange(n, cupy.uint32)
     scratch = cupy.empty_like(ridx)
     n_left = cupy.empty(1, dtype=cupy.int64)
     recs = cupy.empty(cap * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)  # SplitRecord by node id

@@ -14,14 +14,16 @@ import math
 import cupy
 import numpy as np
 
+from .. import device_arrays
 from ..arrays import to_host
 from ..backend import kernels
 from ..ellpack.cuda import device_plan, ellpack_view
 from ..layouts import CHILDREN_INFO, HISTOGRAM_ARGS, HISTOGRAM_TILE_COLUMNS, WINDOW_SLOTS, kernel_args
-from .quantiser import DEVICE_SCALE_SOURCE, check_finite, fixed_point_scale
+from .quantiser import check_finite, fixed_point_scale
 
-_HISTOGRAM = tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false") for s in ("true", "false"))
-_CHILDREN = ("children_histograms",)
+_HISTOGRAM = kernels.declare("histogram.cu", tuple(f"build_histogram<{d}, {s}>" for d in ("true", "false")
+                                                    for s in ("true", "false")))
+_CHILDREN = kernels.declare("histogram_children.cu", ("children_histograms",))
 
 # Shared memory a histogram block may use for its private copy of a feature group's
 # bins (_BIN_BYTES per bin, and 4 bytes per feature of the group for its bin offsets).
@@ -107,24 +109,18 @@ def _feature_groups(ptrs, budget_bytes: int):
     return shared, single, smem
 
 def gradient_abs_sums(gpair):
-    """(2,) float64 device array: sums of |gradient| and |hessian| over the rows.
+    """(2,) float64 device array: sums of |gradient| and |hessian| over the rows, each the double
+    nearest the exact sum (device_arrays.gradient_abs_sums: the same whatever the order the rows
+    are added in, so the fixed-point scale is too).
 
     It stays on the device so that, across GPU workers, NCCL sums it (no host round trip).
     """
-    g = cupy.asarray(gpair, dtype=cupy.float32)
-    # Each column reduced as a contiguous vector (CUB device reduce): an axis-0 reduction
-    # of the (n, 2) array walks it with a stride and is an order of magnitude slower.
-    return cupy.stack([cupy.abs(g[:, c]).sum(dtype=cupy.float64) for c in range(2)])
-
-_to_fixed = cupy.ElementwiseKernel(
-    "float32 g, float64 inv_scale", "int64 fixed",
-    # inv_scale is a power of two: the product is exact; the cast truncates toward zero.
-    "fixed = (long long)((double)g * inv_scale)", "daskgb_to_fixed")
+    return device_arrays.gradient_abs_sums(cupy.ascontiguousarray(gpair, dtype=cupy.float32))
 
 class FixedGradients:
     """Per-row gradient pairs in int64 fixed point, held as their float32 values and the
     scale: the kernels convert a row as they load it (8 bytes a row read and kept, not 16),
-    exactly as _to_fixed converts. Row slices are views; get() and fixed() give the int64
+    exactly as device_arrays.to_fixed converts. Row slices are views; get() and fixed() give the int64
     values themselves (on the host, on the device).
 
     The scale is on the device (inv_scale_d, scale_d: (2,) float64), which the kernels read,
@@ -158,7 +154,7 @@ class FixedGradients:
 
     def fixed(self):
         """The (n, 2) int64 values on the device."""
-        return _to_fixed(self.values, self.inv_scale_d)
+        return device_arrays.to_fixed(self.values, self.inv_scale_d)
 
     def get(self) -> np.ndarray:
         return self.fixed().get()
@@ -168,31 +164,6 @@ class FixedGradients:
         (a host wait: call it once the device has caught up anyway)."""
         if self.abs_sum is not None:
             check_finite(to_host(self.abs_sum))
-
-_fixed_sum = cupy.ReductionKernel(
-    "float32 g, float64 inv_scale", "int64 total", "(long long)((double)g * inv_scale)", "a + b", "total = a",
-    "0", "daskgb_fixed_sum")
-
-# A reduction of a whole vector runs as one CUDA block in CuPy (1.6 ms for 4M rows on an
-# H100); rows of this many values are reduced one block each, then their sums (CUB).
-_SUM_ROW = 1024
-
-
-def _fixed_column_sum(col, inv_scale):
-    """The int64 sum of a float32 column in fixed point (exact: integers add in any order),
-    without a temporary int64 column."""
-    n = col.size
-    m = n // _SUM_ROW
-    total = _fixed_sum(col[: m * _SUM_ROW].reshape(m, _SUM_ROW), inv_scale, axis=1).sum() if m else \
-        cupy.zeros((), dtype=cupy.int64)
-    if n > m * _SUM_ROW:
-        total = total + _fixed_sum(col[m * _SUM_ROW :], inv_scale)
-    return total
-
-
-# quantiser.fixed_point_scale and its inverse on the device.
-_device_scales = cupy.ElementwiseKernel("float64 s", "float64 scale, float64 inv", DEVICE_SCALE_SOURCE,
-                                        "daskgb_device_scales")
 
 def prepare_gradients(gpair, abs_sum=None, wait: bool = True):
     """Per-row gradient pairs as int64 fixed point (a FixedGradients), and the (2,) float64
@@ -208,21 +179,17 @@ def prepare_gradients(gpair, abs_sum=None, wait: bool = True):
         raise ValueError(f"gradient pairs must have shape (n_rows, 2), got {g.shape}")
     if not wait:
         total = gradient_abs_sums(g) if abs_sum is None else cupy.asarray(abs_sum, dtype=cupy.float64).reshape(2)
-        scale_d, inv_d = _device_scales(total)
+        scale_d, inv_d = device_arrays.fixed_point_scales(total)
         return FixedGradients(g, None, inv_d, scale_d, abs_sum=total), scale_d
     scale = fixed_point_scale(to_host(gradient_abs_sums(g) if abs_sum is None else abs_sum))
     return FixedGradients(g, 1.0 / scale, cupy.asarray(1.0 / scale), cupy.asarray(scale)), scale
 
 def sum_gradients(gpair_native):
-    """Sum of all rows' fixed-point gradient pairs: (2,) int64, exact.
-
-    Each column is reduced as a contiguous vector (see gradient_abs_sums)."""
+    """Sum of all rows' fixed-point gradient pairs: (2,) int64, exact (integers add in any order)."""
     if isinstance(gpair_native, FixedGradients):
-        v = gpair_native.values
-        inv = gpair_native.inv_scale_d
-        return cupy.stack([_fixed_column_sum(cupy.ascontiguousarray(v[:, c]), inv[c]) for c in range(2)])
-    g = cupy.asarray(gpair_native)
-    return cupy.stack([cupy.ascontiguousarray(g[:, c]).sum(dtype=cupy.int64) for c in range(2)])
+        return device_arrays.fixed_sums(gpair_native.values, gpair_native.inv_scale_d)
+    g = cupy.ascontiguousarray(gpair_native, dtype=cupy.int64)
+    return device_arrays.pair_sums(g, g.shape[0])
 
 def _threads_per_row(width: int) -> int:
     """Histogram threads sharing a row of `width` slots: a power of two, at most a warp."""

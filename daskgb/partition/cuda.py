@@ -17,7 +17,8 @@ from ..backend import kernels
 from ..ellpack.cuda import ellpack_view
 from ..layouts import LABEL_INFO, PARTITION_INFO, PARTITION_TILE_ROWS
 
-_KERNELS = ("partition_count<true>", "partition_count<false>", "partition_scatter", "label_rows")
+_KERNELS = kernels.declare("partition.cu", (
+    "partition_count<true>", "partition_count<false>", "partition_scatter", "label_rows"))
 
 
 _PARTITION_THREADS = 512

@@ -14,7 +14,8 @@ from ..ellpack.cuda import ellpack_view
 from ..layouts import PREDICT_NODE_DTYPE, TREE_FIELDS
 from ..tree import Tree
 
-_KERNELS = ("predict_margin<true>", "predict_margin<false>", "add_leaf_values<true>", "add_leaf_values<false>")
+_KERNELS = kernels.declare("predict.cu", (
+    "predict_margin<true>", "predict_margin<false>", "add_leaf_values<true>", "add_leaf_values<false>"))
 # Rows of a predict_margin block; its rows are staged in shared memory when they fit in
 # _SHARED_ROW_BYTES (the default dynamic shared memory a block may take without opting in).
 _PREDICT_THREADS = 128

@@ -12,7 +12,7 @@ import numpy as np
 from ..arrays import to_host
 from ..backend import kernels
 
-_KERNELS = ("mvs_extremes", "mvs_candidate_stats", "mvs_sample")
+_KERNELS = kernels.declare("sampling.cu", ("mvs_extremes", "mvs_candidate_stats", "mvs_sample"))
 
 def contiguous_pairs(gpair):
     """(n, 2) gradient pairs as the sampling kernels read them: contiguous float32."""

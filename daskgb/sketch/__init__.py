@@ -10,9 +10,10 @@ approximate one; pruning to ``b + 1`` entries adds ``1/b``.
 
 All features live in one flat set of arrays (``ptrs`` marks where each starts),
 so merge, prune and cuts are a fixed number of array operations whatever the
-number of features: on a GPU that is what keeps the launch count down. The
-code is written once against an array module (numpy or cupy) and runs on
-whichever holds the input.
+number of features. The array steps here are written against an array module and
+are the reference; summaries on a GPU take sketch/cuda.py's kernels instead, a
+few launches each, which give the same bits without CuPy operations that NVRTC
+would compile on first use (a cold start's wait).
 
 XGBoost parity (src/common/quantile.h/.cc, XGBOOST_GPU_NOTES.md §2): prune is
 ``WQSummary::SetPrune``, merge is ``SetCombine`` followed by ``FixError``, cuts
@@ -76,6 +77,16 @@ def sketch_budget(n_rows: int, max_bin: int) -> int:
 
 
 # ----------------------------------------------------------------------------- helpers
+def _device_kernels(xp):
+    """sketch/cuda.py where the summaries are CuPy arrays (prune, merge and cuts run its kernels
+    there), None for numpy. Imported late: a CPU-only install has no CuPy."""
+    if xp is np:
+        return None
+    from . import cuda
+
+    return cuda
+
+
 def _segmented_searchsorted(xp, a, lo, hi, v, max_width: int, right: bool):
     """searchsorted of each v[q] in a[lo[q]:hi[q]] (each slice sorted), as an index into a:
     the backend's (sketch/reference.py's lock-step binary search in array steps; on a GPU,
@@ -106,6 +117,9 @@ def _concat_features(xp, parts: list[Summary], n_features: int) -> Summary:
         return _empty_summary(xp, n_features)
     if len(parts) == 1:
         return parts[0]
+    device = _device_kernels(xp)
+    if device is not None:
+        return device.concat(parts)
     ptrs = [np.zeros(1, dtype=np.int64)]
     offset = 0
     for p in parts:
@@ -237,6 +251,9 @@ def merge(a: Summary, b: Summary) -> Summary:
         return a
     if a.value.size == 0:
         return b
+    device = _device_kernels(xp)
+    if device is not None:
+        return device.merge(a, b)
     a_ptrs, b_ptrs = xp.asarray(a.ptrs), xp.asarray(b.ptrs)
     fa = _entry_features(xp, a_ptrs, a.value.size)
     fb = _entry_features(xp, b_ptrs, b.value.size)
@@ -306,7 +323,11 @@ def _fix_error(xp, s: Summary) -> Summary:
 
 # ----------------------------------------------------------------------------- prune
 def prune(s: Summary, budget: int) -> Summary:
-    """summary.prune_with with the backend's segmented search (a kernel on a GPU)."""
+    """summary.prune_with with the backend's segmented search; on a GPU, sketch/cuda.py's prune
+    (its kernels make prune_with's choices)."""
+    device = _device_kernels(array_module(s.value))
+    if device is not None:
+        return device.prune(s, budget)
     return prune_with(s, budget, _segmented_searchsorted)
 
 # ----------------------------------------------------------------------------- cuts
@@ -331,6 +352,9 @@ def make_cuts(s: Summary, max_bin: int) -> Cuts:
     cut_ptrs = np.zeros(m.size + 1, dtype=np.int64)
     np.cumsum(n_bins, out=cut_ptrs[1:])
     total = int(cut_ptrs[-1])
+    device = _device_kernels(xp)
+    if device is not None:
+        return device.cuts(s, max_bin, cut_ptrs, _KRT_EPS, _KRT_EPS64)
 
     # XGBoost computes these in double (its fabs promotes the float32 value) and rounds
     # the result to float32 once; the same here, or the sentinel and min_value drift by an ulp.

@@ -135,6 +135,14 @@ def exact_summary(xp, feature, values, weights, n_features: int, missing: float)
     return Summary(ptrs, _value_from_key(xp, key[starts] & xp.uint64(0xFFFFFFFF)), rmin, rmin + wmin, wmin)
 
 
+def check_prune_budget(budget) -> int:
+    """The budget of a prune as an int, refused below 2 (a pruned feature keeps its first and last entries)."""
+    budget = int(budget)
+    if budget < 2:
+        raise ValueError(f"a pruned summary keeps first and last entries: budget must be >= 2, got {budget}")
+    return budget
+
+
 def prune_with(s: Summary, budget: int, search) -> Summary:
     """Keep at most `budget` entries per feature (paper's Algorithm 4; XGBoost's SetPrune).
 
@@ -143,10 +151,10 @@ def prune_with(s: Summary, budget: int, search) -> Summary:
     where i is the last entry with rmin + rmax <= 2d, whichever is nearer. Repeats are
     kept once. Features with <= budget entries are returned unchanged. search(xp, a, lo, hi,
     v, max_width, right) is the segmented binary search the queries run (the backend's).
+    The array steps, and the reference of sketch/cuda.py's prune, which sketch.prune runs on
+    device summaries.
     """
-    budget = int(budget)
-    if budget < 2:
-        raise ValueError(f"a pruned summary keeps first and last entries: budget must be >= 2, got {budget}")
+    budget = check_prune_budget(budget)
     counts = np.diff(s.ptrs)
     big = np.flatnonzero(counts > budget)
     if big.size == 0:

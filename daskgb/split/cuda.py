@@ -18,7 +18,7 @@ from ..backend import kernels
 from ..layouts import CANDIDATE, SPLIT_DTYPE, SPLIT_INPUTS, SPLIT_OUTPUTS, SPLIT_PARAMS, SPLIT_THREADS, kernel_args
 from . import reference
 
-_KERNELS = ("evaluate_splits",)
+_KERNELS = kernels.declare("split.cu", ("evaluate_splits",))
 
 
 
@@ -79,7 +79,10 @@ def forget_split_counters(stream) -> None:
 
 @functools.lru_cache(maxsize=16)
 def _all_features_on(device: int, n_features: int):
-    return cupy.ones(n_features, dtype=cupy.uint8)
+    mask = cupy.empty(n_features, dtype=cupy.uint8)
+    if n_features:
+        mask.data.memset_async(1, n_features)  # bytes of 1: no fill kernel to compile
+    return mask
 
 def _all_features(n_features: int):
     """A mask letting every feature split (cached: made once per device and width)."""
