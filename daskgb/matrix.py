@@ -127,6 +127,7 @@ class QuantileMatrix:
             _check_sentinel(features, self.cuts, missing, self.feature_names)
         _say_if_paged(self.ellpack, auto)
         self._on = {device: self}
+        backend.release_cached_memory()  # quantising's working memory, not held through training
 
     @classmethod
     @explained("quantising")
@@ -229,6 +230,7 @@ class QuantileMatrix:
         m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
         m.missing, m.device = missing, device
         m._on = {device: m}
+        backend.release_cached_memory()  # quantising's working memory, not held through training
         return m
 
     @property

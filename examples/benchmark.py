@@ -86,11 +86,12 @@ class PeakMemory:
     """Peak device memory above the level at entry, measured in a separate, untimed run so
     that measuring never slows the timed one.
 
-    pool=True (daskgb): bytes in live CuPy arrays (the memory pool's used bytes) plus the
-    blocks held by training's CUDA graphs (growth/graphs.py graph_memory_bytes), read
-    after every allocation through a CuPy memory hook, so the pool's caching neither
-    hides nor inflates the working set. pool=False (XGBoost, its own allocator): the
-    device's used memory (cudaMemGetInfo), sampled by a thread every 2 ms.
+    pool=False (both libraries in the table): the device's used memory (cudaMemGetInfo),
+    sampled by a thread every 2 ms, with CuPy's pool emptied before (release()): blocks a
+    pool keeps cached are memory the GPU holds, so they count. pool=True (developer tools
+    only): bytes in live CuPy arrays plus the blocks training's CUDA graphs hold
+    (growth/graphs.py graph_memory_bytes), read after every allocation -- the working set
+    without the pool's caching, which says where memory goes but understates what is held.
     """
 
     def __init__(self, xp, pool: bool):
@@ -175,17 +176,67 @@ def release(xp):
         sync(xp)
 
 
-def run_set(name, args, device, xp):
-    import daskgb
-
+def split_set(name, args, device, xp):
+    """(training rows, X, (X, y, qid) to train on, (X, y, qid) held out, params, metric) of a set."""
     n, make, params, metric = spec(name, args.scale, args.airline_rows, args.rows)
     n_test = max(1000, n // 10)
     X, y, qid = make(xp, n + n_test, args.seed)
     if qid is not None:  # whole queries on each side of the split
         n = int(xp.searchsorted(qid, qid[min(n, qid.shape[0] - 1)]))
-    Xtr, ytr, Xte, yte = X[:n], y[:n], X[n:], y[n:]
-    qtr, qte = (None, None) if qid is None else (qid[:n], qid[n:])
-    params = {**params, "eta": args.eta, "max_bin": args.max_bin, "device": device}
+    train = X[:n], y[:n], None if qid is None else qid[:n]
+    held_out = X[n:], y[n:], None if qid is None else qid[n:]
+    return n, X, train, held_out, {**params, "eta": args.eta, "max_bin": args.max_bin, "device": device}, metric
+
+
+def peak_memory_here(name, lib, args, device, xp) -> float | None:
+    """GiB: the device's used memory at its peak through quantising and MEMORY_ROUNDS rounds of `lib`
+    on the set, above the level with the input on the device and CuPy's pool emptied. Meant for a
+    fresh process (peak_memory): in one that ran other work, the pool keeps blocks it cannot
+    return (parts of them live), later allocations land there unseen, and the figure reads low."""
+    _, X, train, _, params, _ = split_set(name, args, device, xp)
+    # Made, then moved to the host and back: the pool is then empty but for the input, in blocks of
+    # their own (the data's making leaves blocks the pool cannot return, which would hide memory).
+    host = [None if a is None else xp.asnumpy(a) for a in train]
+    del X, train
+    release(xp)
+    Xtr, ytr, qtr = (None if a is None else xp.asarray(a) for a in host)
+    del host
+    release(xp)
+    rounds = min(args.rounds, MEMORY_ROUNDS)
+    with PeakMemory(xp, pool=False) as mem:
+        if lib == "daskgb":
+            import daskgb
+
+            d = daskgb.QuantileMatrix(Xtr, ytr, qid=qtr, max_bin=args.max_bin, device=device)
+            daskgb.train(params, d, rounds, verbose_eval=False)
+        else:
+            import xgboost as xgb
+
+            kw = {} if qtr is None else {"qid": qtr}
+            d = xgb.QuantileDMatrix(Xtr, ytr, max_bin=args.max_bin, **kw)
+            xgb.train({**params, "tree_method": "hist", "device": "cuda"}, d, rounds)
+        sync(xp)
+    return None if mem.peak is None else mem.peak / 2**30
+
+
+def peak_memory(name, lib, args) -> float | None:
+    """peak_memory_here in a fresh process of this script (the device's used memory, counted
+    alike for both libraries)."""
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--peak-memory-of", f"{name}:{lib}", "--scale", str(args.scale),
+           "--airline-rows", str(args.airline_rows), "--rounds", str(args.rounds), "--eta", str(args.eta),
+           "--max-bin", str(args.max_bin), "--device", args.device, "--seed", str(args.seed)]
+    if args.rows is not None:
+        cmd += ["--rows", str(args.rows)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_mem_gib"]
+
+
+def run_set(name, args, device, xp):
+    import daskgb
+
+    n, X, (Xtr, ytr, qtr), (Xte, yte, qte), params, metric = split_set(name, args, device, xp)
     res = {"set": name, "rows": n, "features": int(X.shape[1]), "rounds": args.rounds, "params": params,
            "metric": metric}
 
@@ -228,10 +279,8 @@ def run_set(name, args, device, xp):
                      "quality": quality(xp, metric, yte, booster.predict(Xte), qte)}
     del dtrain, booster
     release(xp)
-    with PeakMemory(xp, pool=True) as mem:  # untimed: a working round's memory does not grow with rounds
-        daskgb.train(params, qm(0, n), min(args.rounds, MEMORY_ROUNDS), verbose_eval=False)
-    res["daskgb"]["peak_mem_gib"] = None if mem.peak is None else mem.peak / 2**30
-    release(xp)
+    # Untimed, each library in a fresh process: a working round's memory does not grow with rounds.
+    res["daskgb"]["peak_mem_gib"] = None if xp is np else peak_memory(name, "daskgb", args)
 
     if not args.skip_xgboost:
         import xgboost as xgb
@@ -250,10 +299,7 @@ def run_set(name, args, device, xp):
                           "quality": quality(xp, metric, yte, bx.inplace_predict(Xte), qte)}
         del dx, bx
         release(xp)
-        with PeakMemory(xp, pool=False) as mem:
-            xgb.train(xgb_params, xgb.QuantileDMatrix(Xtr, ytr, max_bin=args.max_bin, **kw),
-                      min(args.rounds, MEMORY_ROUNDS))
-        res["xgboost"]["peak_mem_gib"] = None if mem.peak is None else mem.peak / 2**30
+        res["xgboost"]["peak_mem_gib"] = None if xp is np else peak_memory(name, "xgboost", args)
         res["ratio"] = res["daskgb"]["train_s"] / res["xgboost"]["train_s"]
     return res
 
@@ -362,6 +408,8 @@ def main(argv=None):
     ap.add_argument("--out", default="benchmark-results")
     ap.add_argument("--plot", default=None, help="only draw the plot from a saved benchmark.json")
     ap.add_argument("--skip-user-paths", action="store_true", help="leave out the user-path table")
+    ap.add_argument("--peak-memory-of", default=None, metavar="SET:LIB",
+                    help="(internal) print peak_memory_here's figure for one set and library as JSON")
     import user_paths  # it measures with this module's helpers: imported once this module is whole
 
     user_paths.add_arguments(ap, prefix="up-")
@@ -387,6 +435,10 @@ def main(argv=None):
         else:  # X (13 float32) and y, with room for both libraries' working memory
             free, _ = xp.cuda.runtime.memGetInfo()
             args.airline_rows = int(min(114_000_000, free * 0.25 / (14 * 4)) / args.scale)
+    if args.peak_memory_of:
+        name, lib = args.peak_memory_of.split(":")
+        print(json.dumps({"peak_mem_gib": peak_memory_here(name, lib, args, device, xp)}))
+        return
     results = {"device": device, "rounds": args.rounds, "eta": args.eta, "max_bin": args.max_bin, "sets": []}
     if xp is not np:
         results["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()

@@ -278,3 +278,43 @@ def test_a_model_without_attributes_still_loads():
     d["attributes"] = {"a": 1}
     with pytest.raises(ValueError, match="attributes is not an object of strings"):
         daskgb.Booster.from_dict(d)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("objective", ["binary:logistic", "reg:squarederror"])
+def test_a_captured_round_reads_the_gradients_where_the_objective_writes_them(objective, monkeypatch):
+    """From the round after its capture, the CUDA graph's gradient pairs are the array the
+    objective writes into (no (n, 2) copy beside them); the model is the one the copy gives."""
+    import cupy
+
+    from daskgb import objective as objectives
+    from daskgb import objective_cuda
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4000, 5)).astype(np.float32)
+    y = (X[:, 0] + rng.normal(size=4000) > 0).astype(np.float32)
+    params = {"objective": objective, "device": "cuda", "max_depth": 4}
+    written = []
+    for name in ("logistic_gradient", "squared_error_gradient"):
+        inner = getattr(objective_cuda, name)
+
+        def logged(margin, y, weight, out=None, inner=inner):
+            written.append(None if out is None else out.data.ptr)
+            return inner(margin, y, weight, out=out)
+
+        monkeypatch.setattr(objective_cuda, name, logged)
+
+    def fit():
+        written.clear()
+        return daskgb.train(params, daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y)), 6), list(written)
+
+    booster, into = fit()
+    assert booster.attr("training_path") == "cuda-graphs"
+    # Rounds 0 and 1 write arrays of their own (round 1's is captured), every later round the captured one.
+    assert into[:2] == [None, None] and None not in into[2:] and len(set(into[2:])) == 1
+    for cls in (objectives._Logistic, objectives.SquaredError):
+        monkeypatch.setattr(cls, "writes_gradients_into", False)
+    copied, into = fit()
+    assert into == [None] * 6
+    assert json.dumps(booster.to_dict(), sort_keys=True, default=str) == json.dumps(
+        copied.to_dict(), sort_keys=True, default=str)

@@ -47,6 +47,18 @@ def free_device_memory() -> int:
     return int(free)
 
 
+def release_cached_memory() -> None:
+    """Return the blocks CuPy's default pool keeps cached to the device. Called where a step's
+    working memory is done with (a matrix built; training's first round, before its rounds are
+    captured): the pool would keep those blocks, sized for that step, through training, whose
+    arrays have other sizes and so get blocks of their own -- the device would hold both (1.2 GiB
+    of quantising's on a 1.07M x 968 matrix that itself takes 1.1). Blocks of a pool the user set
+    in CuPy's place (RMM) are the user's to manage: that pool is left alone."""
+    pool = cupy.get_default_memory_pool()
+    if cupy.cuda.get_allocator() == pool.malloc:
+        pool.free_all_blocks()
+
+
 def phase_clock() -> CudaPhaseClock:
     """Device time per phase, from stamps of the device's timer (no host wait inside a round)."""
     return CudaPhaseClock()

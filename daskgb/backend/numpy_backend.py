@@ -38,6 +38,10 @@ def free_device_memory() -> None:
     return None
 
 
+def release_cached_memory() -> None:
+    """Nothing: numpy returns freed memory to the host's allocator itself."""
+
+
 def phase_clock() -> PhaseClock:
     """Host time per phase."""
     return PhaseClock()

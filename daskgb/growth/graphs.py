@@ -8,6 +8,7 @@ import cupy
 import numpy as np
 
 from .. import phases
+from ..backend import cupy_backend
 from ..split.cuda import forget_split_counters, split_counters
 from . import device
 from .device import QueuedForest, fixed_gradients
@@ -45,15 +46,25 @@ class ForestGraphs:
         self._seen: set = set()
         self.failure: str | None = None if enabled else "off"
 
+    def values_of(self, n_values: int):
+        """The gradient pairs ((n_values, 2)) a captured graph reads, or None before any is."""
+        for graph in self._graphs.values():
+            if graph.values.shape[0] == n_values:
+                return graph.values
+        return None
+
     def queue(self, ell, gpair, params, comm, root_from_bins: bool, tree_indices) -> "QueuedForest":
         """The round's trees from its float gradient pairs ((K * n, 2)), queued (QueuedForest)."""
         tree_indices = list(tree_indices)
         key = self._key(ell, gpair, params, comm, root_from_bins, len(tree_indices))
         graph = None if key is None else self._graphs.get(key)
         if graph is None and key is not None and key in self._seen:
+            # The rounds before, launched one by one, leave blocks in CuPy's pool sized for their
+            # transient arrays; the graph's arrays come from a pool of its own. Held both, the
+            # device would keep those blocks through every replay.
+            cupy_backend.release_cached_memory()
             try:
-                graph = self._graphs[key] = _ForestGraph(ell, gpair.shape[0], params, comm, root_from_bins,
-                                                         tree_indices)
+                graph = self._graphs[key] = _ForestGraph(ell, gpair, params, comm, root_from_bins, tree_indices)
             except Exception as exc:  # launches one by one do the same work, only slower
                 self.failure = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"daskgb: a round's launches could not be captured as a CUDA graph ({self.failure}); "
@@ -107,7 +118,7 @@ def _bytes(comm) -> int:
 class _ForestGraph:
     """One captured round (see ForestGraphs)."""
 
-    def __init__(self, ell, n_values: int, params, comm, root_from_bins: bool, tree_indices):
+    def __init__(self, ell, gpair, params, comm, root_from_bins: bool, tree_indices):
         self.pool = cupy.cuda.MemoryPool()
         _GRAPH_POOLS[id(self)] = self.pool
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -116,8 +127,11 @@ class _ForestGraph:
         # capture would record their zeroing, not do it) and outside the graph's pool.
         with self.stream:
             split_counters(2 ** int(params.max_depth) if params.grow_policy == "depthwise" else 2)
+        # The graph reads its gradient pairs from the capturing round's own array, kept: later
+        # rounds write theirs there (ForestGraphs.values_of) or, if they cannot, are copied in.
+        self.values = gpair if gpair.dtype == cupy.float32 and gpair.flags.c_contiguous else \
+            cupy.ascontiguousarray(gpair, dtype=cupy.float32)
         with cupy.cuda.using_allocator(self.pool.malloc), self.stream:
-            self.values = cupy.empty((n_values, 2), dtype=cupy.float32)
             self.stream.synchronize()
             # The communicator counts the NCCL calls it makes: a capture makes none, each replay all.
             counted = (_calls(comm), _bytes(comm))
@@ -143,7 +157,8 @@ class _ForestGraph:
     def launch(self, gpair):
         """Replay on the current stream from this round's float gradient pairs: (words,
         positions, the |g|, |h| sums its scale was sized by)."""
-        self.values[...] = gpair
+        if gpair.data.ptr != self.values.data.ptr:
+            self.values[...] = gpair
         self.graph.launch(stream=cupy.cuda.get_current_stream())
         phases.splice(self.stamps)  # the phase clock's stamps the replay writes, in its lap
         if self.calls:

@@ -116,10 +116,12 @@ class Fit:
             host.training_round = it
         return self.agree([cb.before_iteration(self.booster, it, self.evals.history) for cb in self.callbacks])
 
-    def gradients(self, it: int) -> list:
-        """Round it's gradient pairs, one (n_rows, 2) array per output group."""
+    def gradients(self, it: int, out=None) -> list:
+        """Round it's gradient pairs, one (n_rows, 2) array per output group (round_gradients says
+        when they are written into out)."""
         return round_gradients(self.backend, self.objective, self.options.obj, self.margin, self.dtrain, it,
-                               self.n_groups, self.booster.params, self.n_rows_total, self.row_offset, self.comm)
+                               self.n_groups, self.booster.params, self.n_rows_total, self.row_offset, self.comm,
+                               out=out)
 
     def score_round(self, trees):
         """The eval sets' margins moved by a round's trees (host Trees or device words) and

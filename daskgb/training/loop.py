@@ -73,7 +73,7 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
                 plan, rounds = _replan(fit, rounds, it)
             if not taken or taken[-1][1] is not rounds:
                 taken.append((it, rounds))
-            gpairs = fit.gradients(it)
+            gpairs = fit.gradients(it, out=rounds.gradient_buffer())
             first_tree = len(fit.booster.trees) + rounds.pending * fit.n_groups
             stop = False
             for done, trees, scores in rounds.submit(it, gpairs, first_tree):

@@ -50,6 +50,10 @@ class Rounds:
         """The path the rounds took (the plan's, unless something made them leave it)."""
         return str(self.plan.path)
 
+    def gradient_buffer(self):
+        """An array the next round's gradient pairs may be written into (None: arrays of their own)."""
+        return None
+
     def submit(self, it: int, gpairs: list, first_tree: int) -> list:
         raise NotImplementedError
 
@@ -150,6 +154,11 @@ class QueuedRounds(Rounds):
         if self.plan.path is Path.CUDA_GRAPHS and self.graphs.failure is not None:
             return f"{Path.QUEUED_ROUNDS} (the CUDA graph capture failed: {self.graphs.failure})"
         return str(self.plan.path)
+
+    def gradient_buffer(self):
+        """The gradient pairs the round's CUDA graph reads, once it is captured: written there,
+        they need no copy, and the device holds one (n, 2) array of them, not two."""
+        return self.graphs.values_of(self.fit.dtrain.n_rows * self.fit.n_groups)
 
     def submit(self, it, gpairs, first_tree):
         fit = self.fit
