@@ -14,8 +14,8 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from ..ellpack.cuda import (PageCopies, count_missing, csr_symbols, gather_rows, host_copy, pack_csr, pack_dense,
-                            pack_dense_sparse, pack_symbols, present_counts, unpack_symbols)
+from ..ellpack.cuda import (PageCopies, count_missing, csr_symbols, gather_rows, host_copy, longest_present_row,
+                            pack_csr, pack_dense, pack_dense_sparse, pack_symbols, present_counts, unpack_symbols)
 from ..histogram.cuda import (build_histograms, children_histograms, gradient_abs_sums, prepare_gradients,
                               sum_gradients)
 from ..partition.cuda import apply_splits, new_partition

@@ -38,6 +38,11 @@ def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
     kernels.launch_1d(fn, size, args)
     return words
 
+def longest_present_row(X, missing: float) -> int:
+    """The most present entries of a row, in one kernel (no per-row array, no CuPy max to compile)."""
+    return device_arrays.longest_present_row(cupy.asarray(X), missing)
+
+
 def present_counts(X, missing: float):
     """(n_rows,) int64: each row's entries that are not missing (NaN or `missing`)."""
     return device_arrays.present_counts(cupy.asarray(X), missing)

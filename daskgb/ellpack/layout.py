@@ -93,7 +93,7 @@ def from_dense(backend, X, cuts: Cuts, missing: float) -> Ellpack:
     """
     n_rows, n_features = X.shape
     has_missing = bool(backend.count_missing(X, missing) > 0)
-    longest = int(backend.present_counts(X, missing).max()) if has_missing and n_rows else n_features
+    longest = backend.longest_present_row(X, missing) if has_missing and n_rows else n_features
     return pack_dense_as(backend, X, cuts, missing, dense_input_layout(cuts, n_features, has_missing, longest))
 
 

@@ -248,7 +248,7 @@ def quantise_blocks(backend, blocks, n_features: int, missing: float, max_bin: i
         n += rows
         if rows and backend.count_missing(Xc, missing):
             has_missing = True
-            longest = max(longest, int(backend.present_counts(Xc, missing).max()))
+            longest = max(longest, backend.longest_present_row(Xc, missing))
         if cuts is None and rows:
             s = sketch.summarize(Xc, wc, missing, sketch.sketch_budget(rows, max_bin))
             summary = s if summary is None else sketch.merge(summary, s)

@@ -45,6 +45,11 @@ def present_counts(X, missing: float) -> np.ndarray:
         miss |= X == np.float32(missing)
     return X.shape[1] - miss.sum(axis=1, dtype=np.int64)
 
+def longest_present_row(X, missing: float) -> int:
+    """The most present entries of a row (present_counts' max; 0 without rows)."""
+    return int(present_counts(X, missing).max()) if X.shape[0] else 0
+
+
 def pack_dense_sparse(X, cuts, missing: float, row_stride: int, null_symbol: int, bits: int):
     """Quantise a dense array into the sparse layout and pack it: each row's global bins of
     its present entries in feature order, padded with null_symbol to row_stride slots."""

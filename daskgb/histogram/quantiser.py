@@ -19,9 +19,9 @@ whatever order the adds happen in. Multiplying by scale turns an int64 sum back 
 double (split evaluation does). The numpy backend sums float64 in row order instead, and
 its scale is one.
 
-The arithmetic is here once, for the host (fixed_point_scale) and, as CUDA source beside it,
-for the device (DEVICE_SCALE_SOURCE: the device grower sizes the scale without a host wait);
-the backends' prepare_gradients apply it. Every training path sizes the scale through
+The arithmetic is here for the host (fixed_point_scale) and in kernels/reduce.cu's
+fixed_point_scales for the device (the device grower sizes the scale without a host wait;
+tests/test_device_kernels.py compares the two); the backends' prepare_gradients apply it. Every training path sizes the scale through
 quantise(); nothing else does.
 """
 
@@ -50,20 +50,6 @@ def fixed_point_scale(abs_sums) -> np.ndarray:
     total = np.asarray(abs_sums, dtype=np.float64).reshape(2)
     check_finite(total)
     return np.array([pow2_at_least(float(s)) for s in total], dtype=np.float64) / FIXED_POINT_RANGE
-
-
-# fixed_point_scale on the device, as an elementwise body (float64 s -> scale, inv): 0, and a
-# NaN, give 1 / 2**62 (check_finite reports a NaN or infinite sum once the host reads it).
-DEVICE_SCALE_SOURCE = """
-    double r = 1.0;
-    if (s > 0.0) {
-      int e;
-      const double m = frexp(s, &e);
-      r = ldexp(1.0, m == 0.5 ? e - 1 : e);
-    }
-    scale = r / 4611686018427387904.0;
-    inv = 1.0 / scale;
-"""
 
 
 def check_finite(total) -> None:

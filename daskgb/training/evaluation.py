@@ -62,7 +62,7 @@ class EvalSets:
                 named.append((name, k))
             if custom is not None:
                 customs[name] = custom_metric(custom, em if self.options.obj is not None else out, m, comm)
-        return Scores(HostCopy(xp.stack(parts)) if parts else None, named, customs)
+        return Scores(HostCopy(_stack(xp, parts)) if parts else None, named, customs)
 
     def record(self, scores: "Scores") -> list[str]:
         """A round's scores appended to the history (waiting for their copy only); returns the
@@ -126,3 +126,13 @@ def custom_metric(fn, predt, m, comm):
             [np.ones(len(y), np.float32) if w is None else w for y, w in zip(labels, weights)])
         name, value = fn(np.concatenate(preds), _Rows(np.concatenate(labels), weight))
     return str(name), float(value)
+
+
+def _stack(xp, parts):
+    """The metrics' parts as one array: on a GPU by device copies where they are device arrays of
+    one shape (cupy.stack would compile a kernel in a fresh process), else xp.stack."""
+    if xp is not np and all(isinstance(a, xp.ndarray) and a.shape == parts[0].shape for a in parts):
+        from ..device_arrays import stack
+
+        return stack(parts)
+    return xp.stack(parts)

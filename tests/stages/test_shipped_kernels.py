@@ -119,7 +119,8 @@ def test_shipped_and_source_compiled_kernels_fit_the_same_model(monkeypatch):
     np.testing.assert_array_equal(pred_shipped, pred_source)
 
 
-# A first fit in a fresh process, every NVRTC compile logged with the kernels it holds.
+# A first fit in a fresh process (missing values in some columns, an eval set watched with auc and
+# logloss, a predict), every NVRTC compile logged with the kernels it holds.
 _COLD = textwrap.dedent("""
     import json, re, sys, time
     t0 = time.perf_counter()
@@ -138,11 +139,15 @@ _COLD = textwrap.dedent("""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(100_000, 20)).astype(np.float32)
     y = (X[:, 0] + rng.normal(size=100_000) > 0).astype(np.float32)
+    X[:, 5:8][rng.random((100_000, 3)) < 0.2] = np.nan  # some columns with missing values, as real tables
     Xd, yd = cupy.asarray(X), cupy.asarray(y)
     cupy.cuda.Device().synchronize()
     t1 = time.perf_counter()
-    booster = daskgb.train({"objective": "binary:logistic", "device": "cuda", "max_depth": 6},
-                           daskgb.QuantileMatrix(Xd, yd), 10)
+    dtrain = daskgb.QuantileMatrix(Xd[:90_000], yd[:90_000])
+    deval = daskgb.QuantileMatrix(Xd[90_000:], yd[90_000:], ref=dtrain)
+    booster = daskgb.train({"objective": "binary:logistic", "device": "cuda", "max_depth": 6,
+                            "eval_metric": ["auc", "logloss"]}, dtrain, 10, evals=[(deval, "eval")],
+                           verbose_eval=False)
     booster.predict(Xd)
     cupy.cuda.Device().synchronize()
     print(json.dumps({"import_s": imported, "first_fit_s": time.perf_counter() - t1,
