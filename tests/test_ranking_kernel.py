@@ -3,11 +3,14 @@ LambdaRank._pair_sums, its oracle, on fresh random queries: every objective, bot
 normalisation and the gradient normalisation on and off, weights, ties in labels and in margins,
 single-document queries, queries of one label, saturated sigmoids, and rounds with no pair at all.
 
-Each pair's lambda and hessian are the loop's bits (the same float32 / float64 operations in the
-same order, glibc's expf in the sigmoid); only the order of the float64 sums differs (atomics in
-the kernel, bincounts in numpy), so the sums agree to a few double ulps of their terms, and the
-float32 gradients to a float32 ulp where such a difference crosses a rounding boundary (and
-log2 of the normalisation may differ by an ulp between CuPy and numpy, as before the kernel).
+Given the same per-round arrays (the objective's gains, discounts, MAP's running sums), each
+pair's lambda and hessian are the loop's bits (the same float32 / float64 operations in the same
+order, glibc's expf in the sigmoid); only the order of the float64 sums differs (atomics in the
+kernel, bincounts in numpy), so the sums agree to a few double ulps of their terms (rtol 1e-12 of
+the largest). End to end, the per-round arrays are CuPy's own (its log2 and its parallel cumsum
+differ from numpy's by ulps, and MAP's delta is a difference of two running sums, which makes
+those ulps relative errors of ~1e-11), so a lambda may round to the neighbouring float32: the
+float32 gradients agree to rtol 1e-6 (a few float32 ulps), as the CuPy path did before the kernel.
 """
 
 from __future__ import annotations
@@ -68,6 +71,25 @@ def _both(kind, method, num_pair, flags, sizes, y, w):
     return out
 
 
+def _kernel_sums(h_obj, d_obj, host, dev, pred, iteration):
+    """The numpy loop's sums, and the kernel's given the host's per-matrix and per-round arrays (the
+    kernel's arithmetic alone), with the same ranking."""
+    import cupy as cp
+
+    ranked_h, *sums_h = h_obj._pair_sums(np, pred, host.label, iteration)
+    static = h_obj._state["static"]
+    per_round = h_obj._per_round(np, static, ranked_h, host.label[ranked_h.order].astype(np.float32))
+    d_obj._state["static"] = {k: cp.asarray(v) for k, v in static.items()}
+    d_obj._per_round = lambda xp, st, ranked, ys: {k: cp.asarray(v) for k, v in per_round.items()}
+    try:
+        ranked_d, *sums_d = d_obj._pair_sums(cp, cp.asarray(pred), dev.label, iteration)
+    finally:
+        del d_obj._per_round
+        d_obj._state["static"] = None
+    np.testing.assert_array_equal(daskgb.arrays.to_host(ranked_d.order), ranked_h.order)
+    return sums_h, sums_d
+
+
 def _close(dev, host, rel):
     dev, host = daskgb.arrays.to_host(dev), np.asarray(host)
     scale = float(np.abs(host).max()) if host.size else 0.0
@@ -81,9 +103,7 @@ def test_kernel_pairs_equal_the_numpy_loop(kind, method, num_pair):
         sizes, y, pred, w = _queries(seed + 10 * num_pair, kind == "map")
         (np_, host, h_obj), (cp, dev, d_obj) = _both(kind, method, num_pair, flags, sizes, y, w if weighted else None)
         what = f"seed {seed} flags {flags} weighted {weighted} round {iteration}"
-        ranked_h, *sums_h = h_obj._pair_sums(np, pred, host.label, iteration)
-        ranked_d, *sums_d = d_obj._pair_sums(cp, cp.asarray(pred), dev.label, iteration)
-        np.testing.assert_array_equal(daskgb.arrays.to_host(ranked_d.order), ranked_h.order)
+        sums_h, sums_d = _kernel_sums(h_obj, d_obj, host, dev, pred, iteration)
         for name, d, h in zip(("grad", "hess", "sum_lambda"), sums_d, sums_h):
             assert np.any(h != 0.0), (name, what)
             try:
@@ -124,7 +144,7 @@ def test_kernel_pairs_match_for_linear_gains_and_fractional_labels():
     pred = rng.normal(size=sizes.sum()).astype(np.float32)
     for method, num_pair in METHODS:
         (_, host, h_obj), (_, dev, d_obj) = _both("ndcg", method, num_pair, (True, True, False), sizes, y, None)
-        _, *sums_h = h_obj._pair_sums(np, pred, host.label, 2)
-        _, *sums_d = d_obj._pair_sums(cp, cp.asarray(pred), dev.label, 2)
+        sums_h, sums_d = _kernel_sums(h_obj, d_obj, host, dev, pred, 2)
         for d, h in zip(sums_d, sums_h):
             _close(d, h, 1e-12)
+        _close(d_obj.gradient_of(cp, cp.asarray(pred), dev, 2), h_obj.gradient_of(np, pred, host, 2), 1e-6)
