@@ -4,7 +4,8 @@ ndcg / map / pre metrics, to XGBoost 3's definitions (src/objective/lambdarank_o
 Everything is array code over all queries at once, generic over ``xp`` (numpy or
 cupy), so the GPU runs it unchanged: one segmented sort puts every query's rows in
 model order, the document pairs of all queries are enumerated as flat arrays
-(in chunks, to bound memory), and per-row and per-query sums are bincounts.
+(in chunks, to bound memory), and per-row and per-query sums are bincounts. On the GPU the
+pairs' loop is one kernel instead (ranking_cuda): a thread a pair, summing with atomics.
 
 A query group is a run of contiguous rows. On several workers each worker holds
 whole groups (the Dask layer checks it), so gradients are local; the only global
@@ -29,11 +30,9 @@ DEFAULT_NUM_PAIR = {"topk": 32, "mean": 1}
 # mean method scores whole lists (checked against xgboost 3.2).
 DEFAULT_METRIC_K = 32
 MAX_EXP_GAIN_LABEL = 31  # 2^label - 1 must fit XGBoost's 32-bit relevance degree
-# Pairs evaluated at once. A chunk's temporaries are ~16 arrays of 8 bytes a pair, live together,
-# and held by the device as long as training runs (a pool keeps them for the next round): 2M
-# pairs hold ~0.25 GiB, where 4M held 0.55 GiB, half of a 475K x 700 ranking fit's peak. Each
-# chunk waits for the host once (its pairs of different labels are counted), so smaller chunks
-# cost time: 1M-pair chunks made a 419K-row fit 1.6x slower.
+# Pairs evaluated at once by the numpy loop of LambdaRank._gradient (the oracle): a chunk's
+# temporaries are ~16 arrays of 8 bytes a pair. CuPy arrays take no chunks: one kernel a round
+# (ranking_cuda, kernels/ranking.cu) evaluates every pair without materialising any.
 PAIR_CHUNK = 1 << 21
 
 
@@ -402,41 +401,7 @@ class LambdaRank(Objective):
         st = self._state
         groups = st["groups"]
         n, n_groups = groups.n_rows, groups.n_groups
-        static = self._static(xp, y)
-        margin = xp.asarray(margin, dtype=xp.float32)
-        ranked = _Ranked(xp, groups, margin)
-        ys = y[ranked.order].astype(xp.float32)
-        ss = margin[ranked.order]
-        rnd = {**static, **self._per_round(xp, static, ranked, ys)}
-        nonempty = ranked.count > 0
-        last = xp.where(nonempty, ranked.start + ranked.count - 1, 0)
-        first = xp.where(nonempty, ranked.start, 0)
-        varied = (ss[first] != ss[last]) & nonempty  # XGBoost's best_score != worst_score
-
-        grad = xp.zeros(n, dtype=xp.float64)
-        hess = xp.zeros(n, dtype=xp.float64)
-        sum_lambda = xp.zeros(n_groups, dtype=xp.float64)
-        for a, b in self._pairs(xp, ranked, ys, groups, iteration):
-            ya, yb = ys[a], ys[b]
-            # One index of the pairs with different labels, gathered four times (a boolean mask
-            # per array would count its entries four times, each a device sync on CuPy).
-            keep = xp.flatnonzero(ya != yb)
-            a, b, ya, yb = a[keep], b[keep], ya[keep], yb[keep]
-            if a.shape[0] == 0:
-                continue
-            hi = xp.where(ya > yb, a, b)
-            lo = xp.where(ya > yb, b, a)
-            g = ranked.group[hi]
-            diff = ss[hi] - ss[lo]
-            sigmoid = _sigmoid(xp, diff).astype(xp.float64)
-            delta = xp.abs(self._delta(xp, rnd, ranked, ys, hi, lo, g))
-            if self.score_normalization:
-                delta = xp.where(varied[g], delta / (xp.abs(diff).astype(xp.float64) + 0.01), delta)
-            lam = ((sigmoid - 1.0) * delta).astype(xp.float32).astype(xp.float64)
-            h = (xp.maximum(sigmoid * (1.0 - sigmoid), 1e-16) * delta * 2.0).astype(xp.float32).astype(xp.float64)
-            grad += xp.bincount(hi, weights=lam, minlength=n)[:n] - xp.bincount(lo, weights=lam, minlength=n)[:n]
-            hess += xp.bincount(hi, weights=h, minlength=n)[:n] + xp.bincount(lo, weights=h, minlength=n)[:n]
-            sum_lambda += _segment_sum(xp, g, -2.0 * lam, n_groups)
+        ranked, grad, hess, sum_lambda = self._pair_sums(xp, margin, y, iteration)
 
         # XGBoost accumulates a query's pairs into float gradient pairs, then scales them.
         grad32, hess32 = grad.astype(xp.float32), hess.astype(xp.float32)
@@ -460,6 +425,64 @@ class LambdaRank(Objective):
         out[ranked.order, 1] = hess32
         return out
 
+    def _pair_sums(self, xp, margin, y, iteration):
+        """(ranked, grad, hess, sum_lambda): the margins' ranking and every pair's lambdas and hessians summed
+        in float64 per ranked position, and -2 lambda per query (numpy: the chunk loop, the oracle; CuPy:
+        ranking_cuda's kernel, the same arithmetic, its sums in another order)."""
+        st = self._state
+        groups = st["groups"]
+        n, n_groups = groups.n_rows, groups.n_groups
+        static = self._static(xp, y)
+        margin = xp.asarray(margin, dtype=xp.float32)
+        ranked = _Ranked(xp, groups, margin)
+        ys = y[ranked.order].astype(xp.float32)
+        ss = margin[ranked.order]
+        rnd = {**static, **self._per_round(xp, static, ranked, ys)}
+        nonempty = ranked.count > 0
+        last = xp.where(nonempty, ranked.start + ranked.count - 1, 0)
+        first = xp.where(nonempty, ranked.start, 0)
+        varied = (ss[first] != ss[last]) & nonempty  # XGBoost's best_score != worst_score
+
+        grad = xp.zeros(n, dtype=xp.float64)
+        hess = xp.zeros(n, dtype=xp.float64)
+        sum_lambda = xp.zeros(n_groups, dtype=xp.float64)
+        if xp is np:
+            for a, b in self._pairs(xp, ranked, ys, groups, iteration):
+                ya, yb = ys[a], ys[b]
+                # One index of the pairs with different labels, gathered four times (a boolean mask
+                # per array would count its entries four times, each a device sync on CuPy).
+                keep = xp.flatnonzero(ya != yb)
+                a, b, ya, yb = a[keep], b[keep], ya[keep], yb[keep]
+                if a.shape[0] == 0:
+                    continue
+                hi = xp.where(ya > yb, a, b)
+                lo = xp.where(ya > yb, b, a)
+                g = ranked.group[hi]
+                diff = ss[hi] - ss[lo]
+                sigmoid = _sigmoid(xp, diff).astype(xp.float64)
+                delta = xp.abs(self._delta(xp, rnd, ranked, ys, hi, lo, g))
+                if self.score_normalization:
+                    delta = xp.where(varied[g], delta / (xp.abs(diff).astype(xp.float64) + 0.01), delta)
+                lam = ((sigmoid - 1.0) * delta).astype(xp.float32).astype(xp.float64)
+                h = xp.maximum(sigmoid * (1.0 - sigmoid), 1e-16) * delta * 2.0
+                h = h.astype(xp.float32).astype(xp.float64)
+                grad += xp.bincount(hi, weights=lam, minlength=n)[:n] - xp.bincount(lo, weights=lam, minlength=n)[:n]
+                hess += xp.bincount(hi, weights=h, minlength=n)[:n] + xp.bincount(lo, weights=h, minlength=n)[:n]
+                sum_lambda += _segment_sum(xp, g, -2.0 * lam, n_groups)
+        else:  # one kernel a round, every pair's arithmetic as the loop's, the pairs never materialised
+            from . import ranking_cuda
+
+            if self.pair_method == "topk":
+                pairs = {"topk": self._topk_counts(xp, ranked)}
+            else:
+                sampled = self._sampled_pair_arrays(xp, ranked, ys, groups, iteration)
+                pairs = {"sampled": sampled} if sampled is not None else None
+            if pairs is not None:
+                ranking_cuda.lambda_pairs(self.name, ys=ys, ss=ss, group=ranked.group, rank=ranked.rank,
+                                          varied=varied, score_normalization=self.score_normalization, rnd=rnd,
+                                          grad=grad, hess=hess, sum_lambda=sum_lambda, **pairs)
+        return ranked, grad, hess, sum_lambda
+
     def _pairs(self, xp, ranked, ys, groups, iteration):
         """(a, b) arrays of ranked positions, chunk by chunk: the pairs XGBoost's MakePairs visits."""
         if self.pair_method == "topk":
@@ -467,11 +490,16 @@ class LambdaRank(Objective):
         else:
             yield from self._sampled_pairs(xp, ranked, ys, groups, iteration)
 
-    def _topk_pairs(self, xp, ranked):
+    def _topk_counts(self, xp, ranked):
+        """(partners, ends): each position's pairs of the topk method, and their running sum (the pairs of
+        position a are ends[a] - partners[a] .. ends[a] - 1)."""
         # Each of a query's first k positions pairs with every position below it.
         count = ranked.count[ranked.group]
         partners = xp.where(ranked.rank < self.num_pair, count - 1 - ranked.rank, 0)
-        ends = xp.cumsum(partners)
+        return partners, xp.cumsum(partners)
+
+    def _topk_pairs(self, xp, ranked):
+        partners, ends = self._topk_counts(xp, ranked)
         total = int(ends[-1]) if ends.shape[0] else 0
         for lo in range(0, total, PAIR_CHUNK):
             pair = xp.arange(lo, min(total, lo + PAIR_CHUNK), dtype=xp.int64)
@@ -480,6 +508,15 @@ class LambdaRank(Objective):
             yield a, b
 
     def _sampled_pairs(self, xp, ranked, ys, groups, iteration):
+        pairs = self._sampled_pair_arrays(xp, ranked, ys, groups, iteration)
+        if pairs is None:
+            return
+        first, second = pairs
+        for lo in range(0, first.shape[0], PAIR_CHUNK):
+            yield first[lo:lo + PAIR_CHUNK], second[lo:lo + PAIR_CHUNK]
+
+    def _sampled_pair_arrays(self, xp, ranked, ys, groups, iteration):
+        """(first, second): every sampled pair's ranked positions (num_pair a document), or None for none."""
         # XGBoost's mean method (MakePairs): a query's documents ordered by label (descending, ties
         # in model order) form buckets of equal labels; bucket by bucket, num_pair times over the
         # bucket, each document pairs with one drawn uniformly from outside its bucket. The draws
@@ -490,7 +527,7 @@ class LambdaRank(Objective):
         _, _, keys = groups.device_arrays(xp)
         n = ys.shape[0]
         if n == 0:
-            return
+            return None
         by_label = _Ranked(xp, groups, ys)  # label-sorted slots -> positions of the ranked list
         y_l = ys[by_label.order]
         new = xp.ones(n, dtype=bool)
@@ -504,7 +541,7 @@ class LambdaRank(Objective):
         others = by_label.count[group] - b_size
         q = xp.flatnonzero(others > 0)
         if q.shape[0] == 0:
-            return
+            return None
         group, b_lo, b_size, others = group[q], b_lo[q], b_size[q], others[q]
         in_bucket = by_label.rank[q] - b_lo
         seed = (xp.uint64(((iteration + 1) * groups.n_total) % (1 << 32)) + keys[group].astype(xp.uint64)) \
@@ -522,8 +559,7 @@ class LambdaRank(Objective):
         partner = by_label.start[group][None, :] + r
         first = xp.tile(by_label.order[q], tile).ravel()
         second = by_label.order[partner.ravel()]
-        for lo in range(0, first.shape[0], PAIR_CHUNK):
-            yield first[lo:lo + PAIR_CHUNK], second[lo:lo + PAIR_CHUNK]
+        return first, second
 
 
 class Pairwise(LambdaRank):
