@@ -48,20 +48,26 @@ __global__ void count_missing(const float* __restrict__ X, long long n, float mi
   warp_add_to(count, c);
 }
 
+// The entries of a row of n_features that are neither NaN nor `missing`, counted by a warp (its
+// lanes reading consecutive entries); every lane gets the count.
+__device__ __forceinline__ unsigned long long row_present_count(const float* __restrict__ row, int n_features,
+                                                                float missing, int lane) {
+  unsigned long long c = 0;
+  for (int f = lane; f < n_features; f += 32) {
+    const float x = row[f];
+    c += !(float_bits_nan(__float_as_uint(x)) || x == missing);
+  }
+  return warp_sum(c);
+}
+
 // out[r] = the entries of row r of the (n_rows, n_features) array X that are neither NaN nor
-// `missing`: a warp a row, its lanes reading consecutive entries.
+// `missing`: a warp a row.
 __global__ void present_counts(const float* __restrict__ X, long long n_rows, int n_features, float missing,
                                long long* __restrict__ out) {
   const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
   const int lane = threadIdx.x & 31;
   for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; r < n_rows; r += n_warps) {
-    const float* row = X + r * n_features;
-    unsigned long long c = 0;
-    for (int f = lane; f < n_features; f += 32) {
-      const float x = row[f];
-      c += !(float_bits_nan(__float_as_uint(x)) || x == missing);
-    }
-    c = warp_sum(c);
+    const unsigned long long c = row_present_count(X + r * n_features, n_features, missing, lane);
     if (lane == 0) out[r] = (long long)c;
   }
 }
@@ -74,13 +80,7 @@ __global__ void longest_present_row(const float* __restrict__ X, long long n_row
   const int lane = threadIdx.x & 31;
   unsigned long long most = 0;
   for (long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; r < n_rows; r += n_warps) {
-    const float* row = X + r * n_features;
-    unsigned long long c = 0;
-    for (int f = lane; f < n_features; f += 32) {
-      const float x = row[f];
-      c += !(float_bits_nan(__float_as_uint(x)) || x == missing);
-    }
-    c = warp_sum(c);
+    const unsigned long long c = row_present_count(X + r * n_features, n_features, missing, lane);
     most = c > most ? c : most;
   }
   if (lane == 0 && most) atomicMax(longest, most);
