@@ -346,6 +346,46 @@ def test_prune_leaves_small_features_untouched():
         prune(s, 1)
 
 
+def max_gaps(s: Summary):
+    """Each feature's widest gap: the weight that may lie strictly between two neighbours."""
+    return np.array([np.max((rmax[1:] - wmin[1:]) - (rmin[:-1] + wmin[:-1]), initial=0)
+                     for _, rmin, rmax, wmin in features(s)])
+
+
+@pytest.mark.parametrize("budget", [5, 9, 33])
+def test_prune_filled_spends_the_budget_without_widening_a_gap(xp, budget):
+    """Heavy central values with light tails (rounded normals, rounded t, a zero half the rows hold) make prune's queries land
+    on one entry several times: prune_filled keeps the budget's count there, every gap no wider
+    than prune's; features prune fills, and features within the budget, are prune's bit for bit."""
+    rng = np.random.default_rng(budget)
+    n = 3000
+    X = np.stack([np.round(rng.normal(size=n) * 4) / 4, np.round(rng.standard_t(2, size=n) * 8) / 8,
+                  rng.integers(0, budget, n), rng.normal(size=n), np.round(rng.exponential(size=n) * 3),
+                  np.where(rng.random(n) < 0.5, 0.0, rng.normal(size=n))],
+                 axis=1).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    w = rng.random(n).astype(np.float32)
+    for weight in (None, w):
+        s = summarize(X, weight)
+        pruned = prune(s, budget)
+        got = sketch_mod.prune_filled(s.to(xp), budget).to(np)
+        assert_valid(got)
+        counts, kept, filled = np.diff(s.ptrs), np.diff(pruned.ptrs), np.diff(got.ptrs)
+        short = (counts > budget) & (kept < budget)
+        assert short.any()  # the data must make prune leave budget unused, or this tests nothing
+        for f in np.flatnonzero(~short):
+            for g, r in zip(features(got)[f], features(pruned)[f]):
+                assert g.tobytes() == r.tobytes()
+        np.testing.assert_array_equal(filled, np.minimum(counts, budget))
+        assert np.all(max_gaps(got) <= max_gaps(pruned))
+        check_bounds(got, X, np.ones(n, np.float32) if weight is None else w, 1 / (budget - 1))
+        # A subset of the summary's entries, with their ranks unchanged.
+        for g, e in zip(features(got), features(s)):
+            at = np.searchsorted(e[0], g[0])
+            for a, b in zip(g, e):
+                assert a.tobytes() == b[at].tobytes()
+
+
 # ----------------------------------------------------------------------------- error bounds
 def check_bounds(s: Summary, X, w, eps):
     """Every entry's true ranks lie in [rmin, rmax]; the summary is eps-approximate (paper A.2)."""
@@ -393,9 +433,12 @@ def test_merge_prune_error_bounds(seed, n, n_chunks, b1, b2, ties, integer_weigh
         s = merge(s, summarize(X[rows], w[rows], budget=b1))
         seen = np.concatenate([seen, rows])
         check_bounds(s, X[seen], w[seen], 1 / (b1 - 1))  # merging keeps the larger eps
+    filled = sketch_mod.prune_filled(s, b2)
     s = prune(s, b2)
     check_bounds(s, X, w, 1 / (b1 - 1) + 1 / (b2 - 1))  # pruning to b2 = b + 1 entries adds 1/b
     assert np.diff(s.ptrs).max(initial=0) <= b2
+    check_bounds(filled, X, w, 1 / (b1 - 1) + 1 / (b2 - 1))  # filling the budget adds nothing
+    assert np.diff(filled.ptrs).max(initial=0) <= b2
 
 
 # ----------------------------------------------------------------------------- cuts

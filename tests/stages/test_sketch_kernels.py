@@ -121,6 +121,15 @@ def test_prune_kernels_equal_prune_with(cupy, budget, n_features, rows):
         prune(s.to(cupy), 1)
 
 
+@pytest.mark.parametrize("budget", [3, 17, 64])
+def test_prune_filled_on_the_device_equals_the_array_steps(cupy, budget):
+    """prune_filled's device steps (the filled features taken out, filled on the host, spliced
+    back by concat and a gather) give the array steps' bits."""
+    rng = np.random.default_rng([budget, 5])
+    for s in random_summaries(rng, 40, 800):
+        assert_same_bits(sketch_mod.prune_filled(s.to(cupy), budget), sketch_mod.prune_filled(s, budget))
+
+
 @pytest.mark.parametrize("n_features,rows", [(3, 500), (5, 7), (200, 30)])
 def test_merge_kernels_equal_the_array_steps(cupy, n_features, rows):
     """merge's kernels (each side placed among the other's, both written in merged order, then
