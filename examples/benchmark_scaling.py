@@ -42,7 +42,7 @@ def main():
     from benchmark_dask_higgs import fit_daskgb, make_data, phases_dask
 
     gpus = [int(g) for g in args.gpus.split(",")]
-    fit_args = argparse.Namespace(depth=args.depth, rounds=args.rounds)
+    fit_args = argparse.Namespace(depth=args.depth, rounds=args.rounds, repeats=1)
     runs = []  # (gpus, rows, kinds)
     for g in gpus:
         rows: dict = {}
@@ -59,7 +59,7 @@ def main():
                 if gg != g:
                     continue
                 X, y = make_data(client, rows, 8 * g, exact=False)
-                fit_daskgb(client, X, y, argparse.Namespace(depth=args.depth, rounds=2))  # compile, warm up
+                fit_daskgb(client, X, y, argparse.Namespace(depth=args.depth, rounds=2, repeats=1))  # compile, warm up
                 timed = []
                 for _ in range(max(args.repeats, 1)):
                     if args.phases:

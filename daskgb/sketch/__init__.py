@@ -331,21 +331,22 @@ def prune(s: Summary, budget: int) -> Summary:
     return prune_with(s, budget, _segmented_searchsorted)
 
 def prune_filled(s: Summary, budget: int) -> Summary:
-    """prune(s, budget), with what budget a feature leaves unused spent splitting its widest gaps.
+    """prune(s, budget), with what budget a feature leaves unused spread over the entries it skipped.
 
     prune's budget - 2 queries are spaced evenly in rank. On a feature whose heavy values (a
     zero a third of the rows hold, a rounded measurement's common readings) each span several
     spacings, several queries land on one entry; repeats are kept once, so the feature keeps
     far fewer entries than the budget -- 131 of 257 on Bosch-shaped columns -- and its light
     tails, often where the label's signal is, fall into a few wide bins. Such features go to
-    summary.fill_budget, which adds their entries back where the rank gaps are widest, never
-    widening one, so the error bound is prune's. A feature that fills its budget keeps prune's
-    entries, and one with no more entries than the budget is untouched (exact cuts: XGBoost's
-    bit for bit). XGBoost's GPU sketch also gets near the budget (243-248 cuts of 256 on those
-    columns; it prunes the raw entries before folding repeats); its CPU sketch keeps prune's.
+    summary.fill_budget, which adds skipped entries back, evenly, up to the budget; adding
+    widens no gap, so the error bound is prune's. A feature that fills its budget keeps
+    prune's entries, and one with no more entries than the budget is untouched (exact cuts:
+    XGBoost's bit for bit). XGBoost's GPU sketch also gets near the budget (243-248 cuts of 256
+    on those columns; it prunes the raw entries before folding repeats); its CPU sketch keeps
+    prune's.
 
-    The features filled go through the host (numpy on a summary of at most `budget`-and-more
-    entries a feature, once a fit), so both backends give the same bits.
+    The features filled go through the host (array steps on their summaries, once a fit), so
+    both backends give the same bits.
     """
     budget = check_prune_budget(budget)
     counts = np.diff(s.ptrs)

@@ -194,46 +194,29 @@ def prune_with(s: Summary, budget: int, search) -> Summary:
 
 def fill_budget(s: Summary, pruned: Summary, budget: int) -> Summary:
     """`pruned` (a prune of `s` to `budget`; both numpy, every feature of `s` holding more than
-    `budget` entries) with each feature's unused budget spent splitting its widest rank gaps.
+    `budget` entries) with each feature's unused budget spread evenly over the entries the
+    prune skipped: of a feature's c skipped entries, with u of its budget unused (u < c, since
+    it holds more entries than the budget), the ((2t + 1) c) // (2u)-th for t = 0 .. u-1.
 
-    A gap is the weight that may lie strictly between two kept neighbours a < b,
-    (rmax[b] - wmin[b]) - (rmin[a] + wmin[a]): the error term a prune's bound caps. Each
-    round, every feature with budget to spare takes, in its widest gaps (as many as it can
-    spare), the entry that leaves the wider of the two halves narrowest. Entries are only
-    added, so no gap widens: the result's error is at most `pruned`'s.
+    The skipped entries are the light ones between the kept; a summary's entries are spaced
+    about evenly in rank where no value is heavy, so spreading by count spreads by rank there.
+    Entries are only added, so no gap between neighbours widens: the result's error is at most
+    `pruned`'s. One pass of array steps.
     """
     counts = np.diff(s.ptrs)
-    n = s.value.size
-    feature = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    features = np.arange(counts.size, dtype=np.int64)
+    feature = np.repeat(features, counts)
     keys = _feature_value_key(np, feature, s.value)
-    kept_feature = np.repeat(np.arange(counts.size, dtype=np.int64), np.diff(pruned.ptrs))
-    keep = np.zeros(n, dtype=bool)
-    keep[np.searchsorted(keys, _feature_value_key(np, kept_feature, pruned.value))] = True
-    spare = budget - np.diff(pruned.ptrs)
-    below = s.rmin + s.wmin  # weight certainly below the next value up
-    above = s.rmax - s.wmin  # weight that may lie below this value
-    index = np.arange(n, dtype=np.int64)
-    while True:
-        free = np.flatnonzero(~keep & (spare[feature] > 0))
-        if free.size == 0:
-            return Summary(np.concatenate([[0], np.cumsum(np.bincount(feature[keep], minlength=counts.size))]),
-                           s.value[keep], s.rmin[keep], s.rmax[keep], s.wmin[keep])
-        # A feature's first and last entries are kept, so its free entries' kept neighbours are its own.
-        a = np.maximum.accumulate(np.where(keep, index, -1))[free]
-        b = np.minimum.accumulate(np.where(keep, index, n)[::-1])[::-1][free]
-        cost = np.maximum(above[free] - below[a], above[b] - below[free])
-        # The free entries of one gap are consecutive: the gap's best is a segmented argmin (the first on a tie).
-        starts = np.flatnonzero(np.concatenate([[True], a[1:] != a[:-1]]))
-        lengths = np.diff(np.append(starts, free.size))
-        least = np.repeat(np.minimum.reduceat(cost, starts), lengths)
-        pos = np.arange(free.size, dtype=np.int64)
-        best = np.minimum.reduceat(np.where(cost == least, pos, free.size), starts)
-        gap = above[b[best]] - below[a[best]]
-        gap_feature = feature[free[best]]
-        # Each feature's widest gaps first, the lower one on a tie; as many as it has to spare.
-        order = np.lexsort((a[best], -gap, gap_feature))
-        sorted_feature = gap_feature[order]
-        nth = np.arange(order.size) - np.searchsorted(sorted_feature, sorted_feature, side="left")
-        take = nth < spare[sorted_feature]
-        keep[free[best[order[take]]]] = True
-        spare -= np.bincount(sorted_feature[take], minlength=spare.size)
+    kept = np.diff(pruned.ptrs)
+    keep = np.zeros(s.value.size, dtype=bool)
+    keep[np.searchsorted(keys, _feature_value_key(np, np.repeat(features, kept), pruned.value))] = True
+    skipped = np.flatnonzero(~keep)  # ascending: each feature's together, in order
+    n_skipped = counts - kept
+    unused = np.minimum(budget - kept, n_skipped)
+    first_skipped = np.cumsum(n_skipped) - n_skipped
+    t = np.arange(int(unused.sum()), dtype=np.int64) - np.repeat(np.cumsum(unused) - unused, unused)
+    c, u = np.repeat(n_skipped, unused), np.repeat(unused, unused)
+    keep[skipped[np.repeat(first_skipped, unused) + ((2 * t + 1) * c) // (2 * u)]] = True
+    ptrs = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(feature[keep], minlength=counts.size), out=ptrs[1:])
+    return Summary(ptrs, s.value[keep], s.rmin[keep], s.rmax[keep], s.wmin[keep])
