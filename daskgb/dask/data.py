@@ -132,12 +132,14 @@ def _local_groups(parts, ordinals, n_total):
     return ranking.concat_groups(pieces, n_total)
 
 
-def _local_summary(device, missing, budget, *parts):
-    """This worker's weighted quantile summary (host arrays, or None without rows) and the
-    seconds its steps took. budget: the entries a feature keeps, sized by the cluster's rows
-    (sizing it by the worker's own rows made the cuts coarser for the same error bound on
-    paper: an AUC test with max_bin 32 moved 0.003 from in-process, and the sketch was no
-    faster)."""
+def _local_summary(device, missing, budget, positions, *parts):
+    """The weighted quantile summary of each of this worker's partitions, as [(the partition's
+    position in the collection, its summary (host arrays))], empty partitions left out, and the
+    seconds the steps took. A summary per partition, not per worker: _merged_cuts merges them in
+    the collection's order, so the cuts depend on the partitions, never on which worker Dask
+    placed each on. budget: the entries a feature keeps, sized by the cluster's rows (sizing it
+    by the worker's own rows made the cuts coarser for the same error bound on paper: an AUC
+    test with max_bin 32 moved 0.003 from in-process, and the sketch was no faster)."""
     import time
 
     from ..inputs import as_vector
@@ -146,30 +148,40 @@ def _local_summary(device, missing, budget, *parts):
     t0 = time.perf_counter()
     X, y, w, _ = _local_arrays(parts, device)
     if X is None or X.shape[0] == 0:
-        return None, {}
+        return [], {}
     xp = array_module(X)
     w = as_vector(w, X.shape[0], "weight", xp, nonnegative=True)
     # NaN / inf labels: an error before any training (its count comes to the host: a sync).
     as_vector(y, X.shape[0], "y (labels)", xp)
     t1 = time.perf_counter()
-    summary = sketch.summarize(xp.asarray(X, dtype=xp.float32), w, missing, budget).to(np)
-    return summary, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
+    X = xp.asarray(X, dtype=xp.float32)
+    summaries, start = [], 0
+    for position, part in zip(positions, parts):
+        rows = part[0].shape[0]
+        if rows:
+            piece = X[start : start + rows]
+            summaries.append((position, sketch.summarize(piece, None if w is None else w[start : start + rows],
+                                                         missing, budget).to(np)))
+        start += rows
+    return summaries, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
 
 
 def _merged_cuts(device, budget, max_bin, *pairs):
-    """The cluster's cuts from every worker's summary, merged in worker order (so every run
-    merges alike) on this worker's device: the merge is many small array steps, which a GPU
-    does in milliseconds where the client's numpy took ~0.1 s a worker."""
+    """The cluster's cuts from every partition's summary, merged in the collection's order on
+    this worker's device: neighbours pairwise, level by level (a merge tree fixed by the
+    partitions' positions, so any placement of them gives the same bits, and each level's merges
+    are of like sizes). The merges are many small array steps, which a GPU does in milliseconds."""
     import daskgb.backend as be
 
     device_in_use()
     xp = be.get_backend(device).xp
-    merged = None
-    for s, _ in pairs:  # each worker's (_local_summary) summary and timings
-        if s is not None:
-            s = s.to(xp)
-            merged = s if merged is None else sketch.merge(merged, s)
-    return sketch.make_cuts(sketch.prune(merged, budget), max_bin).to(np)
+    # Each worker's (_local_summary) [(position, summary)] and timings.
+    level = [s.to(xp) for _, s in sorted((item for summaries, _ in pairs for item in summaries),
+                                         key=lambda item: item[0])]
+    while len(level) > 1:
+        level = [sketch.merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
+                 for i in range(0, len(level), 2)]
+    return sketch.make_cuts(sketch.prune(level[0], budget), max_bin).to(np)
 
 
 def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
@@ -390,15 +402,17 @@ class DaskQuantileMatrix:
         if ref is None:
             # Workers that hold rows train; others (no partitions, or only empty ones) sit out. Their
             # ranks follow the collection: rank 0 holds its first partition, and so on. Rows are
-            # numbered in rank order (row sampling is keyed by that number) and the sketches merge
-            # in it, so the model depends on which partitions a worker holds, not on the
-            # workers' addresses (which a fresh cluster draws anew).
+            # numbered in rank order (row sampling is keyed by that number), so a model trained with
+            # subsample < 1 depends on which partitions a worker holds, not on the workers'
+            # addresses (which a fresh cluster draws anew). The sketches are per partition, merged
+            # in the collection's order: the cuts depend on the partitions alone.
             position = {f.key: i for i, f in enumerate(futures)}
             first = {a: min(position[f.key] for f in fs) for a, fs in holder.items()}
             self.workers = sorted((a for a, i in infos.items() if i["rows"] > 0), key=first.__getitem__)
             self.max_bin = int(max_bin)
             budget = sketch.sketch_budget(self.n_rows, self.max_bin)
-            summaries = [client.submit(_local_summary, device, self.missing, budget, *holder[a], workers=[a],
+            summaries = [client.submit(_local_summary, device, self.missing, budget,
+                                       [position[f.key] for f in holder[a]], *holder[a], workers=[a],
                                        allow_other_workers=False, pure=False) for a in self.workers]
             steps = gather_watching(client, [client.submit(_second, s, workers=[a], pure=False)
                                              for s, a in zip(summaries, self.workers)], self.workers, "quantisation")

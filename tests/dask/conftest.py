@@ -16,4 +16,5 @@ def client():
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as c:
             with distributed.Client(c) as cl:
+                cl.wait_for_workers(2)  # tests that place partitions on worker 1 need it up
                 yield cl

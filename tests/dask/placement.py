@@ -9,8 +9,10 @@ from daskgb.dask.watch import live_workers
 da = pytest.importorskip("dask.array")
 
 
-def on_workers(client, X, chunk_rows, placement):
-    """A persisted dask array whose row block i lives on worker placement[i] (an index)."""
+def on_workers(client, X, chunk_rows, placement, fresh=False):
+    """A persisted dask array whose row block i lives on worker placement[i] (an index). fresh:
+    blocks under new keys (dask keys blocks by content: the same rows placed again would be found
+    where they were first put)."""
     import dask
 
     addrs = sorted(live_workers(client))
@@ -18,7 +20,8 @@ def on_workers(client, X, chunk_rows, placement):
     blocks, start = [], 0
     for rows, w in zip(chunk_rows, placement):
         with dask.annotate(workers=[addrs[w]], allow_other_workers=False):
-            blocks.append(client.persist(da.from_array(X[start : start + rows], chunks=-1), optimize_graph=False))
+            block = da.from_array(X[start : start + rows], chunks=-1, name=False if fresh else None)
+            blocks.append(client.persist(block, optimize_graph=False))
         start += rows
     if len(set(placement)) == 1:
         # Keep the joining step on the same worker too, so the other worker really holds nothing.

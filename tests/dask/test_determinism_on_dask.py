@@ -70,3 +70,32 @@ def test_the_model_does_not_depend_on_the_workers_addresses(client):
     a, _ = _fit(client, X, y, chunks, [0, 0, 1, 1])
     b, _ = _fit(client, X, y, chunks, [1, 1, 0, 0])
     assert _digest(a) == _digest(b)
+
+
+def _cuts_bytes(m) -> bytes:
+    c = m.cuts
+    return b"".join(np.asarray(a).tobytes() for a in (c.ptrs, c.values, c.min_values))
+
+
+def test_sketched_cuts_and_model_do_not_depend_on_the_placement(client):
+    """Columns of far more distinct values than the sketch keeps (4,000 rows, max_bin 16: 161
+    entries a feature), so each partition's summary is pruned before the merge: the partitions'
+    summaries merge in the collection's order, so one worker, two workers holding blocks and two
+    holding every other partition get the same cuts, and without row sampling the same model."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(4000, 5)).astype(np.float32)
+    X[:, 1] = rng.exponential(size=4000)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + rng.normal(size=4000) > 0).astype(np.float32)
+    chunks = [1000, 700, 1300, 1000]
+    params = {**PARAMS, "subsample": 1.0, "max_bin": 16}
+    cuts, models = set(), set()
+    for placement in ([0, 0, 0, 0], [0, 0, 1, 1], [0, 1, 0, 1], [1, 0, 0, 1]):
+        dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
+                                        on_workers(client, y, chunks, placement, fresh=True), max_bin=16)
+        assert len(dtrain.workers) == len(set(placement))
+        cuts.add(_cuts_bytes(dtrain))
+        models.add(_digest(dgb.train(client, params, dtrain, 8, verbose_eval=False)["booster"]))
+    assert len(cuts) == 1
+    assert np.diff(np.asarray(dtrain.cuts.ptrs)).max() == 16  # sketched: every feature's bins filled
+    assert len(models) == 1
