@@ -76,7 +76,7 @@ def _is_gpu_worker() -> bool:
 def _local_info(*parts):
     """Rows, features and device kind of the partitions a worker holds, and the keys of each partition's
     query groups (qids, or global group indices); checks them first."""
-    n_rows, n_features, on_gpu, keys = 0, None, False, []
+    n_rows, n_features, on_gpu, keys, part_rows = 0, None, False, [], []
     for X, y, w, m, q in parts:
         if X.ndim != 2:
             raise ValueError(f"X partitions must be 2-dimensional, got {X.ndim} dimension(s)")
@@ -92,8 +92,10 @@ def _local_info(*parts):
         if q is not None:
             keys.append(_partition_groups(q, X.shape[0]).keys)
         n_rows += X.shape[0]
+        part_rows.append(int(X.shape[0]))
         on_gpu |= array_module(X) is not np
-    return {"rows": n_rows, "features": n_features, "gpu": on_gpu or _is_gpu_worker(), "group_keys": keys}
+    return {"rows": n_rows, "features": n_features, "gpu": on_gpu or _is_gpu_worker(), "group_keys": keys,
+            "part_rows": part_rows}
 
 
 def _stack(parts, i, xp):
@@ -181,18 +183,23 @@ def _merged_cuts(device, budget, max_bin, *pairs):
     while len(level) > 1:
         level = [sketch.merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
                  for i in range(0, len(level), 2)]
-    return sketch.make_cuts(sketch.prune(level[0], budget), max_bin).to(np)
+    # No prune to the budget first: make_cuts prunes to max_bin + 1, and a prune before it only adds its error.
+    return sketch.make_cuts(level[0], max_bin).to(np)
 
 
 def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
-                  *parts):
+                  row_spans, *parts):
     """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). groups: None, or
     (per-partition global group ordinals, number of groups in all partitions). paging: the
-    (device_memory_budget, spill_dir) each worker keeps its own matrix within (ellpack/pages.py)."""
+    (device_memory_budget, spill_dir) each worker keeps its own matrix within (ellpack/pages.py).
+    row_spans: its rows' places in the collection, [(first global row, rows), ...] in its order."""
     device_in_use()
     try:
-        return _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels,
-                                   groups, paging, *parts)
+        matrix = _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels,
+                                     groups, paging, *parts)
+        # Where the rows sit in the collection: training keys row sampling by it (training/fit.py).
+        matrix.row_spans = row_spans
+        return matrix
     finally:
         if device == "cuda":  # what quantising cached goes back if no training follows soon
             give_back_device_memory_when_idle()
@@ -386,6 +393,12 @@ class DaskQuantileMatrix:
         if len(feats) > 1 or (feats and feats != {n_features}):
             raise ValueError(f"partitions disagree on the number of features: {sorted(feats)} vs {n_features}")
         self.n_rows = sum(i["rows"] for i in infos.values())
+        # Each partition's first row in the collection, from the partitions' row counts in order.
+        rows_of = {f.key: r for a in addrs for f, r in zip(holder[a], infos[a]["part_rows"])}
+        first_row_of, start = {}, 0
+        for f in futures:
+            first_row_of[f.key] = start
+            start += rows_of[f.key]
         lap("check partitions")
         if self.n_rows == 0:
             raise ValueError("X has no rows (every partition is empty)")
@@ -401,11 +414,10 @@ class DaskQuantileMatrix:
 
         if ref is None:
             # Workers that hold rows train; others (no partitions, or only empty ones) sit out. Their
-            # ranks follow the collection: rank 0 holds its first partition, and so on. Rows are
-            # numbered in rank order (row sampling is keyed by that number), so a model trained with
-            # subsample < 1 depends on which partitions a worker holds, not on the workers'
-            # addresses (which a fresh cluster draws anew). The sketches are per partition, merged
-            # in the collection's order: the cuts depend on the partitions alone.
+            # ranks follow the collection: rank 0 holds its first partition, and so on. The sketches
+            # are per partition, merged in the collection's order, and row sampling is keyed by a
+            # row's place in the collection (row_spans_of below): the model depends on the
+            # partitions alone, not on which worker holds which, nor on the workers' addresses.
             position = {f.key: i for i, f in enumerate(futures)}
             first = {a: min(position[f.key] for f in fs) for a, fs in holder.items()}
             self.workers = sorted((a for a, i in infos.items() if i["rows"] > 0), key=first.__getitem__)
@@ -438,10 +450,22 @@ class DaskQuantileMatrix:
                 return None
             return [ordinals[f.key] for f in holder.get(a, [])], self.n_groups
 
+        def row_spans_of(a):
+            """Worker a's rows' places in the collection: runs of consecutive global rows, in its order."""
+            spans: list[tuple[int, int]] = []
+            for f in holder.get(a, []):
+                first, rows = first_row_of[f.key], rows_of[f.key]
+                if spans and spans[-1][0] + spans[-1][1] == first:
+                    spans[-1] = (spans[-1][0], spans[-1][1] + rows)
+                elif rows:
+                    spans.append((first, rows))
+            return spans
+
         self._local = {
             a: client.submit(_local_matrix, device, self.cuts, self.cuts_token, self.missing, self.max_bin,
                              n_features, self.feature_names, y is not None, groups_of(a),
-                             (device_memory_budget, None if spill_dir is None else str(spill_dir)), *holder.get(a, []),
+                             (device_memory_budget, None if spill_dir is None else str(spill_dir)), row_spans_of(a),
+                             *holder.get(a, []),
                              workers=[a], allow_other_workers=False, pure=False)
             for a in self.workers
         }

@@ -11,8 +11,9 @@ gradient_based: Minimal Variance Sampling, as in the 2020 out-of-core GPU paper 
     histogram sum keeps its expected value. The expected sample is subsample * N rows, the
     rows with the largest gradients always among them.
 
-A row's draw is a hash (splitmix64) of the seed, the tree and the row's global index, so
-it is the same on any device and any partitioning. So is the threshold: it is found from
+A row's draw is a hash (splitmix64) of the seed, the tree and the row's global index (its
+place in the collection: on Dask, its partition's first row plus its place in the partition),
+so it is the same on any device, any partitioning and any placement of the partitions. So is the threshold: it is found from
 exact integer sums over all workers (counts, and the r_i in int64 fixed point), which do
 not depend on how the rows are split or in which order partial sums arrive.
 
@@ -37,9 +38,10 @@ _CANDIDATES = MVS_CANDIDATES
 _MAX_STEPS = 64
 
 
-def row_sample(xp, n_rows: int, first_row: int, seed: int, tree: int, rate: float):
+def row_sample(xp, n_rows: int, first_row, seed: int, tree: int, rate: float):
     """float32 0/1 mask of the rows a tree trains on (XGBoost's uniform subsample: each row
-    kept with probability `rate`)."""
+    kept with probability `rate`). first_row: the global index of this worker's first row, or
+    its rows' runs (reference.row_runs)."""
     return (row_uniforms(xp, n_rows, first_row, seed, tree) < rate).astype(xp.float32)
 
 
@@ -101,11 +103,12 @@ def _threshold(rows, target: float, comm) -> float:
     return hi
 
 
-def mvs_weights(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed: int, tree: int, comm,
+def mvs_weights(xp, gpair, rate: float, n_rows_total: int, first_row, seed: int, tree: int, comm,
                 mvs_lambda: float = MVS_LAMBDA):
     """(n,) float32 multipliers of a tree's gradient pairs under gradient-based sampling:
     1 / p_i for a kept row, 0 for a dropped one (see the module docstring). n_rows_total:
-    the rows of all workers; first_row: this worker's first row among them. The reference
+    the rows of all workers; first_row: this worker's first row among them, or its rows' runs
+    (reference.row_runs). The reference
     every backend's mvs_sample equals."""
     r = regularised_abs_gradient(xp, gpair, mvs_lambda)
     mu = mvs_threshold(xp, r, float(rate) * n_rows_total, comm)
@@ -114,7 +117,7 @@ def mvs_weights(xp, gpair, rate: float, n_rows_total: int, first_row: int, seed:
     return weights(xp, r, mu, mvs_key(seed, tree), first_row)
 
 
-def mvs_sample(backend, gpair, rate: float, n_rows_total: int, first_row: int, seed: int, tree: int, comm,
+def mvs_sample(backend, gpair, rate: float, n_rows_total: int, first_row, seed: int, tree: int, comm,
                mvs_lambda: float = MVS_LAMBDA, inplace: bool = False):
     """A tree's (n, 2) float32 gradient pairs under gradient-based sampling on backend's
     device: each kept row's pair divided by its p_i, each dropped row's zero (the pairs times

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..arrays import to_host
 from ..backend import kernels
+from .reference import row_runs
 
 _KERNELS = kernels.declare("sampling.cu", ("mvs_extremes", "mvs_candidate_stats", "mvs_sample"))
 
@@ -43,14 +44,21 @@ def mvs_candidate_stats(gpair, mvs_lambda: float, cands: np.ndarray, scale: floa
     per_k = to_host(stats).astype(np.int64).reshape(4, m + 1)
     return np.cumsum(per_k, axis=1)[:, :m]
 
-def mvs_sample(gpair, mvs_lambda: float, mu: float, key: int, first_row: int, inplace: bool = False):
+def mvs_sample(gpair, mvs_lambda: float, mu: float, key: int, first_row, inplace: bool = False):
     """The sampled gradient pairs: each row's pair times 1 / p if kept, else 0 (sampling.mvs_sample);
-    inplace: into gpair itself where it is a contiguous float32 array (a row is read, then written)."""
+    inplace: into gpair itself where it is a contiguous float32 array (a row is read, then written).
+    first_row: the global index of the first row, or the rows' runs (reference.row_runs): a
+    launch a run, each keyed from its run's first global row."""
     g = contiguous_pairs(gpair)
     out = g if inplace else cupy.empty_like(g)
     fn = kernels.function("sampling.cu", _KERNELS, "mvs_sample")
-    kernels.launch_1d(fn, g.shape[0], (g, np.int64(g.shape[0]), np.float64(mvs_lambda), np.float64(mu), np.uint64(key),
-                                np.uint64(first_row), out))
+    start = 0
+    for first, count in row_runs(g.shape[0], first_row):
+        if count:
+            kernels.launch_1d(fn, count, (g[start : start + count], np.int64(count), np.float64(mvs_lambda),
+                                          np.float64(mu), np.uint64(key), np.uint64(first),
+                                          out[start : start + count]))
+        start += count
     return out
 
 
@@ -74,6 +82,6 @@ def mvs_rows(gpair, mvs_lambda: float) -> KernelRows:
     return KernelRows(gpair, mvs_lambda)
 
 
-def mvs_apply(rows: KernelRows, mvs_lambda: float, mu: float, key: int, first_row: int, inplace: bool = False):
+def mvs_apply(rows: KernelRows, mvs_lambda: float, mu: float, key: int, first_row, inplace: bool = False):
     """The sampled pairs (cupy_backend.mvs_apply): mvs_sample over the rows' pairs."""
     return mvs_sample(rows.gpair, mvs_lambda, mu, key, first_row, inplace=inplace)

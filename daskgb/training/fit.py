@@ -64,12 +64,17 @@ class Fit:
         self.print_every = 1 if verbose is True else (int(verbose) if verbose else 0)
         if comm.rank != 0:
             self.print_every = 0
-        # This worker's first row in the concatenation of all workers' rows (rank order): row
-        # sampling is keyed by it, so a row's draws do not depend on how rows are partitioned.
+        # Row sampling is keyed by a row's global index, so a row's draws do not depend on how
+        # rows are partitioned or placed: a Dask worker's matrix knows its rows' places in the
+        # collection (row_spans: runs of global indices); otherwise this worker's first row in
+        # the concatenation of all workers' rows (rank order).
         self.row_offset, self.n_rows_total = 0, dtrain.n_rows
         if comm.world_size > 1:
             counts = comm.allgather(dtrain.n_rows)
             self.row_offset, self.n_rows_total = int(sum(counts[: comm.rank])), int(sum(counts))
+        spans = getattr(dtrain, "row_spans", None)
+        if spans and sum(c for _, c in spans) == dtrain.n_rows:
+            self.row_offset = spans[0][0] if len(spans) == 1 else tuple(spans)
         # Every worker must sum the root the same way, so the choice is made for all at once.
         ell = dtrain.ellpack
         self.root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])

@@ -6,10 +6,11 @@ from ..sampling import mvs_sample, row_sample
 
 
 def round_gradients(backend, objective, obj, margin, dtrain, it: int, n_groups: int, p, n_rows_total: int,
-                    row_offset: int, comm, out=None) -> list:
+                    row_offset, comm, out=None) -> list:
     """Round it's gradient pairs, one (n_rows, 2) array per output group, sampled as p says.
-    n_rows_total: the rows of all workers; row_offset: this worker's first row among them
-    (a row's sampling draws are keyed by it, so they do not depend on the partitioning).
+    n_rows_total: the rows of all workers; row_offset: this worker's first row among them, or
+    its rows' runs of global indices (a row's sampling draws are keyed by its global index, so
+    they do not depend on the partitioning).
     out: an (n_rows, 2) device array the pairs of a one-output built-in objective may be
     written into (training's CUDA graph reads them there); other pairs are arrays of their own."""
     xp = backend.xp

@@ -77,25 +77,37 @@ def _cuts_bytes(m) -> bytes:
     return b"".join(np.asarray(a).tobytes() for a in (c.ptrs, c.values, c.min_values))
 
 
-def test_sketched_cuts_and_model_do_not_depend_on_the_placement(client):
-    """Columns of far more distinct values than the sketch keeps (4,000 rows, max_bin 16: 161
-    entries a feature), so each partition's summary is pruned before the merge: the partitions'
-    summaries merge in the collection's order, so one worker, two workers holding blocks and two
-    holding every other partition get the same cuts, and without row sampling the same model."""
+def test_sketched_cuts_and_model_do_not_depend_on_the_placement():
+    """The same collection on 1, 2 and 3 workers, its partitions dealt in blocks and interleaved:
+    columns of far more distinct values than the sketch keeps (4,000 rows, max_bin 16: 161
+    entries a feature), so each partition's summary is pruned before the merge, and row
+    sampling, uniform and gradient-based, with colsample_bynode. Summaries merge in the
+    collection's order and a row's sampling draws are keyed by its place in the collection, so
+    every placement gives the same cuts and the same model bytes."""
+    import dask
+    import distributed
+
     rng = np.random.default_rng(5)
     X = rng.normal(size=(4000, 5)).astype(np.float32)
     X[:, 1] = rng.exponential(size=4000)
     X[rng.random(X.shape) < 0.05] = np.nan
     y = (np.nan_to_num(X[:, 0]) + rng.normal(size=4000) > 0).astype(np.float32)
     chunks = [1000, 700, 1300, 1000]
-    params = {**PARAMS, "subsample": 1.0, "max_bin": 16}
-    cuts, models = set(), set()
-    for placement in ([0, 0, 0, 0], [0, 0, 1, 1], [0, 1, 0, 1], [1, 0, 0, 1]):
-        dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
-                                        on_workers(client, y, chunks, placement, fresh=True), max_bin=16)
-        assert len(dtrain.workers) == len(set(placement))
-        cuts.add(_cuts_bytes(dtrain))
-        models.add(_digest(dgb.train(client, params, dtrain, 8, verbose_eval=False)["booster"]))
+    placements = ([0, 0, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 2, 0], [2, 1, 0, 1])
+    samplings = ({"subsample": 0.7}, {"subsample": 0.7, "sampling_method": "gradient_based"})
+    cuts, models = set(), {i: set() for i in range(len(samplings))}
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as cluster, distributed.Client(cluster) as cl:
+            cl.wait_for_workers(3)
+            for placement in placements:
+                dtrain = dgb.DaskQuantileMatrix(cl, on_workers(cl, X, chunks, placement, fresh=True),
+                                                on_workers(cl, y, chunks, placement, fresh=True), max_bin=16)
+                assert len(dtrain.workers) == len(set(placement))
+                cuts.add(_cuts_bytes(dtrain))
+                for i, sampling in enumerate(samplings):
+                    params = {**PARAMS, **sampling, "max_bin": 16, "colsample_bynode": 0.8}
+                    models[i].add(_digest(dgb.train(cl, params, dtrain, 6, verbose_eval=False)["booster"]))
     assert len(cuts) == 1
     assert np.diff(np.asarray(dtrain.cuts.ptrs)).max() == 16  # sketched: every feature's bins filled
-    assert len(models) == 1
+    assert all(len(m) == 1 for m in models.values()), models

@@ -67,6 +67,24 @@ def test_row_sample_is_a_fair_deterministic_hash(xp):
         assert abs((m * o).mean() - 0.09) < 0.005
 
 
+def test_a_rows_draw_follows_its_global_index_through_runs(backend, xp):
+    """A worker whose rows are runs of the collection not next to each other (a Dask worker
+    holding partitions 2 and 0, in that order) draws, uniform and gradient-based, what the
+    rows draw at their global indices in one run."""
+    n = 5000
+    runs = ((3000, 1200), (0, 3000), (4200, 800))  # every row once, out of order
+    order = np.concatenate([np.arange(f, f + c) for f, c in runs])
+    whole = to_host(row_sample(xp, n, 0, seed=7, tree=3, rate=0.3))
+    np.testing.assert_array_equal(to_host(row_sample(xp, order.size, runs, seed=7, tree=3, rate=0.3)), whole[order])
+    gpair = gpair_values("spread", seed=4)[:n]
+    every = to_host(mvs_sample(backend, xp.asarray(gpair), 0.3, n, 0, 2, 1, LOCAL))
+    mine = to_host(mvs_sample(backend, xp.asarray(gpair[order]), 0.3, order.size, runs, 2, 1, LOCAL))
+    # The same rows (the threshold's sums are exact, so their order does not move it), reordered.
+    np.testing.assert_array_equal(mine, every[order])
+    with pytest.raises(ValueError, match="runs cover"):
+        row_sample(xp, n + 1, runs, seed=7, tree=3, rate=0.3)
+
+
 def test_threshold_keeps_everything_it_can(xp):
     r = xp.asarray([0.0, 0.0, 1.0, 2.0, 0.0])
     assert mvs_threshold(xp, r, 3.0, LOCAL) == 0.0  # three rows asked for, two with any gradient
