@@ -185,3 +185,37 @@ def test_a_resume_on_rows_placed_and_cut_otherwise_gives_the_unbroken_model(tmp_
                 got, want = resumed["history"]["train"]["logloss"], unbroken["history"]["train"]["logloss"]
                 assert got[:20] == want[:20]  # the checkpoint's rounds, as written
                 assert got == pytest.approx(want, rel=1e-12, abs=0)
+
+
+class KillAfterTraining(TrainingCallback):
+    """Kills the worker process at `address` once its rank has trained every round."""
+
+    def __init__(self, address: str):
+        self.address = address
+
+    def after_training(self, model):
+        from distributed import get_worker
+
+        if get_worker().address == self.address:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        return model
+
+
+def test_a_lost_rank_0_with_checkpoints_is_an_error(tmp_path):
+    """Rank 0 writes the checkpoints and returns the model: killed mid-fit, just before a
+    checkpoint is due, or after its last round, the fit fails naming it, never ends as if whole."""
+    import dask
+
+    X, y = _data(n=2000, seed=24)
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        with _cluster("cpu") as cluster, distributed.Client(cluster) as client:
+            for i, killer in enumerate((lambda a: KillWorkerAt(a, 19), KillAfterTraining)):
+                client.wait_for_workers(2, timeout=60)
+                dtrain = _matrix(client, X, y)
+                victim = dtrain.workers[0]
+                with pytest.raises(dgb.WorkerLostError) as info:
+                    dgb.train(client, PARAMS, dtrain, 30, verbose_eval=False, callbacks=[killer(victim)],
+                              checkpoint_dir=tmp_path / str(i), checkpoint_every=10)
+                assert info.value.workers == [victim] and "rank 0" in str(info.value)
