@@ -146,23 +146,26 @@ def _local_summary(device, missing, budget, positions, *parts):
 
     from ..inputs import as_vector
 
+    import daskgb.backend as be
+
     device_in_use()
     t0 = time.perf_counter()
-    X, y, w, _ = _local_arrays(parts, device)
-    if X is None or X.shape[0] == 0:
+    n = sum(p[0].shape[0] for p in parts)
+    if n == 0:
         return [], {}
-    xp = array_module(X)
-    w = as_vector(w, X.shape[0], "weight", xp, nonnegative=True)
+    # Labels and weights stacked for their checks (4 bytes a row); X is read partition by partition.
+    xp = be.get_backend(device).xp
+    y, w = _stack(parts, 1, xp), _stack(parts, 2, xp)
+    w = as_vector(w, n, "weight", xp, nonnegative=True)
     # NaN / inf labels: an error before any training (its count comes to the host: a sync).
-    as_vector(y, X.shape[0], "y (labels)", xp)
+    as_vector(y, n, "y (labels)", xp)
     t1 = time.perf_counter()
-    X = xp.asarray(X, dtype=xp.float32)
     summaries, start = [], 0
     for position, part in zip(positions, parts):
         rows = part[0].shape[0]
         if rows:
-            piece = X[start : start + rows]
-            summaries.append((position, sketch.summarize(piece, None if w is None else w[start : start + rows],
+            summaries.append((position, sketch.summarize(xp.asarray(part[0], dtype=xp.float32),
+                                                         None if w is None else w[start : start + rows],
                                                          missing, budget).to(np)))
         start += rows
     return summaries, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}

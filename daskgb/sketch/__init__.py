@@ -365,14 +365,13 @@ def prune_filled(s: Summary, budget: int) -> Summary:
 
 def _take_features(s: Summary, features: np.ndarray) -> Summary:
     """The summary of `features` (host indices, in the order given) alone."""
-    xp = array_module(s.value)
-    device = _device_kernels(xp)
-    if device is not None:
-        return device.take_features(s, features)
     counts = np.diff(s.ptrs)[features]
     ptrs = np.zeros(features.size + 1, dtype=np.int64)
     np.cumsum(counts, out=ptrs[1:])
-    index = xp.asarray(np.repeat(s.ptrs[features] - ptrs[:-1], counts) + np.arange(int(ptrs[-1]), dtype=np.int64))
+    index = np.repeat(s.ptrs[features] - ptrs[:-1], counts) + np.arange(int(ptrs[-1]), dtype=np.int64)
+    device = _device_kernels(array_module(s.value))
+    if device is not None:
+        return device.take(s, index, ptrs)
     return Summary(ptrs, s.value[index], s.rmin[index], s.rmax[index], s.wmin[index])
 
 

@@ -167,13 +167,9 @@ def prune(s: Summary, budget: int) -> Summary:
     return _gather(s, kept, ptrs)
 
 
-def take_features(s: Summary, features: np.ndarray) -> Summary:
-    """The summary of `features` (host indices, in the order given) alone: sketch._take_features in one launch."""
-    counts = np.diff(s.ptrs)[features]
-    ptrs = np.zeros(features.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptrs[1:])
-    # Each feature's entries' indices, on the host: one copy up instead of a CuPy kernel's compile.
-    index = np.repeat(s.ptrs[features] - ptrs[:-1], counts) + np.arange(int(ptrs[-1]), dtype=np.int64)
+def take(s: Summary, index: np.ndarray, ptrs: np.ndarray) -> Summary:
+    """sketch._take_features on a device summary: the entries `index` (host) in one launch, one
+    copy up (a CuPy fancy index would compile on its first use)."""
     return _gather(_on_device(s), cupy.asarray(index), ptrs)
 
 

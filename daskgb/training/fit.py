@@ -73,8 +73,8 @@ class Fit:
             counts = comm.allgather(dtrain.n_rows)
             self.row_offset, self.n_rows_total = int(sum(counts[: comm.rank])), int(sum(counts))
         spans = getattr(dtrain, "row_spans", None)
-        if spans and sum(c for _, c in spans) == dtrain.n_rows:
-            self.row_offset = spans[0][0] if len(spans) == 1 else tuple(spans)
+        if spans:
+            self.row_offset = tuple(spans)
         # Every worker must sum the root the same way, so the choice is made for all at once.
         ell = dtrain.ellpack
         self.root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
