@@ -7,6 +7,8 @@ of shards is not the AUC of the whole.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import ranking
@@ -326,43 +328,67 @@ def check_labels(name: str, xp, y, ndcg_exp_gain: bool = True, groups=None, comm
         ranking.check_metric_labels(name, xp, y, ndcg_exp_gain)
 
 
-def row_span(comm, n_rows: int) -> tuple[int, int]:
-    """(this worker's first row among all workers' rows in rank order, all workers' rows): one
-    host collective, made once per matrix by the caller that evaluates it every round."""
+def row_span(comm, n_rows: int) -> tuple[int, ...]:
+    """Every worker's count of these rows, in rank order: one host collective, made once per
+    matrix by the caller that evaluates it every round (the AUCs gather the rows by it)."""
     if comm.world_size == 1:
-        return 0, int(n_rows)
-    counts = comm.allgather(int(n_rows))
-    return int(sum(counts[: comm.rank])), int(sum(counts))
+        return (int(n_rows),)
+    return tuple(int(c) for c in comm.allgather(int(n_rows)))
 
 
-def gather_rows(xp, comm, y, pred, weight, span=None):
-    """(y, pred, weight) of every worker's rows, in rank order, on every worker.
+def _ranking_parts_here(name, xp, y, pred, weight):
+    """An AUC's (num, den) over rows that are all here."""
+    if name == "auc" and _on_device_kernels(xp, y, pred, weight):
+        from . import metric_cuda
 
-    On devices whose collective sums where the arrays are (NCCL), each worker writes its rows
-    into its own span of a zeroed buffer of all rows and the buffer is summed: every value is
-    added to zeros only, so it arrives exact, and nothing leaves the device. Its cost per
-    round is one allreduce of (2 + outputs) x all rows x 4 bytes. Elsewhere the rows are
-    gathered through the host collective. span: row_span's answer (None: asked here)."""
+        if y.shape[0] < metric_cuda.MAX_AUC_ROWS:
+            return metric_cuda.auc_parts(y, pred, weight)
+    one, multiclass, _ = _RANKING[name]
+    return _pair(xp, (multiclass if pred.ndim == 2 else one)(xp, y, pred, _weights(xp, y, weight)))
+
+
+def _ranking_parts(name, xp, comm, y, pred, weight, span=None, root: int = 0):
+    """An AUC's (num, den) over every worker's rows, the same on every worker. AUCs of shards do
+    not add up, so the rows travel to one rank, which sorts them all; the others receive the
+    two numbers. Nothing moves every row to every worker.
+
+    On devices whose collective works there (NCCL), each rank packs its (label, weight, preds)
+    rows, rank `root` receives them all (collective.gather_to: grouped sends, sized by span, so
+    nothing waits), scores them, and one allreduce of (2,) float64 hands its parts to every
+    rank (the others add zeros: exact). Per round a rank other than root sends its own rows,
+    (2 + outputs) x 4 bytes each; root receives all rows and sorts them (outputs sorts for
+    multiclass): its work grows with all rows, every other rank's with its own. EvalSets
+    gives each (set, metric) its own root in turn, so several AUCs sort on several ranks.
+    Elsewhere the rows go to rank 0 of the host collective (gather_apply), which scores them
+    and sends the parts back. span: row_span's answer (None: asked here)."""
     if comm.world_size == 1:
-        return y, pred, weight
+        return _ranking_parts_here(name, xp, y, pred, weight)
     if xp is not np and getattr(comm, "reduces_on_device", False):
+        counts = span if span is not None else row_span(comm, y.shape[0])
         n = y.shape[0]
-        offset, total = span if span is not None else row_span(comm, n)
         width = 1 if pred.ndim == 1 else pred.shape[1]
         dtype = xp.result_type(pred.dtype, y.dtype, xp.float32)
-        buf = xp.zeros((total, width + 2), dtype=dtype)
-        mine = buf[offset : offset + n]
+        mine = xp.empty((n, width + 2), dtype=dtype)
         mine[:, 0] = y
         mine[:, 1] = 1.0 if weight is None else weight
         mine[:, 2:] = pred.reshape(n, width)
-        buf = comm.allreduce(buf, out=buf)
-        out = buf[:, 2] if pred.ndim == 1 else buf[:, 2:]
-        return buf[:, 0], out, buf[:, 1]
-    parts = comm.allgather((to_host(y), to_host(pred), None if weight is None else to_host(weight)))
+        rows = comm.gather_to(root, mine, counts)
+        if comm.rank == root:
+            out = rows[:, 2] if pred.ndim == 1 else rows[:, 2:]
+            parts = _ranking_parts_here(name, xp, rows[:, 0], out, rows[:, 1])
+        else:
+            parts = xp.zeros(2, dtype=xp.float64)
+        return comm.allreduce(parts)
+    mine = (to_host(y), to_host(pred), None if weight is None else to_host(weight))
+    return xp.asarray(comm.gather_apply(mine, functools.partial(_parts_of_gathered, name)))
+
+
+def _parts_of_gathered(name, parts):
+    """An AUC's (num, den) of every rank's host (y, pred, weight), concatenated in rank order."""
     ys, ps, ws = zip(*parts)
     w = None if all(v is None for v in ws) else np.concatenate(
         [np.ones(len(yy), np.float32) if v is None else v for yy, v in zip(ys, ws)])
-    return np.concatenate(ys), np.concatenate(ps), w
+    return _ranking_parts_here(name, np, np.concatenate(ys), np.concatenate(ps), w)
 
 
 def _on_device_kernels(xp, y, pred, weight) -> bool:
@@ -396,24 +422,18 @@ def _reduce(xp, comm, parts):
 
 
 def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None, groups=None,
-                 ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K, span=None):
+                 ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K, span=None,
+                 root: int = 0):
     """The metric over the rows of every worker as (2,) float64 (num, den), the same on every
     worker, where the arrays are (nothing waits for the device): finish(name, parts) is the value.
-    Arguments as evaluate's; span: row_span's answer for these rows (the AUCs gather them)."""
+    Arguments as evaluate's; span: row_span's answer for these rows, and root: the rank that
+    gathers them (modulo the ranks), for the AUCs."""
     comm = comm or LocalCommunicator()
     if ranking.parse_metric(name) is not None:
         g = _rank_groups(name, y, groups, comm)
         return _reduce(xp, comm, ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k))
     if name in _RANKING:
-        y, pred, weight = gather_rows(xp, comm, y, pred, weight, span)
-        if name == "auc" and _on_device_kernels(xp, y, pred, weight):
-            from . import metric_cuda
-
-            if y.shape[0] < metric_cuda.MAX_AUC_ROWS:
-                return metric_cuda.auc_parts(y, pred, weight)
-        one, multiclass, _ = _RANKING[name]
-        parts = (multiclass if pred.ndim == 2 else one)(xp, y, pred, _weights(xp, y, weight))
-        return _pair(xp, parts)
+        return _ranking_parts(name, xp, comm, y, pred, weight, span, root % comm.world_size)
     if name in _DEVICE_ADDITIVE and _on_device_kernels(xp, y, pred, weight):
         from . import metric_cuda
 

@@ -163,6 +163,7 @@ class _TwoThreads:
 
         self.barrier = threading.Barrier(2, timeout=30)
         self.slots = [None, None]
+        self.gathered_by = [False, False]
 
 
 def _thread_comm(rank, meeting, on_device):
@@ -182,6 +183,21 @@ def _thread_comm(rank, meeting, on_device):
         def allgather(self, obj):
             return self._exchange(obj)
 
+        def gather_apply(self, obj, fn):
+            # As DaskCommunicator: fn runs once, on rank 0; the others get its result.
+            both = self._exchange(obj)
+            return self._exchange(fn(both) if self.rank == 0 else None)[0]
+
+        def gather_to(self, root, rows, counts):
+            both = self._exchange(rows)
+            assert [len(r) for r in both] == list(counts)
+            meeting.gathered_by[self.rank] = self.rank == root
+            if self.rank != root:
+                return None
+            import cupy
+
+            return cupy.concatenate(both)
+
         def allreduce(self, x, op="sum", *, out=None):
             a, b = self._exchange(x)
             total = a + b
@@ -198,17 +214,31 @@ def _thread_comm(rank, meeting, on_device):
 
 @pytest.mark.parametrize("name", ["auc", "aucpr", "logloss", "mc:auc", "mc:aucpr"])
 @pytest.mark.parametrize("xp_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
-def test_a_metric_of_two_workers_rows_is_the_metric_of_all_rows(name, xp_name):
-    """Exact over all workers' rows: the AUCs gather the rows (through the host, or summed into
-    one buffer on the device where the collective sums there), the others add partial sums."""
+@pytest.mark.parametrize("root", [0, 1])
+def test_a_metric_of_two_workers_rows_is_the_metric_of_all_rows(name, xp_name, root):
+    """Exact over all workers' rows: the AUCs gather the rows on one rank (through the host
+    collective's rank 0, or on the device to the rank the caller names), which scores them and
+    hands the parts to the others; the other metrics add partial sums."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from daskgb.metric import finish, metric_parts
+    from daskgb.arrays import to_host
 
     xp = np if xp_name == "numpy" else pytest.importorskip("cupy")
     y, p, w, _ = _metric_rows(np.random.default_rng(8), 3000, name)
     whole = _score(name, np, y, p, w, None)
     meeting, cut = _TwoThreads(), 1234  # unequal shares
     shares = [slice(0, cut), slice(cut, None)]
+    metric = name.removeprefix("mc:")
+
+    def rank(r):
+        parts = metric_parts(metric, xp, xp.asarray(y[shares[r]]), xp.asarray(p[shares[r]]), xp.asarray(w[shares[r]]),
+                             _thread_comm(r, meeting, xp is not np), quantile_alpha=0.3, span=(cut, 3000 - cut),
+                             root=root)
+        return finish(metric, to_host(parts))
+
     with ThreadPoolExecutor(2) as pool:
-        got = list(pool.map(lambda r: _score(name, xp, y[shares[r]], p[shares[r]], w[shares[r]], None,
-                                             _thread_comm(r, meeting, xp is not np)), range(2)))
+        got = list(pool.map(rank, range(2)))
     assert got[0] == got[1] == pytest.approx(whole, rel=1e-12)
+    if xp is not np and metric in ("auc", "aucpr"):
+        assert meeting.gathered_by == [root == 0, root == 1]

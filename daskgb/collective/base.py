@@ -43,6 +43,10 @@ class Communicator:
       array); returns a value of the same kind, dtype and shape, equal on every rank.
     - ``allgather(obj)``: any picklable object; returns a list indexed by rank.
     - ``broadcast(obj, root)``: ``root``'s object, on every rank.
+    - ``gather_apply(obj, fn)``: ``fn`` of every rank's object (a list in rank order), computed
+      on one rank; its result on every rank.
+    - ``gather_to(root, rows, counts)`` (communicators that reduce on the device): every rank's
+      device rows, in rank order, on rank ``root`` alone.
     - ``close()``: release sockets and GPU resources; idempotent. ``abort(reason)`` does the same
       after telling the other ranks why (best effort). Used as a context manager, a
       communicator closes on success and aborts with the exception's text on failure.
@@ -64,6 +68,18 @@ class Communicator:
 
     def broadcast(self, obj, root: int = 0):
         raise NotImplementedError
+
+    def gather_apply(self, obj, fn):
+        """fn(every rank's obj, a list in rank order), the same on every rank. This fallback
+        computes it on every rank; communicators whose ranks meet at one rank compute it there
+        once and send only the result (a metric of all rows: the rows travel once, to one rank)."""
+        return fn(self.allgather(obj))
+
+    def gather_to(self, root: int, rows, counts):
+        """Every rank's rows (a device array of counts[rank] rows) in rank order, as one array of
+        sum(counts) rows on rank root, queued on the current stream (nothing waits); None on the
+        other ranks. Only communicators whose collectives run on the device have it."""
+        raise NotImplementedError(f"{type(self).__name__} gathers device rows only through the host")
 
     def track(self, what: str) -> None:
         """Watch the device work queued so far as one collective call (NCCL's watchdog: a CUDA

@@ -402,6 +402,10 @@ class DaskCommunicator(Communicator):
     def allgather(self, obj) -> list:
         return self._collective("allgather", obj, list)
 
+    def gather_apply(self, obj, fn):
+        # The star meets at rank 0 anyway: fn runs there once, and only its result goes back.
+        return self._collective("gather_apply", obj, fn)
+
     def broadcast(self, obj, root: int = 0):
         if not isinstance(root, int) or not 0 <= root < self.world_size:
             raise ValueError(f"broadcast root {root!r} is not in 0..{self.world_size - 1}")

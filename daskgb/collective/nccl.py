@@ -91,6 +91,7 @@ class NcclCommunicator(Communicator):
         # What went through NCCL, for reports: calls and bytes reduced.
         self.nccl_allreduce_calls = 0
         self.nccl_allreduce_bytes = 0
+        self.nccl_gather_calls = 0
         self.reused = False  # the NCCL communicator is one an earlier fit kept
         self._key = self._generation = None
         # Read once, as the fit starts: a fit that offered a kept communicator also keeps its own.
@@ -219,6 +220,55 @@ class NcclCommunicator(Communicator):
                 self.nccl_allreduce_bytes += src.nbytes
                 if not stream.is_capturing():  # a captured call is watched as part of its graph's replay
                     self.track(f"NCCL allreduce #{self.nccl_allreduce_calls} ({src.nbytes} bytes)")
+        return out
+
+    def gather_to(self, root: int, rows, counts):
+        """Every rank's rows in rank order on rank root: one grouped NCCL send per other rank and
+        the root's matching receives, into one array of sum(counts) rows there (the root's own
+        rows copied in on the device). The counts are every rank's, known to all (nothing is
+        sized by a host sync); queued on the current stream."""
+        comm = self._comm
+        self._check_interrupted()
+        if not 0 <= root < self.world_size:
+            raise ValueError(f"gather root {root} is not in 0..{self.world_size - 1}")
+        if len(counts) != self.world_size or int(counts[self.rank]) != rows.shape[0]:
+            raise ValueError(f"rank {self.rank}: gather of {rows.shape[0]} rows, but the counts say {list(counts)}")
+        if comm is None:
+            return rows
+        import cupy
+
+        if rows.dtype not in _NCCL_DTYPES:
+            raise TypeError(f"NCCL gather supports {sorted(str(d) for d in _NCCL_DTYPES)}, got {rows.dtype}")
+        if not is_cupy(rows) or rows.device.id != self._device:
+            raise ValueError(f"rank {self.rank}: gather of rows that are not on the communicator's device "
+                             f"{self._device}")
+        dtype = getattr(self._nccl, _NCCL_DTYPES[rows.dtype])
+        per_row = int(np.prod(rows.shape[1:], dtype=np.int64))
+        with cupy.cuda.Device(self._device):
+            stream = cupy.cuda.get_current_stream()
+            rows = cupy.ascontiguousarray(rows)
+            out = None
+            if self.rank == root:
+                out = cupy.empty((int(sum(counts)),) + rows.shape[1:], dtype=rows.dtype)
+            starts = np.concatenate([[0], np.cumsum(np.asarray(counts, dtype=np.int64))])
+            if out is not None:
+                out[starts[root] : starts[root + 1]] = rows
+            self._nccl.groupStart()
+            try:
+                if self.rank == root:
+                    for peer in range(self.world_size):
+                        n = int(counts[peer]) * per_row
+                        if peer != root and n:
+                            comm.recv(out.data.ptr + int(starts[peer]) * per_row * rows.itemsize, n, dtype, peer,
+                                      stream.ptr)
+                elif rows.size:
+                    comm.send(rows.data.ptr, rows.size, dtype, root, stream.ptr)
+            finally:
+                self._nccl.groupEnd()
+            self.nccl_gather_calls += 1
+            if not stream.is_capturing():
+                self.track(f"NCCL gather #{self.nccl_gather_calls} to rank {root} ({rows.nbytes} bytes from "
+                           f"rank {self.rank})")
         return out
 
     def track(self, what: str) -> None:

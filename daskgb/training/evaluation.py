@@ -29,7 +29,7 @@ class EvalSets:
         self.history.clear()
         for _, name, _ in self.sets:
             self.history[name] = {k: [] for k in self.metrics}
-        # Each set's rows among all workers' (the AUCs gather them): one host collective each, now.
+        # Each set's row count on every worker (the AUCs gather the rows by them): one host collective each, now.
         self.spans = [_metric.row_span(comm, m.n_rows) for m, _, _ in self.sets]
 
     def __bool__(self) -> bool:
@@ -56,9 +56,11 @@ class EvalSets:
             em = train_margin if em is None else em
             out = objective.eval_transform(xp, em)
             for k in self.metrics:
+                # Each (set, metric) in turn gathers its rows on the next rank (the AUCs sort there).
                 parts.append(_metric.metric_parts(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha,
                                                   groups=m.groups, ndcg_exp_gain=p.ndcg_exp_gain,
-                                                  rank_default_k=self.options.rank_default_k, span=span))
+                                                  rank_default_k=self.options.rank_default_k, span=span,
+                                                  root=len(parts)))
                 named.append((name, k))
             if custom is not None:
                 customs[name] = custom_metric(custom, em if self.options.obj is not None else out, m, comm)

@@ -78,6 +78,9 @@ def _exercise(job_id, root, rank, world_size):
             "gather": comm.allgather({"rank": rank, "a": np.arange(rank + 1)}),
             "bcast0": comm.broadcast({"root": rank} if rank == 0 else None, root=0),
             "bcast2": comm.broadcast(f"from rank {rank}", root=2),
+            # fn runs once, on rank 0, and every rank gets its result (not the gathered values).
+            "gather_apply": comm.gather_apply(10 * rank, lambda values: (os.getpid(), sum(values))),
+            "pid": os.getpid(),
         }
         big = comm.allreduce(_big(rank))
         out["big"] = (big.shape, big.dtype.str, _digest(big))
@@ -139,6 +142,16 @@ def _raise_inside(job_id, root, rank, world_size, failing_rank):
             comm.allreduce(np.ones(2))
     except (ValueError, RuntimeError) as exc:
         return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _gather_apply_fails(job_id, root, rank, world_size):
+    """fn raises on rank 0: every rank's gather_apply raises, naming it."""
+    with DaskCommunicator.connect(job_id, root, rank, world_size, timeout=60) as comm:
+        try:
+            comm.gather_apply(rank, lambda values: 1 / 0)
+        except (RuntimeError, ZeroDivisionError) as exc:
+            return f"{type(exc).__name__}: {exc}"
     return None
 
 
@@ -217,10 +230,17 @@ def test_collectives_bit_identical_in_rank_order(client):
             np.testing.assert_array_equal(g["a"], np.arange(r + 1))
         assert out["bcast0"] == {"root": 0}
         assert out["bcast2"] == "from rank 2"
+        assert tuple(out["gather_apply"]) == (results[0]["pid"], 10 * sum(range(N_WORKERS)))
         assert out["big"] == ((BIG,), big.dtype.str, _digest(big)), f"rank {rank}"
         ranks = np.arange(N_WORKERS)
         assert out["into"][0] and out["into"][1].tolist() == [ranks.sum(), 2 * ranks.sum()]
         assert out["in_place"][0] and out["in_place"][1].tolist() == [ranks.max(), 2 * ranks.max()]
+
+
+def test_a_failing_gather_apply_fails_on_every_rank(client):
+    futures, _ = _launch(client, _gather_apply_fails)
+    for rank, message in enumerate(client.gather(futures)):
+        assert message is not None and "gather_apply #1 failed on rank 0" in message, (rank, message)
 
 
 def test_timeout_names_hung_rank(client):
@@ -291,6 +311,8 @@ def test_world_size_one_needs_no_cluster():
             comm.allreduce(x, out=np.zeros(4))
         assert comm.allgather({"a": 1}) == [{"a": 1}]
         assert comm.broadcast("b") == "b"
+        assert comm.gather_apply(3, lambda values: values) == [3]
+        assert comm.gather_to(0, x, (5,)) is x
         with pytest.raises(ValueError):
             comm.allreduce(x, op="prod")
     # NCCL over a world of one opens nothing and needs no GPU.
@@ -298,6 +320,10 @@ def test_world_size_one_needs_no_cluster():
     assert (nccl.rank, nccl.world_size) == (0, 1)
     assert nccl.allreduce(x) is x
     assert nccl.allgather(1) == [1] and nccl.broadcast(2) == 2
+    assert nccl.gather_apply(3, lambda values: values) == [3]
+    assert nccl.gather_to(0, x, (5,)) is x
+    with pytest.raises(ValueError, match="counts"):
+        nccl.gather_to(0, x, (4,))
     nccl.close()
 
 
@@ -356,6 +382,13 @@ def _nccl_exercise(job_id, root, rank, world_size):
             "via_host": DaskCommunicator.allreduce(host, cupy.ones(3) * rank).get(),
             "gather": comm.allgather(rank),
         }
+        # Rows of unequal counts (rank 1: none), to either root; the others get None.
+        counts = (3, 0)
+        rows = cupy.arange(counts[rank] * 4, dtype=cupy.float32).reshape(-1, 4) + 100 * rank
+        out["gather_to"] = [None if (g := comm.gather_to(root_rank, rows, counts)) is None else g.get()
+                            for root_rank in (0, 1)]
+        wide = cupy.full((rank + 1, 2), rank, dtype=cupy.float64)
+        out["gather_wide"] = [None if (g := comm.gather_to(r, wide, (1, 2))) is None else g.get() for r in (0, 1)]
         # In place, as the device grower reduces its histograms: no second buffer.
         mine = cupy.full(5, rank + 1, dtype=cupy.int64)
         out["in_place"] = (comm.allreduce(mine, out=mine) is mine, mine.get())
@@ -374,7 +407,14 @@ def test_nccl_two_gpus():
         futures, _ = _launch(c, _nccl_exercise, world_size=2)
         results = c.gather(futures)
     base = np.arange(1000, dtype=np.int64)
-    for out in results:
+    for rank, out in enumerate(results):
+        mine = [None, None]
+        mine[rank] = np.arange(12, dtype=np.float32).reshape(3, 4)
+        for got, want in zip(out["gather_to"], mine):
+            assert (got is None) == (want is None) and (want is None or np.array_equal(got, want))
+        for r, got in enumerate(out["gather_wide"]):
+            want = np.array([[0, 0], [1, 1], [1, 1]], dtype=np.float64)
+            assert (got is None) == (r != rank) and (got is None or np.array_equal(got, want))
         np.testing.assert_array_equal(out["int64"], base * 3)
         np.testing.assert_array_equal(out["int64_max"], base * 2)
         np.testing.assert_allclose(out["float32"], np.full(7, 2.0, dtype=np.float32))
