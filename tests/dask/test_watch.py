@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 import pytest
 
 from daskgb.dask import watch
@@ -154,6 +156,37 @@ def test_predict_on_a_matrix_whose_worker_died_fails_naming_it(monkeypatch, when
                                                    r"during prediction"):
                 dgb.predict(cl, booster, m)
             assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("operation", ["take", "labels", "train", "eval"])
+def test_every_operation_on_a_matrix_whose_worker_died_fails_naming_it(monkeypatch, operation):
+    """take, labels, train, and training with it as an eval set: after a worker holding its rows
+    died, each fails within seconds naming it (tasks pinned to a gone worker wait for ever)."""
+    import daskgb.dask as dgb
+
+    monkeypatch.setattr(watch, "LOST_GRACE_S", 0.5)
+    X, y = _exact()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        with distributed.Client(c) as cl:
+            from placement import on_workers
+
+            m = dgb.DaskQuantileMatrix(cl, on_workers(cl, X, [300, 300], [0, 1]), on_workers(cl, y, [300, 300], [0, 1]))
+            other = dgb.DaskQuantileMatrix(cl, on_workers(cl, X, [300, 300], [1, 0], fresh=True),
+                                           on_workers(cl, y, [300, 300], [1, 0], fresh=True), ref=m)
+            victim = m.workers[1]
+            cl.run(_die, workers=[victim], wait=False)
+            time.sleep(1.0)
+            params = {"max_depth": 3, "device": "cpu"}
+            run = {"take": lambda: m.take(np.arange(0, 600, 2)),
+                   "labels": lambda: m.labels(),
+                   "train": lambda: dgb.train(cl, params, m, 3, verbose_eval=False),
+                   "eval": lambda: dgb.train(cl, params, other, 3, evals=[(m, "v")], verbose_eval=False)}[operation]
+            started = time.monotonic()
+            with pytest.raises(RuntimeError) as info:
+                run()
+            assert time.monotonic() - started < 15
+            message = str(info.value)
+            assert victim in message and any(w in message for w in ("died", "left", "lost")), message
 
 
 def _slow_predict():
