@@ -171,14 +171,32 @@ class Booster:
         return flat, offsets
 
     def predict(self, data, output_margin: bool = False, iteration_range=(0, 0), missing=np.nan,
-                base_margin=None):
+                base_margin=None, *, pred_leaf: bool = False, pred_contribs: bool = False,
+                approx_contribs: bool = False):
         """Predictions for raw features (numpy, pandas, cupy, scipy CSR) or a QuantileMatrix.
 
         Returns numpy for host input and cupy for cupy input. Missing values (NaN
         or `missing`) take each split's default direction.
+
+        As XGBoost's (raw features only):
+        - ``pred_contribs=True``: each feature's SHAP value (exact TreeSHAP) of each row's
+          margin, and a last column holding the expected margin (the base margin included):
+          (n_rows, n_features + 1), or (n_rows, n_groups, n_features + 1) for several outputs;
+          a row's values sum to its margin. With ``approx_contribs=True``, Saabas's approximation
+          (each split's change of the mean leaf value, credited to its feature).
+        - ``pred_leaf=True``: the id of the leaf each tree sends each row to, (n_rows, n_trees),
+          as float32 (XGBoost's type).
         """
         start, end = self._tree_slice(iteration_range)
+        if approx_contribs and not pred_contribs:
+            raise ValueError("approx_contribs=True is a kind of pred_contribs=True; pass both")
+        if pred_leaf and pred_contribs:
+            raise ValueError("pred_leaf and pred_contribs are two different outputs; ask for one")
+        explain = pred_leaf or pred_contribs
         if isinstance(data, QuantileMatrix):
+            if explain:
+                raise ValueError("pred_contribs and pred_leaf take raw features (a QuantileMatrix holds bins); "
+                                 "pass the feature array instead")
             return self._predict_matrix(data, output_margin, start, end)
         features = as_features(data)
         if features.n_features != self.n_features:
@@ -190,6 +208,12 @@ class Booster:
         backend = get_backend(device)
         xp = backend.xp
         X = features.to(xp).densify(missing)
+        if pred_leaf:
+            out = self._leaf_indices(backend, X, start, end, float(missing))
+            return out if on_gpu else to_host(out)
+        if pred_contribs:
+            out = self._contributions(backend, X, start, end, float(missing), base_margin, approx_contribs)
+            return out if on_gpu else to_host(out)
         margin = self._initial_margin(xp, features.n_rows, base_margin)
         for group in range(self.n_groups):
             packed = self._packed_group(start, end, group)
@@ -210,6 +234,47 @@ class Booster:
                 device_arrays.copy_into(margin[:, group], column)
         out = margin if output_margin else self.objective.transform(xp, margin)
         return out if on_gpu else to_host(out)
+
+    def _leaf_indices(self, backend, X, start: int, end: int, missing: float):
+        """(n_rows, trees [start, end)) float32: each tree's leaf id for each row."""
+        xp = backend.xp
+        nodes, offsets = self._cached(("all", start, end), lambda: self._packed_trees(self.trees[start:end]))
+        ids = xp.zeros((X.shape[0], end - start), dtype=xp.int32)
+        backend.leaf_indices(X, nodes, offsets, ids, missing)
+        return ids.astype(xp.float32)
+
+    def _contributions(self, backend, X, start: int, end: int, missing: float, base_margin, approx: bool):
+        """(n_rows, n_features + 1) float32 SHAP (or Saabas) values with the expected margin
+        last, or (n_rows, n_groups, n_features + 1): summed in float64, one output group at a time."""
+        from .explain.paths import node_means, tree_paths
+
+        xp = backend.xp
+        n, f, k = X.shape[0], self.n_features, self.n_groups
+        start_margin = self._initial_margin(xp, n, base_margin)
+        out = xp.zeros((n, k, f + 1), dtype=xp.float32)
+        for group in range(k):
+            trees = [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group]
+            phi = xp.zeros((n, f + 1), dtype=xp.float64)
+            if approx:
+                nodes, offsets = self._cached(("saabas", start, end, group), lambda: self._packed_trees(trees))
+                means = self._cached(("means", start, end, group), lambda: np.concatenate(
+                    [node_means(t) for t in trees]) if trees else np.zeros(0))
+                backend.saabas_contributions(X, nodes, offsets, means, phi, missing)
+            else:
+                paths = self._cached(("paths", start, end, group), lambda: tree_paths(trees))
+                backend.shap_contributions(X, paths, phi, missing)
+            phi[:, f] += (start_margin if start_margin.ndim == 1 else start_margin[:, group]).astype(xp.float64)
+            out[:, group, :] = phi.astype(xp.float32)
+        return out[:, 0, :] if k == 1 else out
+
+    def _cached(self, key, make):
+        """make(), kept with the packed trees (forgotten with them when the trees change)."""
+        if self._packed is None or self._packed[0] != len(self.trees):
+            self._packed = (len(self.trees), {})
+        packs = self._packed[1]
+        if key not in packs:
+            packs[key] = make()
+        return packs[key]
 
     def _initial_margin(self, xp, n: int, base_margin=None):
         """(n,) float32 initial margins, or (n, K) for multiclass models."""

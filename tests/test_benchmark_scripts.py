@@ -61,6 +61,7 @@ GPU_RUNS = [
     ("benchmarks/memory_peaks.py", ["--smoke"], "train 2 rounds ("),
     ("benchmarks/nccl_bandwidth.py", ["--smoke"], "| 114,688 |"),
     ("benchmarks/nccl_probe.py", ["--smoke"], '"host_16B_us"'),
+    ("benchmarks/shap_speed.py", ["--smoke"], "| pred_contribs |"),
     ("benchmarks/profile_sketch.py", ["--smoke"], "cuts equal: True"),
     ("benchmarks/queued_rounds.py", ["--smoke"], "models equal"),
     ("benchmarks/setting_sweep.py", ["--smoke"], "| year |"),

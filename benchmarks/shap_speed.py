@@ -1,0 +1,93 @@
+"""SHAP contributions beside XGBoost's on the same model (developer tool).
+
+    python benchmarks/shap_speed.py                                     # 1M rows x 500 trees of depth 8, GPU
+    python benchmarks/shap_speed.py --rows 100000 --rounds 100
+    python benchmarks/shap_speed.py --smoke                             # seconds
+
+A model is trained with daskgb on Higgs-shaped rows made to look real (examples/user_paths.py's
+realistic: few-valued and partly missing columns), --train-rows of them, and saved in XGBoost's
+JSON format; xgboost.Booster loads it on the GPU, so both libraries explain the same trees.
+Then, on --rows other rows on the device: daskgb's Booster.predict(X, pred_contribs=True)
+against XGBoost's predict(DMatrix, pred_contribs=True) (its DMatrix made before the clock
+starts), and the same for approx_contribs and pred_leaf; medians of --repeats after a
+warm-up of each, their ratio, and the largest difference between the two outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+
+def _timed(fn, repeats: int):
+    import cupy
+
+    fn()
+    cupy.cuda.runtime.deviceSynchronize()
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        cupy.cuda.runtime.deviceSynchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times, out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--train-rows", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--max-depth", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="2,000 rows, 5 rounds, 1 repeat")
+    args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.train_rows, args.rounds, args.repeats = 2_000, 2_000, 5, 1
+
+    import cupy
+    import numpy as np
+    import xgboost as xgb
+
+    import daskgb
+    from synthetic import make_higgs
+    from user_paths import realistic
+
+    X, y = make_higgs(cupy, args.train_rows + args.rows, seed=11)
+    X = realistic(cupy, X)
+    Xt, yt, Xe = X[: args.train_rows], y[: args.train_rows], cupy.ascontiguousarray(X[args.train_rows :])
+    params = {"objective": "binary:logistic", "max_depth": args.max_depth, "eta": 0.1, "device": "cuda"}
+    booster = daskgb.train(params, daskgb.QuantileMatrix(Xt, yt), args.rounds, verbose_eval=False)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "model.json"
+        booster.save_model(path, format="xgboost")
+        theirs = xgb.Booster(model_file=str(path))
+    theirs.set_param({"device": "cuda"})
+    dm = xgb.DMatrix(Xe, missing=np.nan)
+    print(f"{args.rows:,} rows x {X.shape[1]} features, {len(booster.trees)} trees of depth {args.max_depth}, "
+          f"median of {args.repeats} (xgboost {xgb.__version__})")
+    print("| output | daskgb | XGBoost | ratio | max abs difference |")
+    print("|---|---|---|---|---|")
+    for name, kwargs in (("pred_contribs", {"pred_contribs": True}),
+                         ("approx_contribs", {"pred_contribs": True, "approx_contribs": True}),
+                         ("pred_leaf", {"pred_leaf": True})):
+        ours_s, ours_runs, ours = _timed(lambda: booster.predict(Xe, **kwargs), args.repeats)
+        try:
+            theirs_s, theirs_runs, want = _timed(lambda: theirs.predict(dm, **kwargs), args.repeats)
+        except xgb.core.XGBoostError as exc:  # approx_contribs: not in XGBoost's GPU predictor
+            print(f"| {name} | {ours_s:.3f} s ({', '.join(f'{t:.3f}' for t in ours_runs)}) | XGBoost on the GPU "
+                  f"refuses: {str(exc).splitlines()[0].split(': ', 1)[-1][:80]} | | |")
+            continue
+        diff = float(np.abs(cupy.asnumpy(ours) - np.asarray(want)).max())
+        print(f"| {name} | {ours_s:.3f} s ({', '.join(f'{t:.3f}' for t in ours_runs)}) | {theirs_s:.3f} s "
+              f"({', '.join(f'{t:.3f}' for t in theirs_runs)}) | {ours_s / theirs_s:.2f} | {diff:.2e} |")
+
+
+if __name__ == "__main__":
+    main()

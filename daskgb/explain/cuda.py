@@ -1,0 +1,84 @@
+"""The explain stage on a GPU: kernels/shap.cu launches, one thread per row.
+
+Same names and results as explain/reference.py (the oracle).
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from ..arrays import to_host
+from ..backend import kernels
+from . import reference
+
+_KERNELS = kernels.declare("shap.cu", ("shap_contribs", "saabas_contribs", "leaf_index"))
+_THREADS = 128
+# kernels/shap.cu's kMaxPathElements: longer paths (deep lossguide trees) take the numpy path.
+MAX_PATH_ELEMENTS = 64
+
+
+def _launch(name: str, n_rows: int, args) -> None:
+    fn = kernels.function("shap.cu", _KERNELS, name)
+    fn((-(-n_rows // _THREADS),), (_THREADS,), args)
+
+
+def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
+    """As reference.shap_contributions, X and out (float64) on the device."""
+    n_rows, n_features = X.shape
+    if n_rows == 0 or paths.n_paths == 0:
+        return
+    if paths.longest > MAX_PATH_ELEMENTS:
+        host = to_host(out)
+        reference.shap_contributions(to_host(X), paths, host, missing)
+        out[...] = cupy.asarray(host)
+        return
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
+    _launch("shap_contribs", n_rows, (X, np.int64(n_rows), np.int32(n_features), cupy.asarray(paths.offsets),
+                                      np.int32(paths.n_paths), cupy.asarray(paths.feature),
+                                      cupy.asarray(paths.lower), cupy.asarray(paths.upper),
+                                      cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction),
+                                      cupy.asarray(paths.value), np.float32(missing), acc))
+    if acc is not out:
+        out[...] = acc
+
+
+def _node_columns(nodes):
+    return (cupy.asarray(np.ascontiguousarray(nodes["left"], dtype=np.int32)),
+            cupy.asarray(np.ascontiguousarray(nodes["right"], dtype=np.int32)),
+            cupy.asarray(np.ascontiguousarray(np.maximum(nodes["feature"], 0), dtype=np.int32)),
+            cupy.asarray(np.ascontiguousarray(nodes["threshold"], dtype=np.float32)),
+            cupy.asarray(np.ascontiguousarray(nodes["default_left"], dtype=np.int8)))
+
+
+def saabas_contributions(X, nodes, tree_offsets, means, out, missing: float = np.nan) -> None:
+    """As reference.saabas_contributions, X and out (float64) on the device; nodes, offsets
+    and means on the host."""
+    n_rows, n_features = X.shape
+    n_trees = len(tree_offsets) - 1
+    if n_rows == 0 or n_trees <= 0:
+        return
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
+    _launch("saabas_contribs", n_rows, (X, np.int64(n_rows), np.int32(n_features),
+                                        cupy.asarray(np.asarray(tree_offsets, dtype=np.int64)), np.int32(n_trees),
+                                        *_node_columns(nodes), cupy.asarray(np.asarray(means, dtype=np.float64)),
+                                        np.float32(missing), acc))
+    if acc is not out:
+        out[...] = acc
+
+
+def leaf_indices(X, nodes, tree_offsets, out, missing: float = np.nan) -> None:
+    """As reference.leaf_indices, X and out ((n_rows, n_trees) int32) on the device."""
+    n_rows, n_features = X.shape
+    n_trees = len(tree_offsets) - 1
+    if n_rows == 0 or n_trees <= 0:
+        return
+    if out.dtype != cupy.int32 or not out.flags.c_contiguous or out.shape != (n_rows, n_trees):
+        raise TypeError(f"leaf_indices writes a C-contiguous int32 ({n_rows}, {n_trees}) array, got "
+                        f"{out.dtype} {out.shape}")
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    _launch("leaf_index", n_rows, (X, np.int64(n_rows), np.int32(n_features),
+                                   cupy.asarray(np.asarray(tree_offsets, dtype=np.int64)), np.int32(n_trees),
+                                   *_node_columns(nodes), np.float32(missing), out))

@@ -1,0 +1,172 @@
+"""SHAP contributions, Saabas's approximation and leaf indices (Booster.predict's pred_contribs,
+approx_contribs and pred_leaf): they sum to the margin, equal XGBoost's on the same model
+(exported to XGBoost's JSON), and the GPU kernels equal the numpy oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import daskgb
+from daskgb.explain import reference
+from daskgb.explain.paths import tree_paths
+
+
+def _data(n=600, f=6, seed=0, missing=0.15):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, f)).astype(np.float32)
+    X[:, 1] = np.round(X[:, 1] * 2)  # few distinct values: ties at the thresholds
+    X[rng.random(X.shape) < missing] = np.nan
+    X[:, 2] = np.where(np.isnan(X[:, 2]), 0.0, X[:, 2])  # a column without missing values
+    signal = np.nan_to_num(X[:, 0]) - 0.7 * np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 3]) + 0.4 * X[:, 2]
+    return X, signal + rng.normal(scale=0.5, size=n).astype(np.float32)
+
+
+def _model(kind, device="cpu", rounds=12, depth=4, seed=0):
+    X, s = _data(seed=seed)
+    params = {"max_depth": depth, "eta": 0.3, "device": device, "seed": seed}
+    kwargs = {}
+    if kind == "binary":
+        params["objective"] = "binary:logistic"
+        y = (s > 0).astype(np.float32)
+    elif kind == "regression":
+        params["objective"] = "reg:squarederror"
+        y = s.astype(np.float32)
+    elif kind == "multiclass":
+        params.update(objective="multi:softprob", num_class=3)
+        y = np.digitize(s, np.quantile(s, [0.33, 0.66])).astype(np.float32)
+    else:  # ranking
+        params["objective"] = "rank:ndcg"
+        y = np.digitize(s, np.quantile(s, [0.5, 0.8])).astype(np.float32)
+        kwargs["qid"] = np.repeat(np.arange(X.shape[0] // 20), 20)
+    if kind == "lossguide":
+        params.update(objective="reg:squarederror", grow_policy="lossguide", max_leaves=24, max_depth=0)
+        y = s.astype(np.float32)
+    booster = daskgb.train(params, daskgb.QuantileMatrix(X, y, **kwargs), rounds, verbose_eval=False)
+    return booster, X
+
+
+KINDS = ["binary", "regression", "multiclass", "ranking", "lossguide"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_contributions_sum_to_the_margin(kind):
+    booster, X = _model(kind)
+    margin = booster.predict(X, output_margin=True)
+    for approx in (False, True):
+        phi = booster.predict(X, pred_contribs=True, approx_contribs=approx)
+        assert phi.dtype == np.float32
+        assert phi.shape == margin.shape + (X.shape[1] + 1,)
+        np.testing.assert_allclose(phi.sum(axis=-1), margin, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_contributions_and_leaves_equal_xgboosts(kind, tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    booster, X = _model(kind)
+    path = tmp_path / "model.json"
+    booster.save_model(path, format="xgboost")
+    theirs = xgb.Booster(model_file=str(path))
+    d = xgb.DMatrix(X, missing=np.nan)
+    for approx in (False, True):
+        ours = booster.predict(X, pred_contribs=True, approx_contribs=approx)
+        want = theirs.predict(d, pred_contribs=True, approx_contribs=approx)
+        np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-5, err_msg=f"approx_contribs={approx}")
+    np.testing.assert_array_equal(booster.predict(X, pred_leaf=True), theirs.predict(d, pred_leaf=True))
+    # A range of rounds (XGBoost takes it as a slice of the model for contributions).
+    np.testing.assert_allclose(booster.predict(X, pred_contribs=True, iteration_range=(2, 7)),
+                               theirs[2:7].predict(d, pred_contribs=True), rtol=1e-5, atol=1e-5)
+
+
+def _brute_force_shap(tree, x):
+    """A tree's SHAP values of one row by the definition: every subset of the features, the
+    expected value conditioned on it as TreeSHAP defines it (cover-weighted over the splits on
+    features outside the subset)."""
+    from itertools import combinations
+    from math import factorial
+
+    f = x.size
+
+    def expect(node, subset):
+        if tree.left[node] < 0:
+            return float(tree.value[node])
+        a, b = tree.left[node], tree.right[node]
+        feat = tree.feature[node]
+        if feat in subset:
+            v = x[feat]
+            go_left = bool(tree.default_left[node]) if np.isnan(v) else v < tree.threshold[node]
+            return expect(a if go_left else b, subset)
+        ca, cb = float(tree.cover[a]), float(tree.cover[b])
+        return (expect(a, subset) * ca + expect(b, subset) * cb) / float(tree.cover[node])
+
+    phi = np.zeros(f + 1)
+    for i in range(f):
+        rest = [j for j in range(f) if j != i]
+        for size in range(f):
+            for s in combinations(rest, size):
+                w = factorial(size) * factorial(f - size - 1) / factorial(f)
+                phi[i] += w * (expect(0, set(s) | {i}) - expect(0, set(s)))
+    phi[f] = expect(0, set())
+    return phi
+
+
+def test_path_shap_is_shapley_by_definition():
+    """The path decomposition against the definition (every subset of features), with missing
+    values and trees that split a feature more than once."""
+    booster, X = _model("regression", rounds=3, depth=4, seed=3)
+    X = X[:25].copy()
+    assert all((np.bincount(t.feature[t.feature >= 0]) > 1).any() for t in booster.trees)
+    got = booster.predict(X, pred_contribs=True)
+    want = np.zeros((X.shape[0], booster.n_features + 1))
+    for r in range(X.shape[0]):
+        for t in booster.trees:
+            want[r] += _brute_force_shap(t, X[r])
+    np.testing.assert_allclose(got[:, :-1], want[:, :-1], rtol=1e-5, atol=1e-6)
+    # The last column: the trees' expected value and the base margin (squared error: base_score).
+    np.testing.assert_allclose(got[:, -1], want[:, -1] + np.float32(booster.base_score), rtol=1e-5, atol=1e-6)
+
+
+def test_a_lone_root_and_empty_inputs():
+    X, s = _data(n=50)
+    booster = daskgb.train({"max_depth": 3, "min_child_weight": 1e6}, daskgb.QuantileMatrix(X, s), 2,
+                           verbose_eval=False)
+    assert all(t.n_nodes == 1 for t in booster.trees)
+    phi = booster.predict(X, pred_contribs=True)
+    np.testing.assert_allclose(phi[:, :-1], 0.0)
+    np.testing.assert_allclose(phi[:, -1], booster.predict(X, output_margin=True), rtol=1e-6)
+    assert booster.predict(X, pred_leaf=True).tolist() == [[0.0, 0.0]] * 50
+
+
+def test_bad_requests_are_named():
+    booster, X = _model("binary", rounds=2)
+    with pytest.raises(ValueError, match="approx_contribs"):
+        booster.predict(X, approx_contribs=True)
+    with pytest.raises(ValueError, match="pred_leaf and pred_contribs"):
+        booster.predict(X, pred_leaf=True, pred_contribs=True)
+    y = np.zeros(X.shape[0], np.float32)
+    with pytest.raises(ValueError, match="raw features"):
+        booster.predict(daskgb.QuantileMatrix(X, y), pred_contribs=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_kernels_equal_the_oracle(kind):
+    cupy = pytest.importorskip("cupy")
+    booster, X = _model(kind, rounds=8, depth=5, seed=4)
+    for approx in (False, True):
+        host = booster.predict(X, pred_contribs=True, approx_contribs=approx)
+        device = booster.predict(cupy.asarray(X), pred_contribs=True, approx_contribs=approx)
+        assert isinstance(device, cupy.ndarray)
+        np.testing.assert_allclose(device.get(), host, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(booster.predict(cupy.asarray(X), pred_leaf=True).get(),
+                                  booster.predict(X, pred_leaf=True))
+    # The float64 sums themselves, path by path in one order: the same bits.
+    trees = [t for t, g in zip(booster.trees, booster.tree_info) if g == 0]
+    paths = tree_paths(trees)
+    from daskgb.explain import cuda
+
+    want = np.zeros((X.shape[0], X.shape[1] + 1))
+    reference.shap_contributions(X, paths, want)
+    got = cupy.zeros((X.shape[0], X.shape[1] + 1))
+    cuda.shap_contributions(cupy.asarray(X), paths, got)
+    np.testing.assert_array_equal(got.get(), want)
