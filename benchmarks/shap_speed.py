@@ -64,15 +64,14 @@ def main():
     Xt, yt, Xe = X[: args.train_rows], y[: args.train_rows], cupy.ascontiguousarray(X[args.train_rows :])
     params = {"objective": "binary:logistic", "max_depth": args.max_depth, "eta": 0.1, "device": "cuda"}
     booster = daskgb.train(params, daskgb.QuantileMatrix(Xt, yt), args.rounds, verbose_eval=False)
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "model.json"
-        booster.save_model(path, format="xgboost")
-        theirs = xgb.Booster(model_file=str(path))
+    saved = Path(tempfile.mkdtemp()) / "model.json"
+    booster.save_model(saved, format="xgboost")
+    theirs = xgb.Booster(model_file=str(saved))
     theirs.set_param({"device": "cuda"})
     dm = xgb.DMatrix(Xe, missing=np.nan)
     print(f"{args.rows:,} rows x {X.shape[1]} features, {len(booster.trees)} trees of depth {args.max_depth}, "
           f"median of {args.repeats} (xgboost {xgb.__version__})")
-    print("| output | daskgb | XGBoost | ratio | max abs difference |")
+    print("| output | daskgb | XGBoost (GPU) | ratio | max abs difference |")
     print("|---|---|---|---|---|")
     for name, kwargs in (("pred_contribs", {"pred_contribs": True}),
                          ("approx_contribs", {"pred_contribs": True, "approx_contribs": True}),
@@ -84,9 +83,23 @@ def main():
             print(f"| {name} | {ours_s:.3f} s ({', '.join(f'{t:.3f}' for t in ours_runs)}) | XGBoost on the GPU "
                   f"refuses: {str(exc).splitlines()[0].split(': ', 1)[-1][:80]} | | |")
             continue
-        diff = float(np.abs(cupy.asnumpy(ours) - np.asarray(want)).max())
+        gap = np.abs(cupy.asnumpy(ours) - np.asarray(want))
         print(f"| {name} | {ours_s:.3f} s ({', '.join(f'{t:.3f}' for t in ours_runs)}) | {theirs_s:.3f} s "
-              f"({', '.join(f'{t:.3f}' for t in theirs_runs)}) | {ours_s / theirs_s:.2f} | {diff:.2e} |")
+              f"({', '.join(f'{t:.3f}' for t in theirs_runs)}) | {ours_s / theirs_s:.2f} | {float(gap.max()):.2e} "
+              f"({int((gap > 1e-4).sum())} of {gap.size:,} entries beyond 1e-4) |")
+    # The same outputs of XGBoost's CPU predictor on the first rows (approx_contribs is CPU-only there).
+    cpu = xgb.Booster(model_file=str(saved))
+    cpu.set_param({"device": "cpu"})
+    head = cupy.asnumpy(Xe[:2000])
+    dh = xgb.DMatrix(head, missing=np.nan)
+    for name, kwargs in (("pred_contribs", {"pred_contribs": True}),
+                         ("approx_contribs", {"pred_contribs": True, "approx_contribs": True}),
+                         ("pred_leaf", {"pred_leaf": True})):
+        ours = booster.predict(head, **kwargs)
+        want = cpu.predict(dh, **kwargs)
+        print(f"against XGBoost's CPU predictor, first {head.shape[0]:,} rows, {name}: max abs difference "
+              f"{float(np.abs(ours - want).max()):.2e}, entries differing by > 1e-4: "
+              f"{int((np.abs(ours - want) > 1e-4).sum())} of {ours.size:,}")
 
 
 if __name__ == "__main__":

@@ -2,73 +2,114 @@
 // paths, Saabas's approximation, and the leaf each tree sends a row to.
 #include "common.cuh"
 
-// The most elements a path may have here (its bias element and one per distinct feature);
-// explain/cuda.py sends longer paths to the numpy path.
-constexpr int kMaxPathElements = 64;
-
+// Paths of up to kMax elements (the bias element and one per distinct feature) keep their
+// weights in registers: every loop below is unrolled to kMax, so each index is a constant.
+// explain/cuda.py picks kMax from the longest path (8, 16 or 32) and sends longer paths to
+// the numpy path.
 __device__ __forceinline__ bool is_missing(float v, float missing) { return isnan(v) || v == missing; }
+
+// 1 / j for j = 1..32 (rounded as the division rounds): the weights' divisions by an index
+// that only the path's length fixes become products.
+__constant__ double kRecip[33] = {0.0, 1.0 / 1, 1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 / 5, 1.0 / 6, 1.0 / 7,
+    1.0 / 8, 1.0 / 9, 1.0 / 10, 1.0 / 11, 1.0 / 12, 1.0 / 13, 1.0 / 14, 1.0 / 15, 1.0 / 16, 1.0 / 17,
+    1.0 / 18, 1.0 / 19, 1.0 / 20, 1.0 / 21, 1.0 / 22, 1.0 / 23, 1.0 / 24, 1.0 / 25, 1.0 / 26, 1.0 / 27,
+    1.0 / 28, 1.0 / 29, 1.0 / 30, 1.0 / 31, 1.0 / 32};
 
 // Paths (explain/paths.py): path p owns elements offsets[p]:offsets[p+1], the first the bias
 // element; a row follows element k when its value of feature[k] lies in [lower[k], upper[k]),
 // or is missing and missing_follows[k]. phi: (n_rows, n_features + 1) float64, updated: one
 // thread per row adds every path's SHAP values in path order, with the operations of
 // explain/reference.py's shap_contributions in the same order (so both agree to the last bit
-// under --fmad=false).
+// under --fmad=false). The one fractions are 0 or 1, so the only division left is 1 / zero
+// fraction, once an element; the others are products by the constants 1 / j.
+// kShared: the block's rows' sums live in shared memory (feature-major: thread t's sum of
+// feature f at f * blockDim.x + t, no bank conflicts) and are added to phi at the end; the
+// host chooses it where blockDim.x * (n_features + 1) doubles fit.
 // Launch: 1-D, one thread per row.
-extern "C" __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int n_features,
-                                         const long long* __restrict__ offsets, int n_paths,
-                                         const int* __restrict__ feature, const float* __restrict__ lower,
-                                         const float* __restrict__ upper,
-                                         const signed char* __restrict__ missing_follows,
-                                         const double* __restrict__ zero_fraction, const float* __restrict__ value,
-                                         float missing, double* __restrict__ phi) {
+template <int kMax, bool kShared>
+__global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int n_features,
+                              const long long* __restrict__ offsets, int n_paths,
+                              const int* __restrict__ feature, const float* __restrict__ lower,
+                              const float* __restrict__ upper, const signed char* __restrict__ missing_follows,
+                              const double* __restrict__ zero_fraction, const float* __restrict__ value,
+                              float missing, double* __restrict__ phi) {
+  extern __shared__ double block_sums[];
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= n_rows) return;
-  const float* x = X + row * (long long)n_features;
-  double* out = phi + row * (long long)(n_features + 1);
-  double pw[kMaxPathElements];
-  double one[kMaxPathElements];
+  const bool live = row < n_rows;
+  const float* x = X + (live ? row : 0) * (long long)n_features;
+  double* out = phi + (live ? row : 0) * (long long)(n_features + 1);
+  const int stride = kShared ? (int)blockDim.x : 1;
+  double* sums = kShared ? block_sums + threadIdx.x : out;
+  if (kShared) {
+    for (int f = 0; f <= n_features; ++f) sums[f * stride] = 0.0;
+  }
+  if (!live) return;  // no __syncthreads below: each thread owns its own sums
   for (int p = 0; p < n_paths; ++p) {
     const long long s = offsets[p];
     const int length = (int)(offsets[p + 1] - s);
-    // EXTEND, element after element (the bias element: pw = [1]).
+    const int depth = length - 1;
+    double pw[kMax];
+    unsigned follows = 0u;  // bit k: the row follows element k
     pw[0] = 1.0;
-    one[0] = 1.0;
-    for (int d = 1; d < length; ++d) {
-      const long long e = s + d;
-      const float v = x[feature[e]];
-      const bool follows = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
-      const double o = follows ? 1.0 : 0.0;
-      const double z = zero_fraction[e];
-      one[d] = o;
-      pw[d] = 0.0;
-      for (int i = d - 1; i >= 0; --i) {
-        pw[i + 1] += o * pw[i] * (double)(i + 1) / (double)(d + 1);
-        pw[i] = z * pw[i] * (double)(d - i) / (double)(d + 1);
+#pragma unroll
+    for (int d = 1; d < kMax; ++d) {
+      if (d < length) {
+        const long long e = s + d;
+        const float v = x[feature[e]];
+        const bool f = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
+        follows |= (unsigned)f << d;
+        const double o = f ? 1.0 : 0.0;
+        const double z = zero_fraction[e];
+        const double inv = 1.0 / (double)(d + 1);
+        pw[d] = 0.0;
+#pragma unroll
+        for (int i = kMax - 2; i >= 0; --i) {
+          if (i < d) {
+            pw[i + 1] = pw[i + 1] + o * pw[i] * (double)(i + 1) * inv;
+            pw[i] = z * pw[i] * (double)(d - i) * inv;
+          }
+        }
       }
     }
     const double leaf = (double)value[p];
-    const int depth = length - 1;
-    // UNWIND each element in turn: the sum of the weights without it.
-    for (int k = 1; k < length; ++k) {
-      const double o = one[k];
-      const double z = zero_fraction[s + k];
-      double total = 0.0;
-      double next_one = pw[depth];
-      for (int i = depth - 1; i >= 0; --i) {
-        if (o != 0.0) {
-          const double tmp = next_one * (double)(depth + 1) / ((double)(i + 1) * o);
-          total = total + tmp;
-          next_one = pw[i] - tmp * z * (double)(depth - i) / (double)(depth + 1);
-        } else if (z != 0.0) {
-          total = total + (pw[i] / z) / ((double)(depth - i) / (double)(depth + 1));
-        }
-      }
-      out[feature[s + k]] += total * (o - z) * leaf;
+    double top = 0.0;  // pw[depth], read with constant indices
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) {
+      if (j == depth) top = pw[j];
     }
+    const double inv_top = kRecip[depth + 1];
     double bias = leaf;
-    for (int k = 1; k < length; ++k) bias = bias * zero_fraction[s + k];
-    out[n_features] += bias;
+#pragma unroll
+    for (int k = 1; k < kMax; ++k) {
+      if (k < length) {
+        const bool o = (follows >> k) & 1u;
+        const double z = zero_fraction[s + k];
+        bias = bias * z;
+        double total = 0.0;
+        if (o) {
+          double next_one = top;
+#pragma unroll
+          for (int i = kMax - 2; i >= 0; --i) {
+            if (i < depth) {
+              const double tmp = next_one * (double)(depth + 1) * (1.0 / (double)(i + 1));
+              total = total + tmp;
+              next_one = pw[i] - tmp * z * (double)(depth - i) * inv_top;
+            }
+          }
+        } else if (z != 0.0) {
+          const double inv_z = 1.0 / z;
+#pragma unroll
+          for (int i = kMax - 2; i >= 0; --i) {
+            if (i < depth) total = total + pw[i] * inv_z * (double)(depth + 1) * kRecip[depth - i];
+          }
+        }
+        sums[feature[s + k] * stride] += total * ((o ? 1.0 : 0.0) - z) * leaf;
+      }
+    }
+    sums[n_features * stride] += bias;
+  }
+  if (kShared) {
+    for (int f = 0; f <= n_features; ++f) out[f] += sums[f * stride];
   }
 }
 

@@ -12,15 +12,21 @@ from ..arrays import to_host
 from ..backend import kernels
 from . import reference
 
-_KERNELS = kernels.declare("shap.cu", ("shap_contribs", "saabas_contribs", "leaf_index"))
+# The kernel's register sizes for a path's weights (kernels/shap.cu's kMax): the smallest that
+# holds the longest path; longer paths (deep lossguide trees) take the numpy path.
+_SIZES = (8, 16, 32)
+_KERNELS = kernels.declare("shap.cu", tuple(f"shap_contribs<{m}, {s}>" for m in _SIZES for s in ("true", "false"))
+                           + ("saabas_contribs", "leaf_index"))
 _THREADS = 128
-# kernels/shap.cu's kMaxPathElements: longer paths (deep lossguide trees) take the numpy path.
-MAX_PATH_ELEMENTS = 64
+MAX_PATH_ELEMENTS = _SIZES[-1]
+# Each row's sums stay in shared memory where a block's fit in this (48 KiB: what a block may
+# take without opting in).
+_SHARED_BYTES = 48 * 1024
 
 
-def _launch(name: str, n_rows: int, args) -> None:
+def _launch(name: str, n_rows: int, args, shared_mem: int = 0) -> None:
     fn = kernels.function("shap.cu", _KERNELS, name)
-    fn((-(-n_rows // _THREADS),), (_THREADS,), args)
+    fn((-(-n_rows // _THREADS),), (_THREADS,), args, shared_mem=shared_mem)
 
 
 def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
@@ -33,13 +39,16 @@ def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
         reference.shap_contributions(to_host(X), paths, host, missing)
         out[...] = cupy.asarray(host)
         return
+    size = next(m for m in _SIZES if paths.longest <= m)
+    smem = _THREADS * (n_features + 1) * 8
+    shared = smem <= _SHARED_BYTES
     X = cupy.ascontiguousarray(X, dtype=cupy.float32)
     acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
-    _launch("shap_contribs", n_rows, (X, np.int64(n_rows), np.int32(n_features), cupy.asarray(paths.offsets),
-                                      np.int32(paths.n_paths), cupy.asarray(paths.feature),
-                                      cupy.asarray(paths.lower), cupy.asarray(paths.upper),
-                                      cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction),
-                                      cupy.asarray(paths.value), np.float32(missing), acc))
+    _launch(f"shap_contribs<{size}, {kernels.template_flag(shared)}>", n_rows,
+            (X, np.int64(n_rows), np.int32(n_features), cupy.asarray(paths.offsets), np.int32(paths.n_paths),
+             cupy.asarray(paths.feature), cupy.asarray(paths.lower), cupy.asarray(paths.upper),
+             cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction), cupy.asarray(paths.value),
+             np.float32(missing), acc), smem if shared else 0)
     if acc is not out:
         out[...] = acc
 

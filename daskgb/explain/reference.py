@@ -14,63 +14,50 @@ def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
     """out[:, f] += feature f's exact SHAP value (TreeSHAP) of every path, out[:, -1] += the
     paths' expected value; out: (n_rows, n_features + 1) float64.
 
-    Each path is TreeSHAP restricted to one leaf (Lundberg et al.'s EXTEND and UNWIND, as
-    XGBoost's CPU TreeShap runs them at a leaf), vectorised over the rows: a row's one
-    fraction on an element is whether it follows it. The arithmetic, in float64, is the same
-    sequence of operations as kernels/shap.cu's."""
+    Each path is TreeSHAP restricted to one leaf (Lundberg et al.'s EXTEND, then UNWIND of each
+    element, as XGBoost's CPU TreeShap runs them at a leaf), vectorised over the rows: a row's
+    one fraction on an element is whether it follows it (0 or 1, so a division by it is by 1,
+    and the divisions by indices are products by 1 / j). The arithmetic, in float64, is the
+    same sequence of operations as kernels/shap.cu's, so the two agree to the last bit."""
     n = X.shape[0]
     for p in range(paths.n_paths):
         s, e = int(paths.offsets[p]), int(paths.offsets[p + 1])
         length = e - s
-        z = paths.zero_fraction[s:e]
-        o = np.ones((n, length), dtype=np.float64)
-        for k in range(1, length):
-            v = X[:, paths.feature[s + k]]
-            follows = np.where(_is_missing(v, missing), paths.missing_follows[s + k] != 0,
-                               (v >= paths.lower[s + k]) & (v < paths.upper[s + k]))
-            o[:, k] = follows
-        pw = _extended(o, z)
-        value = np.float64(paths.value[p])
         depth = length - 1
+        z = paths.zero_fraction[s:e]
+        pw = np.zeros((n, length), dtype=np.float64)
+        o = np.ones((n, length), dtype=bool)
+        pw[:, 0] = 1.0  # the bias element
+        for d in range(1, length):
+            v = X[:, paths.feature[s + d]]
+            o[:, d] = np.where(_is_missing(v, missing), paths.missing_follows[s + d] != 0,
+                               (v >= paths.lower[s + d]) & (v < paths.upper[s + d]))
+            od = o[:, d].astype(np.float64)
+            inv = 1.0 / (d + 1)
+            for i in range(d - 1, -1, -1):
+                pw[:, i + 1] = pw[:, i + 1] + od * pw[:, i] * (i + 1) * inv
+                pw[:, i] = z[d] * pw[:, i] * (d - i) * inv
+        leaf = np.float64(paths.value[p])
+        top = pw[:, depth]
+        inv_top = 1.0 / (depth + 1)
+        bias = leaf
         for k in range(1, length):
-            total = _unwound_sum(pw, depth, o[:, k], z[k])
-            out[:, paths.feature[s + k]] += total * (o[:, k] - z[k]) * value
-        bias = value
-        for k in range(1, length):
-            bias = bias * z[k]
+            zk = z[k]
+            bias = bias * zk
+            with_one = np.zeros(n)
+            next_one = top
+            for i in range(depth - 1, -1, -1):
+                tmp = next_one * (depth + 1) * (1.0 / (i + 1))
+                with_one = with_one + tmp
+                next_one = pw[:, i] - tmp * zk * (depth - i) * inv_top
+            without = np.zeros(n)
+            if zk != 0.0:
+                inv_z = 1.0 / zk
+                for i in range(depth - 1, -1, -1):
+                    without = without + pw[:, i] * inv_z * (depth + 1) * (1.0 / (depth - i))
+            total = np.where(o[:, k], with_one, without)
+            out[:, paths.feature[s + k]] += total * (o[:, k].astype(np.float64) - zk) * leaf
         out[:, -1] += bias
-
-
-def _extended(o, z):
-    """The path's permutation weights after EXTEND of every element, in order: (n, length)."""
-    n, length = o.shape
-    pw = np.zeros((n, length), dtype=np.float64)
-    pw[:, 0] = 1.0  # the bias element (zero and one fractions 1)
-    for d in range(1, length):
-        pw[:, d] = 0.0
-        for i in range(d - 1, -1, -1):
-            pw[:, i + 1] += o[:, d] * pw[:, i] * (i + 1) / (d + 1)
-            pw[:, i] = z[d] * pw[:, i] * (d - i) / (d + 1)
-    return pw
-
-
-def _unwound_sum(pw, depth: int, one, zero: float):
-    """The sum of the weights with element (one, zero) unwound (XGBoost's UnwoundPathSum):
-    one is 0 or 1 per row."""
-    total = np.zeros(pw.shape[0], dtype=np.float64)
-    next_one = pw[:, depth].copy()
-    has_one = one != 0
-    safe_one = np.where(has_one, one, 1.0)
-    for i in range(depth - 1, -1, -1):
-        tmp = next_one * (depth + 1) / ((i + 1) * safe_one)
-        with_one = total + tmp
-        next_one = np.where(has_one, pw[:, i] - tmp * zero * (depth - i) / (depth + 1), next_one)
-        if zero != 0:
-            without = total + (pw[:, i] / zero) / ((depth - i) / (depth + 1))
-        else:
-            without = total
-        total = np.where(has_one, with_one, without)
-    return total
 
 
 def saabas_contributions(X, nodes, tree_offsets, means, out, missing: float = np.nan) -> None:
