@@ -338,7 +338,12 @@ class _GBModel:
         total = values.sum()
         return values / total if total > 0 else values
 
-    def _margin_or_value(self, X, output_margin=False, iteration_range=None):
+    def apply(self, X, iteration_range=None):
+        """The leaf each tree sends each row to: (n_rows, n_trees) leaf ids (XGBoost's apply;
+        Booster.predict with pred_leaf=True)."""
+        return self._margin_or_value(X, iteration_range=iteration_range, pred_leaf=True)
+
+    def _margin_or_value(self, X, output_margin=False, iteration_range=None, **explain):
         self._check_fitted()
         if not hasattr(X, "shape"):  # a list or another array-like
             X = np.asarray(X)
@@ -352,7 +357,7 @@ class _GBModel:
             kwargs["missing"] = self.missing
         if iteration_range is not None:
             kwargs["iteration_range"] = iteration_range
-        return self._Booster.predict(X, **kwargs)
+        return self._Booster.predict(X, **kwargs, **explain)
 
 
 class GBRegressor(_GBModel):

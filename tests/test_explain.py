@@ -170,3 +170,48 @@ def test_the_kernels_equal_the_oracle(kind):
     got = cupy.zeros((X.shape[0], X.shape[1] + 1))
     cuda.shap_contributions(cupy.asarray(X), paths, got)
     np.testing.assert_array_equal(got.get(), want)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+def test_dask_predict_explains_block_by_block(kind):
+    distributed = pytest.importorskip("distributed")
+    da = pytest.importorskip("dask.array")
+    import daskgb.dask as dgb
+
+    booster, X = _model(kind, rounds=6)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        Xd = da.from_array(X, chunks=(170, X.shape[1]))
+        for kwargs in ({"pred_contribs": True}, {"pred_contribs": True, "approx_contribs": True},
+                       {"pred_leaf": True}, {"pred_contribs": True, "iteration_range": (1, 4)}):
+            got = dgb.predict(client, booster, Xd, **kwargs)
+            want = booster.predict(X, **kwargs)
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got.compute(), want)
+        with pytest.raises(ValueError, match="two different outputs"):
+            dgb.predict(client, booster, Xd, pred_leaf=True, pred_contribs=True)
+        est = daskgb.DaskGBRegressor(n_estimators=3, max_depth=3, client=client).fit(Xd, da.from_array(
+            np.nan_to_num(X[:, 0]), chunks=170))
+        np.testing.assert_array_equal(est.apply(Xd).compute(), est.get_booster().predict(X, pred_leaf=True))
+
+
+def test_the_estimators_apply_gives_the_leaves():
+    X, s = _data(n=300)
+    reg = daskgb.GBRegressor(n_estimators=4, max_depth=3).fit(X, s)
+    leaves = reg.apply(X)
+    assert leaves.shape == (300, 4)
+    np.testing.assert_array_equal(leaves, reg.get_booster().predict(X, pred_leaf=True))
+    np.testing.assert_array_equal(reg.apply(X, iteration_range=(1, 3)), leaves[:, 1:3])
+    xgb = pytest.importorskip("xgboost")
+    theirs = xgb.XGBRegressor()
+    theirs.load_model(_saved(reg.get_booster()))
+    np.testing.assert_array_equal(theirs.apply(X), leaves)
+
+
+def _saved(booster):
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp()) / "model.json"
+    booster.save_model(path, format="xgboost")
+    return str(path)

@@ -155,10 +155,10 @@ class _DaskModel:
             self.feature_names_in_ = np.asarray(dtrain.feature_names, dtype=object)
         return self
 
-    def _margin_or_value(self, X, output_margin=False, iteration_range=None):
+    def _margin_or_value(self, X, output_margin=False, iteration_range=None, **explain):
         self._check_fitted()
         return predict(self._get_client(), self._Booster, X, output_margin=output_margin,
-                       iteration_range=iteration_range or (0, 0))
+                       iteration_range=iteration_range or (0, 0), **explain)
 
 
 class DaskGBRegressor(_DaskModel, GBRegressor):
