@@ -46,10 +46,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--max-depth", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--interaction-rows", type=int, default=20_000,
+                    help="rows for pred_interactions (its output is rows x (features + 1)^2)")
     ap.add_argument("--smoke", action="store_true", help="2,000 rows, 5 rounds, 1 repeat")
     args = ap.parse_args()
     if args.smoke:
-        args.rows, args.train_rows, args.rounds, args.repeats = 2_000, 2_000, 5, 1
+        args.rows, args.train_rows, args.rounds, args.repeats, args.interaction_rows = 2_000, 2_000, 5, 1, 500
 
     import cupy
     import numpy as np
@@ -73,12 +75,15 @@ def main():
           f"median of {args.repeats} (xgboost {xgb.__version__})")
     print("| output | daskgb | XGBoost (GPU) | ratio | max abs difference |")
     print("|---|---|---|---|---|")
-    for name, kwargs in (("pred_contribs", {"pred_contribs": True}),
-                         ("approx_contribs", {"pred_contribs": True, "approx_contribs": True}),
-                         ("pred_leaf", {"pred_leaf": True})):
-        ours_s, ours_runs, ours = _timed(lambda: booster.predict(Xe, **kwargs), args.repeats)
+    Xi = cupy.ascontiguousarray(Xe[: args.interaction_rows])
+    di = xgb.DMatrix(Xi, missing=np.nan)
+    for name, kwargs, x, dx in (("pred_contribs", {"pred_contribs": True}, Xe, dm),
+                                ("approx_contribs", {"pred_contribs": True, "approx_contribs": True}, Xe, dm),
+                                ("pred_leaf", {"pred_leaf": True}, Xe, dm),
+                                (f"pred_interactions ({Xi.shape[0]:,} rows)", {"pred_interactions": True}, Xi, di)):
+        ours_s, ours_runs, ours = _timed(lambda: booster.predict(x, **kwargs), args.repeats)
         try:
-            theirs_s, theirs_runs, want = _timed(lambda: theirs.predict(dm, **kwargs), args.repeats)
+            theirs_s, theirs_runs, want = _timed(lambda: theirs.predict(dx, **kwargs), args.repeats)
         except xgb.core.XGBoostError as exc:  # approx_contribs: not in XGBoost's GPU predictor
             print(f"| {name} | {ours_s:.3f} s ({', '.join(f'{t:.3f}' for t in ours_runs)}) | XGBoost on the GPU "
                   f"refuses: {str(exc).splitlines()[0].split(': ', 1)[-1][:80]} | | |")
@@ -94,10 +99,11 @@ def main():
     dh = xgb.DMatrix(head, missing=np.nan)
     for name, kwargs in (("pred_contribs", {"pred_contribs": True}),
                          ("approx_contribs", {"pred_contribs": True, "approx_contribs": True}),
-                         ("pred_leaf", {"pred_leaf": True})):
-        ours = booster.predict(head, **kwargs)
-        want = cpu.predict(dh, **kwargs)
-        print(f"against XGBoost's CPU predictor, first {head.shape[0]:,} rows, {name}: max abs difference "
+                         ("pred_leaf", {"pred_leaf": True}), ("pred_interactions", {"pred_interactions": True})):
+        ours = booster.predict(head[:50] if name == "pred_interactions" else head, **kwargs)
+        want = cpu.predict(xgb.DMatrix(head[:50], missing=np.nan) if name == "pred_interactions" else dh, **kwargs)
+        rows = ours.shape[0]
+        print(f"against XGBoost's CPU predictor, first {rows:,} rows, {name}: max abs difference "
               f"{float(np.abs(ours - want).max()):.2e}, entries differing by > 1e-4: "
               f"{int((np.abs(ours - want) > 1e-4).sum())} of {ours.size:,}")
 

@@ -172,7 +172,7 @@ class Booster:
 
     def predict(self, data, output_margin: bool = False, iteration_range=(0, 0), missing=np.nan,
                 base_margin=None, *, pred_leaf: bool = False, pred_contribs: bool = False,
-                approx_contribs: bool = False):
+                approx_contribs: bool = False, pred_interactions: bool = False):
         """Predictions for raw features (numpy, pandas, cupy, scipy CSR) or a QuantileMatrix.
 
         Returns numpy for host input and cupy for cupy input. Missing values (NaN
@@ -184,19 +184,24 @@ class Booster:
           (n_rows, n_features + 1), or (n_rows, n_groups, n_features + 1) for several outputs;
           a row's values sum to its margin. With ``approx_contribs=True``, Saabas's approximation
           (each split's change of the mean leaf value, credited to its feature).
+        - ``pred_interactions=True``: SHAP interaction values, (n_rows, n_features + 1,
+          n_features + 1) (a group axis after the rows for several outputs): entry (i, j) half
+          the change of j's SHAP value when i is known, the diagonal each feature's own effect,
+          so that a row's (i, :) sums to its SHAP value of i. With approx_contribs (as XGBoost),
+          the diagonal holds Saabas's values and the rest is zero.
         - ``pred_leaf=True``: the id of the leaf each tree sends each row to, (n_rows, n_trees),
           as float32 (XGBoost's type).
         """
         start, end = self._tree_slice(iteration_range)
-        if approx_contribs and not pred_contribs:
+        if approx_contribs and not (pred_contribs or pred_interactions):
             raise ValueError("approx_contribs=True is a kind of pred_contribs=True; pass both")
-        if pred_leaf and pred_contribs:
-            raise ValueError("pred_leaf and pred_contribs are two different outputs; ask for one")
-        explain = pred_leaf or pred_contribs
+        if sum(map(bool, (pred_leaf, pred_contribs, pred_interactions))) > 1:
+            raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
+        explain = pred_leaf or pred_contribs or pred_interactions
         if isinstance(data, QuantileMatrix):
             if explain:
-                raise ValueError("pred_contribs and pred_leaf take raw features (a QuantileMatrix holds bins); "
-                                 "pass the feature array instead")
+                raise ValueError("pred_contribs, pred_interactions and pred_leaf take raw features (a "
+                                 "QuantileMatrix holds bins); pass the feature array instead")
             return self._predict_matrix(data, output_margin, start, end)
         features = as_features(data)
         if features.n_features != self.n_features:
@@ -213,6 +218,9 @@ class Booster:
             return out if on_gpu else to_host(out)
         if pred_contribs:
             out = self._contributions(backend, X, start, end, float(missing), base_margin, approx_contribs)
+            return out if on_gpu else to_host(out)
+        if pred_interactions:
+            out = self._interactions(backend, X, start, end, float(missing), base_margin, approx_contribs)
             return out if on_gpu else to_host(out)
         margin = self._initial_margin(xp, features.n_rows, base_margin)
         for group in range(self.n_groups):
@@ -266,6 +274,28 @@ class Booster:
             phi[:, f] += (start_margin if start_margin.ndim == 1 else start_margin[:, group]).astype(xp.float64)
             out[:, group, :] = phi.astype(xp.float32)
         return out[:, 0, :] if k == 1 else out
+
+    def _interactions(self, backend, X, start: int, end: int, missing: float, base_margin, approx: bool):
+        """(n_rows, F + 1, F + 1) float32 SHAP interaction values (a group axis after the rows
+        for several outputs): the off-diagonal pairs path by path, the diagonal each feature's
+        SHAP value less its row's pairs (XGBoost's definition)."""
+        from .explain.paths import tree_paths
+
+        xp = backend.xp
+        n, f, k = X.shape[0], self.n_features, self.n_groups
+        phi = self._contributions(backend, X, start, end, missing, base_margin, approx)
+        phi = phi.reshape(n, k, f + 1)
+        out = xp.zeros((n, k, f + 1, f + 1), dtype=xp.float32)
+        diagonal = xp.arange(f + 1)
+        for group in range(k):
+            pairs = xp.zeros((n, f + 1, f + 1), dtype=xp.float64)
+            if not approx:
+                trees = [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group]
+                paths = self._cached(("paths", start, end, group), lambda: tree_paths(trees))
+                backend.shap_interactions(X, paths, pairs, missing)
+            pairs[:, diagonal, diagonal] = phi[:, group, :].astype(xp.float64) - pairs.sum(axis=2)
+            out[:, group] = pairs.astype(xp.float32)
+        return out[:, 0] if k == 1 else out
 
     def _cached(self, key, make):
         """make(), kept with the packed trees (forgotten with them when the trees change)."""

@@ -113,6 +113,113 @@ __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int
   }
 }
 
+// SHAP interactions (explain/reference.py's shap_interactions, the same operations in the same
+// order): inter[row, i, j] += half the change of feature j's value when feature i is known,
+// path by path: for each element e, the path's weights with e unwound, and each other
+// element's unwound sum of those. inter: (n_rows, n_features + 1, n_features + 1) float64,
+// updated in global memory (a row's pairs do not fit on chip); its diagonal is left to the
+// caller. Launch: 1-D, one thread per row.
+template <int kMax>
+__global__ void shap_interactions(const float* __restrict__ X, long long n_rows, int n_features,
+                                  const long long* __restrict__ offsets, int n_paths,
+                                  const int* __restrict__ feature, const float* __restrict__ lower,
+                                  const float* __restrict__ upper, const signed char* __restrict__ missing_follows,
+                                  const double* __restrict__ zero_fraction, const float* __restrict__ value,
+                                  float missing, double* __restrict__ inter) {
+  const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= n_rows) return;
+  const float* x = X + row * (long long)n_features;
+  const long long width = n_features + 1;
+  double* out = inter + row * width * width;
+  for (int p = 0; p < n_paths; ++p) {
+    const long long s = offsets[p];
+    const int length = (int)(offsets[p + 1] - s);
+    if (length < 3) continue;
+    const int depth = length - 1;
+    double pw[kMax];
+    unsigned follows = 0u;
+    pw[0] = 1.0;
+#pragma unroll
+    for (int d = 1; d < kMax; ++d) {
+      if (d < length) {
+        const long long e = s + d;
+        const float v = x[feature[e]];
+        const bool f = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
+        follows |= (unsigned)f << d;
+        const double o = f ? 1.0 : 0.0;
+        const double z = zero_fraction[e];
+        const double inv = 1.0 / (double)(d + 1);
+        pw[d] = 0.0;
+#pragma unroll
+        for (int i = kMax - 2; i >= 0; --i) {
+          if (i < d) {
+            pw[i + 1] = pw[i + 1] + o * pw[i] * (double)(i + 1) * inv;
+            pw[i] = z * pw[i] * (double)(d - i) * inv;
+          }
+        }
+      }
+    }
+    double top = 0.0;
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) {
+      if (j == depth) top = pw[j];
+    }
+    const double leaf = (double)value[p];
+    const double inv_top = kRecip[depth + 1];
+    const int d2 = depth - 1;
+    const double inv_top2 = kRecip[d2 + 1];
+    for (int e = 1; e < length; ++e) {
+      const bool oe = (follows >> e) & 1u;
+      const double ze = zero_fraction[s + e];
+      const double inv_ze = ze != 0.0 ? 1.0 / ze : 0.0;
+      double pw2[kMax];
+      double next_one = top;
+#pragma unroll
+      for (int i = kMax - 2; i >= 0; --i) {
+        if (i < depth) {
+          const double with_one = next_one * (double)(depth + 1) * (1.0 / (double)(i + 1));
+          const double without = pw[i] * (double)(depth + 1) * inv_ze * kRecip[depth - i];
+          pw2[i] = oe ? with_one : without;
+          if (oe) next_one = pw[i] - pw2[i] * ze * (double)(depth - i) * inv_top;
+        }
+      }
+      double top2 = 0.0;
+#pragma unroll
+      for (int j = 0; j < kMax; ++j) {
+        if (j == d2) top2 = pw2[j];
+      }
+      const double scale = ((oe ? 1.0 : 0.0) - ze) * 0.5 * leaf;
+      double* row_e = out + (long long)feature[s + e] * width;
+#pragma unroll
+      for (int k = 1; k < kMax; ++k) {
+        if (k < length && k != e) {
+          const bool ok = (follows >> k) & 1u;
+          const double zk = zero_fraction[s + k];
+          double total = 0.0;
+          if (ok) {
+            double next2 = top2;
+#pragma unroll
+            for (int i = kMax - 3; i >= 0; --i) {
+              if (i < d2) {
+                const double tmp = next2 * (double)(d2 + 1) * (1.0 / (double)(i + 1));
+                total = total + tmp;
+                next2 = pw2[i] - tmp * zk * (double)(d2 - i) * inv_top2;
+              }
+            }
+          } else if (zk != 0.0) {
+            const double inv_z = 1.0 / zk;
+#pragma unroll
+            for (int i = kMax - 3; i >= 0; --i) {
+              if (i < d2) total = total + pw2[i] * inv_z * (double)(d2 + 1) * kRecip[d2 - i];
+            }
+          }
+          row_e[feature[s + k]] += total * ((ok ? 1.0 : 0.0) - zk) * scale;
+        }
+      }
+    }
+  }
+}
+
 // A row's walk down one tree: the next node (left/right by the split, missing values by
 // default_left), as predict.cu walks.
 __device__ __forceinline__ int next_node(const float* x, const int* left, const int* right, const int* feature,

@@ -141,8 +141,10 @@ def test_bad_requests_are_named():
     booster, X = _model("binary", rounds=2)
     with pytest.raises(ValueError, match="approx_contribs"):
         booster.predict(X, approx_contribs=True)
-    with pytest.raises(ValueError, match="pred_leaf and pred_contribs"):
+    with pytest.raises(ValueError, match="different outputs"):
         booster.predict(X, pred_leaf=True, pred_contribs=True)
+    with pytest.raises(ValueError, match="different outputs"):
+        booster.predict(X, pred_interactions=True, pred_contribs=True)
     y = np.zeros(X.shape[0], np.float32)
     with pytest.raises(ValueError, match="raw features"):
         booster.predict(daskgb.QuantileMatrix(X, y), pred_contribs=True)
@@ -183,12 +185,13 @@ def test_dask_predict_explains_block_by_block(kind):
             distributed.Client(c) as client:
         Xd = da.from_array(X, chunks=(170, X.shape[1]))
         for kwargs in ({"pred_contribs": True}, {"pred_contribs": True, "approx_contribs": True},
-                       {"pred_leaf": True}, {"pred_contribs": True, "iteration_range": (1, 4)}):
+                       {"pred_leaf": True}, {"pred_contribs": True, "iteration_range": (1, 4)},
+                       {"pred_interactions": True}):
             got = dgb.predict(client, booster, Xd, **kwargs)
             want = booster.predict(X, **kwargs)
             assert got.shape == want.shape
             np.testing.assert_array_equal(got.compute(), want)
-        with pytest.raises(ValueError, match="two different outputs"):
+        with pytest.raises(ValueError, match="different outputs"):
             dgb.predict(client, booster, Xd, pred_leaf=True, pred_contribs=True)
         est = daskgb.DaskGBRegressor(n_estimators=3, max_depth=3, client=client).fit(Xd, da.from_array(
             np.nan_to_num(X[:, 0]), chunks=170))
@@ -215,3 +218,36 @@ def _saved(booster):
     path = Path(tempfile.mkdtemp()) / "model.json"
     booster.save_model(path, format="xgboost")
     return str(path)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "lossguide"])
+def test_interactions_equal_xgboosts(kind, tmp_path):
+    xgb = pytest.importorskip("xgboost")
+    booster, X = _model(kind, rounds=6)
+    X = X[:150]
+    inter = booster.predict(X, pred_interactions=True)
+    phi = booster.predict(X, pred_contribs=True)
+    assert inter.shape == phi.shape + (phi.shape[-1],)
+    np.testing.assert_allclose(inter.sum(axis=-1), phi, rtol=1e-5, atol=1e-5)  # a row of pairs sums to the value
+    theirs = xgb.Booster(model_file=_saved(booster))
+    d = xgb.DMatrix(X, missing=np.nan)
+    np.testing.assert_allclose(inter, theirs.predict(d, pred_interactions=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(booster.predict(X, pred_interactions=True, approx_contribs=True),
+                               theirs.predict(d, pred_interactions=True, approx_contribs=True), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_the_interaction_kernel_equals_the_oracle():
+    cupy = pytest.importorskip("cupy")
+    from daskgb.explain import cuda
+
+    booster, X = _model("regression", rounds=5, depth=5, seed=6)
+    X = X[:200]
+    paths = tree_paths(booster.trees)
+    want = np.zeros((X.shape[0], X.shape[1] + 1, X.shape[1] + 1))
+    reference.shap_interactions(X, paths, want)
+    got = cupy.zeros(want.shape)
+    cuda.shap_interactions(cupy.asarray(X), paths, got)
+    np.testing.assert_array_equal(got.get(), want)
+    np.testing.assert_allclose(booster.predict(cupy.asarray(X), pred_interactions=True).get(),
+                               booster.predict(X, pred_interactions=True), rtol=1e-6, atol=1e-6)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ellpack.cuda import (PageCopies, count_missing, csr_symbols, gather_rows, host_copy, longest_present_row,
                             pack_csr, pack_dense, pack_dense_sparse, pack_symbols, present_counts, unpack_symbols)
-from ..explain.cuda import leaf_indices, saabas_contributions, shap_contributions
+from ..explain.cuda import leaf_indices, saabas_contributions, shap_contributions, shap_interactions
 from ..histogram.cuda import (build_histograms, children_histograms, gradient_abs_sums, prepare_gradients,
                               sum_gradients)
 from ..partition.cuda import apply_splits, new_partition

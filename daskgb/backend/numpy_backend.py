@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ellpack.reference import (HostPages, count_missing, csr_symbols, gather_rows, host_copy, longest_present_row,
                                  pack_csr, pack_dense, pack_dense_sparse, pack_symbols, present_counts, unpack_symbols)
-from ..explain.reference import leaf_indices, saabas_contributions, shap_contributions
+from ..explain.reference import leaf_indices, saabas_contributions, shap_contributions, shap_interactions
 from ..histogram.reference import (build_histograms, children_histograms, gradient_abs_sums, prepare_gradients,
                                    sum_gradients)
 from ..partition.reference import apply_splits, new_partition

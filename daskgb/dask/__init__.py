@@ -208,26 +208,28 @@ def _device(asked: str, data_device: str) -> str:
 
 
 def predict(client, booster, X, output_margin: bool = False, iteration_range=(0, 0), *, pred_leaf: bool = False,
-            pred_contribs: bool = False, approx_contribs: bool = False):
+            pred_contribs: bool = False, approx_contribs: bool = False, pred_interactions: bool = False):
     """Lazy predictions for a dask array or dataframe: a dask array, one block per partition.
 
     The booster travels to each worker once (scattered), never with every block.
-    pred_contribs (with approx_contribs) and pred_leaf as Booster.predict's, block by block:
-    (n, n_features + 1) or (n, n_groups, n_features + 1) contributions, (n, n_trees) leaf ids.
+    pred_contribs and pred_interactions (either with approx_contribs) and pred_leaf as
+    Booster.predict's, block by block: (n, n_features + 1) contributions, (n, n_features + 1,
+    n_features + 1) interactions (a group axis after the rows for several outputs), (n,
+    n_trees) leaf ids.
     """
     import dask.array as da
 
     plugin.register(client)
-    explain = pred_leaf or pred_contribs or approx_contribs
+    explain = pred_leaf or pred_contribs or approx_contribs or pred_interactions
     if isinstance(X, DaskQuantileMatrix):
         if explain:
             raise ValueError("pred_contribs and pred_leaf take raw features (a DaskQuantileMatrix holds bins); "
                              "pass the dask array or dataframe instead")
         return _predict_matrix(client, booster, X, output_margin, iteration_range)
-    if approx_contribs and not pred_contribs:
+    if approx_contribs and not (pred_contribs or pred_interactions):
         raise ValueError("approx_contribs=True is a kind of pred_contribs=True; pass both")
-    if pred_leaf and pred_contribs:
-        raise ValueError("pred_leaf and pred_contribs are two different outputs; ask for one")
+    if sum(map(bool, (pred_leaf, pred_contribs, pred_interactions))) > 1:
+        raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
     if isinstance(X, da.Array):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-dimensional, got {X.ndim} dimension(s)")
@@ -248,14 +250,16 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     if explain:
         start, end = booster._tree_slice(iteration_range)  # checked here, before any block runs
         k, f = booster.n_groups, booster.num_features
-        kind = "leaf" if pred_leaf else ("approx" if approx_contribs else "shap")
+        kind = "leaf" if pred_leaf else ("inter" if pred_interactions else "contribs")
         if pred_leaf:
             shape = ((end - start,),)
         else:
-            shape = ((k,), (f + 1,)) if k > 1 else ((f + 1,),)
+            shape = ((k,),) if k > 1 else ()
+            shape += ((f + 1,), (f + 1,)) if pred_interactions else ((f + 1,),)
         meta = meta_from_array(arr._meta, ndim=1 + len(shape), dtype=np.float32)
-        new_axis = [2] if len(shape) == 2 else None
-        return arr.map_blocks(_explain_block, handle, tuple(iteration_range), kind, chunks=(arr.chunks[0],) + shape,
+        new_axis = list(range(2, 1 + len(shape))) or None
+        return arr.map_blocks(_explain_block, handle, tuple(iteration_range), kind, bool(approx_contribs),
+                              chunks=(arr.chunks[0],) + shape,
                               new_axis=new_axis, dtype=np.float32, meta=meta)
     # Multiclass models give (n, K) margins and probabilities; multi:softmax's classes are one column.
     k = booster.n_groups
@@ -324,10 +328,11 @@ def _predict_local(booster, m, output_margin, iteration_range):
     return booster.predict(m, output_margin=output_margin, iteration_range=iteration_range)
 
 
-def _explain_block(block, booster, iteration_range, kind):
-    """A block's contributions ("shap", "approx") or leaf ids ("leaf")."""
+def _explain_block(block, booster, iteration_range, kind, approx):
+    """A block's contributions ("contribs"), interactions ("inter") or leaf ids ("leaf")."""
     return booster.predict(block, iteration_range=iteration_range, pred_leaf=kind == "leaf",
-                           pred_contribs=kind != "leaf", approx_contribs=kind == "approx")
+                           pred_contribs=kind == "contribs", pred_interactions=kind == "inter",
+                           approx_contribs=approx)
 
 
 def _predict_block(block, booster, output_margin, iteration_range, columns):

@@ -16,7 +16,7 @@ from . import reference
 # holds the longest path; longer paths (deep lossguide trees) take the numpy path.
 _SIZES = (8, 16, 32)
 _KERNELS = kernels.declare("shap.cu", tuple(f"shap_contribs<{m}, {s}>" for m in _SIZES for s in ("true", "false"))
-                           + ("saabas_contribs", "leaf_index"))
+                           + tuple(f"shap_interactions<{m}>" for m in _SIZES) + ("saabas_contribs", "leaf_index"))
 _THREADS = 128
 MAX_PATH_ELEMENTS = _SIZES[-1]
 # Each row's sums stay in shared memory where a block's fit in this (48 KiB: what a block may
@@ -51,6 +51,27 @@ def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
              np.float32(missing), acc), smem if shared else 0)
     if acc is not out:
         out[...] = acc
+
+
+def shap_interactions(X, paths, out, missing: float = np.nan) -> None:
+    """As reference.shap_interactions, X and out ((n, F + 1, F + 1) float64) on the device."""
+    n_rows, n_features = X.shape
+    if n_rows == 0 or paths.n_paths == 0:
+        return
+    if paths.longest > MAX_PATH_ELEMENTS:
+        host = to_host(out)
+        reference.shap_interactions(to_host(X), paths, host, missing)
+        out[...] = cupy.asarray(host)
+        return
+    if out.dtype != cupy.float64 or not out.flags.c_contiguous:
+        raise TypeError(f"shap_interactions adds into a C-contiguous float64 array, got {out.dtype}")
+    size = next(m for m in _SIZES if paths.longest <= m)
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    _launch(f"shap_interactions<{size}>", n_rows,
+            (X, np.int64(n_rows), np.int32(n_features), cupy.asarray(paths.offsets), np.int32(paths.n_paths),
+             cupy.asarray(paths.feature), cupy.asarray(paths.lower), cupy.asarray(paths.upper),
+             cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction), cupy.asarray(paths.value),
+             np.float32(missing), out))
 
 
 def _node_columns(nodes):

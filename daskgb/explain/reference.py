@@ -25,18 +25,7 @@ def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
         length = e - s
         depth = length - 1
         z = paths.zero_fraction[s:e]
-        pw = np.zeros((n, length), dtype=np.float64)
-        o = np.ones((n, length), dtype=bool)
-        pw[:, 0] = 1.0  # the bias element
-        for d in range(1, length):
-            v = X[:, paths.feature[s + d]]
-            o[:, d] = np.where(_is_missing(v, missing), paths.missing_follows[s + d] != 0,
-                               (v >= paths.lower[s + d]) & (v < paths.upper[s + d]))
-            od = o[:, d].astype(np.float64)
-            inv = 1.0 / (d + 1)
-            for i in range(d - 1, -1, -1):
-                pw[:, i + 1] = pw[:, i + 1] + od * pw[:, i] * (i + 1) * inv
-                pw[:, i] = z[d] * pw[:, i] * (d - i) * inv
+        o, pw = _path_weights(X, paths, s, length, z, missing)
         leaf = np.float64(paths.value[p])
         top = pw[:, depth]
         inv_top = 1.0 / (depth + 1)
@@ -58,6 +47,79 @@ def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
             total = np.where(o[:, k], with_one, without)
             out[:, paths.feature[s + k]] += total * (o[:, k].astype(np.float64) - zk) * leaf
         out[:, -1] += bias
+
+
+def shap_interactions(X, paths, out, missing: float = np.nan) -> None:
+    """out[:, i, j] += the SHAP interaction of features i != j of every path (XGBoost's: half the
+    change of feature j's SHAP value when feature i is known against when it is not); out:
+    (n_rows, n_features + 1, n_features + 1) float64. The diagonal is left to the caller (a
+    feature's SHAP value less its interactions).
+
+    Within one path, knowing feature i (its element e) leaves the path without e with the leaf
+    weighted by e's one fraction, not knowing it by e's zero fraction: the difference is (o_e -
+    z_e) times the SHAP values of the path without e, whose weights are the full path's with e
+    unwound (XGBoost's UnwindPath). Operations in kernels/shap.cu's order."""
+    n = X.shape[0]
+    for p in range(paths.n_paths):
+        s, e_end = int(paths.offsets[p]), int(paths.offsets[p + 1])
+        length = e_end - s
+        if length < 3:  # fewer than two features: no pair
+            continue
+        depth = length - 1
+        z = paths.zero_fraction[s:e_end]
+        o, pw = _path_weights(X, paths, s, length, z, missing)
+        leaf = np.float64(paths.value[p])
+        inv_top = 1.0 / (depth + 1)
+        for e in range(1, length):
+            oe, ze = o[:, e], z[e]
+            inv_ze = 1.0 / ze if ze != 0.0 else 0.0
+            # The weights of the path without e (depth - 1): UnwindPath.
+            pw2 = np.zeros((n, depth))
+            next_one = pw[:, depth]
+            for i in range(depth - 1, -1, -1):
+                with_one = next_one * (depth + 1) * (1.0 / (i + 1))
+                without = pw[:, i] * (depth + 1) * inv_ze * (1.0 / (depth - i))
+                pw2[:, i] = np.where(oe, with_one, without)
+                next_one = np.where(oe, pw[:, i] - pw2[:, i] * ze * (depth - i) * inv_top, next_one)
+            scale = (oe.astype(np.float64) - ze) * 0.5 * leaf
+            d2 = depth - 1
+            inv_top2 = 1.0 / (d2 + 1)
+            for k in range(1, length):
+                if k == e:
+                    continue
+                zk = z[k]
+                with_one = np.zeros(n)
+                next2 = pw2[:, d2]
+                for i in range(d2 - 1, -1, -1):
+                    tmp = next2 * (d2 + 1) * (1.0 / (i + 1))
+                    with_one = with_one + tmp
+                    next2 = pw2[:, i] - tmp * zk * (d2 - i) * inv_top2
+                without = np.zeros(n)
+                if zk != 0.0:
+                    inv_z = 1.0 / zk
+                    for i in range(d2 - 1, -1, -1):
+                        without = without + pw2[:, i] * inv_z * (d2 + 1) * (1.0 / (d2 - i))
+                total = np.where(o[:, k], with_one, without)
+                out[:, paths.feature[s + e], paths.feature[s + k]] += total * (o[:, k].astype(np.float64) - zk) * scale
+
+
+def _path_weights(X, paths, s: int, length: int, z, missing: float):
+    """(o, pw): the rows' one fractions (bool, (n, length)) on a path's elements and the path's
+    weights after EXTEND of every element, as shap_contributions makes them."""
+    n = X.shape[0]
+    pw = np.zeros((n, length), dtype=np.float64)
+    o = np.ones((n, length), dtype=bool)
+    pw[:, 0] = 1.0
+    for d in range(1, length):
+        v = X[:, paths.feature[s + d]]
+        o[:, d] = np.where(_is_missing(v, missing), paths.missing_follows[s + d] != 0,
+                           (v >= paths.lower[s + d]) & (v < paths.upper[s + d]))
+        od = o[:, d].astype(np.float64)
+        inv = 1.0 / (d + 1)
+        for i in range(d - 1, -1, -1):
+            pw[:, i + 1] = pw[:, i + 1] + od * pw[:, i] * (i + 1) * inv
+            pw[:, i] = z[d] * pw[:, i] * (d - i) * inv
+    return o, pw
 
 
 def saabas_contributions(X, nodes, tree_offsets, means, out, missing: float = np.nan) -> None:
