@@ -15,8 +15,9 @@ from . import reference
 # The kernel's register sizes for a path's weights (kernels/shap.cu's kMax): the smallest that
 # holds the longest path; longer paths (deep lossguide trees) take the numpy path.
 _SIZES = (8, 16, 32)
-_KERNELS = kernels.declare("shap.cu", tuple(f"shap_contribs<{m}, {s}>" for m in _SIZES for s in ("true", "false"))
-                           + tuple(f"shap_interactions<{m}>" for m in _SIZES) + ("saabas_contribs", "leaf_index"))
+# (The sizes are spelled out in the declaration: tests read it without importing this module.)
+_KERNELS = kernels.declare("shap.cu", tuple(f"shap_contribs<{m}, {s}>" for m in (8, 16, 32) for s in ("true", "false"))
+                           + tuple(f"shap_interactions<{m}>" for m in (8, 16, 32)) + ("saabas_contribs", "leaf_index"))
 _THREADS = 128
 MAX_PATH_ELEMENTS = _SIZES[-1]
 # Each row's sums stay in shared memory where a block's fit in this (48 KiB: what a block may
