@@ -227,12 +227,17 @@ class _GBModel:
         return params
 
     def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False, *,
-            checkpoint_dir=None, checkpoint_every=None, resume=False):
+            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, base_margin=None,
+            base_margin_eval_set=None):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
-        checkpoint_dir / checkpoint_every / resume: as daskgb.train takes them."""
+        checkpoint_dir / checkpoint_every / resume, and xgb_model (a model to go on from: a
+        Booster, a fitted estimator or a saved model's path): as daskgb.train takes them.
+        base_margin (and base_margin_eval_set, one per eval_set entry): each row's starting
+        margin, instead of the base score (XGBoost's names)."""
         from .matrix import QuantileMatrix
 
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
+        self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -240,14 +245,14 @@ class _GBModel:
         y_train = self._fit_labels(y)
         params = self._train_params()  # after the labels: the class count picks the objective
         dtrain = QuantileMatrix(
-            X, y_train, weight=sample_weight, missing=self.missing, max_bin=self.max_bin, device=self.device
+            X, y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing, max_bin=self.max_bin,
+            device=self.device
         )
         eval_set = list(eval_set or ())
-        if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
-            raise ValueError(
-                f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
-                f"eval_set has {len(eval_set)}"
-            )
+        for name, given in (("sample_weight_eval_set", sample_weight_eval_set),
+                            ("base_margin_eval_set", base_margin_eval_set)):
+            if given is not None and len(given) != len(eval_set):
+                raise ValueError(f"{name} has {len(given)} entries, eval_set has {len(eval_set)}")
         evals = []
         for i, (X_eval, y_eval) in enumerate(eval_set):
             weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
@@ -256,6 +261,7 @@ class _GBModel:
                 X_eval,
                 self._eval_labels(y_eval),
                 weight=weight,
+                base_margin=None if base_margin_eval_set is None else base_margin_eval_set[i],
                 missing=self.missing,
                 max_bin=self.max_bin,
                 ref=dtrain,
@@ -291,7 +297,7 @@ class _GBModel:
 
         return {"early_stopping_rounds": self.early_stopping_rounds,
                 "callbacks": [copy.deepcopy(cb) for cb in (self.callbacks or [])],
-                **getattr(self, "_checkpointing", {})}
+                **getattr(self, "_checkpointing", {}), **getattr(self, "_continuing", {})}
 
     @property
     def best_iteration(self):
@@ -510,17 +516,19 @@ class GBRanker(_GBModel):
         return tags
 
     def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
-            verbose=False, sample_weight_eval_set=None, checkpoint_dir=None, checkpoint_every=None, resume=False):
+            verbose=False, sample_weight_eval_set=None, checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None):
         """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column;
         with none of them, all rows are one query).
 
         eval_set is a list of (X, y) pairs, with their groups in eval_group or
         eval_qid (lists like eval_set) or in their X's qid column;
         sample_weight and sample_weight_eval_set hold one weight per query group.
-        checkpoint_dir / checkpoint_every / resume: as daskgb.train takes them."""
+        checkpoint_dir / checkpoint_every / resume, and xgb_model (a model to go on from: a
+        Booster, a fitted estimator or a saved model's path): as daskgb.train takes them."""
         from .matrix import QuantileMatrix
 
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
+        self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
         def matrix(X, y, weight, qid, group, ref):
             return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,

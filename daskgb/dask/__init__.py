@@ -19,7 +19,7 @@ __all__ = ["DaskQuantileMatrix", "WorkerLostError", "WorkersBusyError", "train",
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
           verbose_eval=True, *, obj=None, custom_metric=None, early_stopping_rounds=None, maximize=None,
-          callbacks=(), checkpoint_dir=None, checkpoint_every=None, resume=False) -> dict:
+          callbacks=(), checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None) -> dict:
     """Train on the workers holding dtrain's rows.
 
     Returns {"booster": Booster, "history": {eval name: {metric: [per round]}},
@@ -43,6 +43,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     waits for it to end (dask/fit_lock.py; WorkersBusyError after the setting
     dask.wait-for-busy-workers).
 
+    xgb_model: a model to go on from, as in daskgb.train.
+
     checkpoint_dir / checkpoint_every / resume: as in daskgb.train. Rank 0's worker writes the
     checkpoints, so the directory must be a path it can write. After a lost worker, build the
     DaskQuantileMatrix again and call train with the same arguments and resume=True: the
@@ -52,7 +54,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     options = TrainingOptions.create(params, num_boost_round, verbose_eval=verbose_eval, obj=obj,
                                      custom_metric=custom_metric, early_stopping_rounds=early_stopping_rounds,
                                      maximize=maximize, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
-                                     checkpoint_every=checkpoint_every, resume=resume, has_evals=bool(evals))
+                                     checkpoint_every=checkpoint_every, resume=resume, has_evals=bool(evals),
+                                     xgb_model=xgb_model)
     return run(client, options, dtrain, evals)
 
 

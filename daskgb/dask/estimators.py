@@ -91,12 +91,13 @@ class _DaskModel:
                              "distributed.Client first") from None
 
     def fit(self, X, y=None, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True, *,
-            checkpoint_dir=None, checkpoint_every=None, resume=False):
+            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None):
         """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs.
         X may also be a DaskQuantileMatrix (y=None: its labels and weights are inside), so that
         a parameter search quantises once; its eval_set then holds (matrix, None) pairs.
         checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them."""
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
+        self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
         if isinstance(X, DaskQuantileMatrix):
             return self._fit_matrix(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose)
         if y is None:
@@ -291,12 +292,13 @@ class DaskGBRanker(_DaskModel, GBRanker):
 
     def fit(self, X, y=None, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None,
             eval_qid=None, verbose=True, sample_weight_eval_set=None, checkpoint_dir=None, checkpoint_every=None,
-            resume=False):
+            resume=False, xgb_model=None):
         """Train n_estimators rounds on dask collections with their query groups (qid=, or group= sizes
         when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
         as in GBRanker.fit. X may also be a DaskQuantileMatrix built with its qid (y=None).
         checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them."""
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
+        self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
         if isinstance(X, DaskQuantileMatrix):
             _check_rank_objective(self.objective)
             if group is not None or qid is not None or eval_group is not None or eval_qid is not None:

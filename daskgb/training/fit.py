@@ -11,6 +11,7 @@ from .. import metric as _metric
 from ..backend import get_backend, resolve_device
 from ..booster import Booster, initial_margin
 from ..callback import only_read
+from ..predict import add_tree_binned
 from .evaluation import EvalSets
 from .gradients import round_gradients
 from .plan import PlanFacts, RoundPlan, logger, plan_rounds
@@ -41,7 +42,13 @@ class Fit:
             for m, _ in evals:
                 objective.check_labels(xp, m.on(self.device).label)
             objective.prepare(xp, dtrain, comm)
-        if p.base_score is not None:
+        base = options.xgb_model
+        if base is not None:
+            from .continued import check_base
+
+            check_base(base, self.n_groups, dtrain)
+            base_score = base.base_score  # the model's intercept: its margins go on from it
+        elif p.base_score is not None:
             base_score = p.base_score
         elif obj is not None:
             base_score = 0.5  # XGBoost cannot fit an intercept for a loss it does not know
@@ -57,6 +64,9 @@ class Fit:
 
         self.margin = self.start_margin(dtrain)
         self.evals = EvalSets(evals, self.device, self.start_margin, dtrain, options, evals_result, comm)
+        self.first_round = 0
+        if base is not None:
+            self._go_on_from(base)
         self.callbacks = options.callbacks_for_run()
         for cb in self.callbacks:
             self.booster = cb.before_training(self.booster) or self.booster
@@ -78,7 +88,7 @@ class Fit:
         # Every worker must sum the root the same way, so the choice is made for all at once.
         ell = dtrain.ellpack
         self.root_from_bins = bool(comm.allreduce(np.array([int(ell.is_dense and not ell.has_missing)]), "min")[0])
-        self.first_round, self.checkpoints, self.fingerprint = 0, None, None
+        self.checkpoints, self.fingerprint = None, None
         if options.checkpoint_dir is not None:
             self.fingerprint = _checkpoint.fingerprint(options.params, dtrain.cuts, self.n_rows_total,
                                                        dtrain.n_features, dtrain.feature_names)
@@ -88,6 +98,19 @@ class Fit:
                 _checkpoint.check_writable(options.checkpoint_dir)
             if options.resume:
                 self.first_round = resume(self)
+
+    def _go_on_from(self, base) -> None:
+        """Continued training: base's trees first in the model, the margins (training's and the
+        eval sets') moved by them, and the rounds numbered on from base's."""
+        from .continued import trees_in_bins
+        from .evaluation import column
+
+        trees = trees_in_bins(base, self.dtrain.cuts, self.dtrain.cuts_token)
+        self.booster.trees[:], self.booster.tree_info[:] = trees, list(base.tree_info)
+        for tree, group in zip(trees, base.tree_info):
+            add_tree_binned(self.backend, self.dtrain.ellpack, tree, column(self.margin, group))
+            self.evals.add_tree(self.backend, tree, group)
+        self.first_round = self.options.base_rounds
 
     def start_margin(self, m):
         """The margins a matrix starts from: its base_margin, else the model's base score."""

@@ -14,7 +14,7 @@ from .rounds import make_rounds
 def train(params: dict, dtrain, num_boost_round: int = 10, evals=(), verbose_eval=True,
           evals_result: dict | None = None, comm=None, *, obj=None, custom_metric=None,
           early_stopping_rounds: int | None = None, maximize: bool | None = None, callbacks=(),
-          checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False):
+          checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False, xgb_model=None):
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
     evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
@@ -44,6 +44,11 @@ def train(params: dict, dtrain, num_boost_round: int = 10, evals=(), verbose_eva
     every n rounds (and at the end), atomically; resume=True goes on from the newest
     checkpoint there, and the finished model equals an unbroken run's (daskgb/checkpoint.py).
 
+    xgb_model: a model to go on from (a daskgb Booster, or the path of a model saved by daskgb
+    or XGBoost): num_boost_round more rounds are trained from its margins, and the returned
+    booster holds its trees, then the new ones; evals_result holds the new rounds. Its trees
+    must route rows by dtrain's bins (continued.py says when they can; else ValueError).
+
     The booster's attributes() say which way its rounds were trained ("training_path"; see
     daskgb/training/plan.py) and why each faster way was not taken.
     """
@@ -51,7 +56,8 @@ def train(params: dict, dtrain, num_boost_round: int = 10, evals=(), verbose_eva
     options = TrainingOptions.create(params, num_boost_round, verbose_eval=verbose_eval, obj=obj,
                                      custom_metric=custom_metric, early_stopping_rounds=early_stopping_rounds,
                                      maximize=maximize, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
-                                     checkpoint_every=checkpoint_every, resume=resume, has_evals=bool(evals))
+                                     checkpoint_every=checkpoint_every, resume=resume, has_evals=bool(evals),
+                                     xgb_model=xgb_model)
     return run(options, dtrain, evals, comm=comm, evals_result=evals_result)
 
 

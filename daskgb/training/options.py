@@ -42,14 +42,17 @@ class TrainingOptions:
     checkpoint_dir: Path | None = None
     checkpoint_every: int | None = None
     resume: bool = False
+    xgb_model: object = None  # the Booster the fit goes on from (continued.base_model)
+    base_rounds: int = 0  # its rounds: num_boost_round counts them too
 
     @classmethod
     def create(cls, params: dict | None, num_boost_round: int = 10, *, verbose_eval=True, obj=None,
                custom_metric=None, early_stopping_rounds: int | None = None, maximize: bool | None = None,
                callbacks=(), checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False,
-               has_evals: bool = True) -> "TrainingOptions":
+               has_evals: bool = True, xgb_model=None) -> "TrainingOptions":
         """The options, with every check that needs no data done (ValueError naming the problem).
-        has_evals: whether the fit watches eval sets (early stopping needs one)."""
+        has_evals: whether the fit watches eval sets (early stopping needs one). xgb_model: a
+        model to go on from (num_boost_round more rounds, as XGBoost counts them)."""
         checkpoint_path = check_options(checkpoint_dir, checkpoint_every, resume)
         if obj is not None and not callable(obj):
             raise ValueError("obj must be a callable obj(margin, dtrain) -> (grad, hess)")
@@ -70,8 +73,16 @@ class TrainingOptions:
         if (isinstance(num_boost_round, bool) or not isinstance(num_boost_round, (int, np.integer))
                 or num_boost_round < 0):
             raise ValueError(f"num_boost_round must be an integer >= 0, got {num_boost_round!r}")
-        options = cls(params, p, int(num_boost_round), verbose_eval, obj, custom_metric, early_stopping_rounds,
-                      maximize, callbacks, checkpoint_path, checkpoint_every, bool(resume))
+        from .continued import base_model
+
+        base = base_model(xgb_model)
+        base_rounds = 0 if base is None else base.num_boosted_rounds()
+        if base is not None and resume:
+            raise ValueError("resume=True and xgb_model=: a checkpoint holds the whole model already; resume "
+                             "without xgb_model, or go on from the model without resume")
+        options = cls(params, p, base_rounds + int(num_boost_round), verbose_eval, obj, custom_metric,
+                      early_stopping_rounds, maximize, callbacks, checkpoint_path, checkpoint_every, bool(resume),
+                      base, base_rounds)
         objective = options.objective
         if obj is None and p.num_class > 1 and not isinstance(objective, Softmax):
             raise ValueError(f"num_class={p.num_class} is for multi:softprob and multi:softmax (or a custom "
