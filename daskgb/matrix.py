@@ -45,7 +45,8 @@ class QuantileMatrix:
     @explained("quantising")
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
-                 _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None):
+                 _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None,
+                 label_lower_bound=None, label_upper_bound=None):
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
@@ -61,6 +62,9 @@ class QuantileMatrix:
         xp = backend.xp
         n = features.n_rows
         self.groups = _query_groups(qid, group, _groups, n)
+        self.label_lower_bound, self.label_upper_bound = _survival_bounds(label_lower_bound, label_upper_bound, n, xp)
+        if y is None and self.label_lower_bound is not None:
+            y = self.label_lower_bound  # survival:aft reads the bounds; the label is there for the checks
         self.label = as_vector(y, n, "y (labels)", xp)
         if self.groups is not None and weight is not None:
             # Ranking weights are per group; rows carry their group's weight (for the sketch).
@@ -226,6 +230,7 @@ class QuantileMatrix:
             raise ValueError(f"batches() gave {n} rows with their labels, then {m.ellpack.n_rows}: it must give the "
                              "same rows every time it is called")
         m.groups, m.base_margin = None, None
+        m.label_lower_bound = m.label_upper_bound = None
         m.label, m.weight = taken["label"], taken["weight"]
         m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
         m.missing, m.device = missing, device
@@ -272,8 +277,8 @@ class QuantileMatrix:
             m.__dict__.update(self.__dict__)
             m.device = device
             m.ellpack = self.ellpack.to(xp)
-            for name in ("label", "weight", "base_margin"):
-                v = getattr(self, name)
+            for name in ("label", "weight", "base_margin", "label_lower_bound", "label_upper_bound"):
+                v = getattr(self, name, None)
                 setattr(m, name, None if v is None else (xp.asarray(v) if xp is not np else to_host(v)))
             m.groups = None if self.groups is None else self.groups.to(xp)
             self._on[device] = m
@@ -303,8 +308,8 @@ class QuantileMatrix:
         m.__dict__.update(self.__dict__)
         m.ellpack, m.n_rows = ellpack, int(idx.size)
         rows_d = xp.asarray(idx)
-        for name in ("label", "weight", "base_margin"):
-            v = getattr(self, name)
+        for name in ("label", "weight", "base_margin", "label_lower_bound", "label_upper_bound"):
+            v = getattr(self, name, None)
             setattr(m, name, None if v is None else v[rows_d])
         if m.weight is not None and idx.size and float(m.weight.sum()) <= 0:
             raise ValueError("the rows taken have weights that are all zero: no row carries any weight")
@@ -445,3 +450,19 @@ def _make_cuts(features, weight, missing, max_bin):
     else:
         s = sketch.summarize(features.dense, weight, missing, budget)
     return sketch.make_cuts(s, max_bin)
+
+
+def _survival_bounds(lower, upper, n: int, xp):
+    """(label_lower_bound, label_upper_bound) as float32 vectors, checked (survival.py), or
+    (None, None); one without the other is an error."""
+    if lower is None and upper is None:
+        return None, None
+    if lower is None or upper is None:
+        raise ValueError("label_lower_bound and label_upper_bound go together: give both (an observed time: "
+                         "lower == upper; right-censored: upper = inf)")
+    from .survival import check_bounds
+
+    lo = as_vector(lower, n, "label_lower_bound", xp)
+    hi = as_vector(upper, n, "label_upper_bound", xp, finite=False)
+    check_bounds(to_host(lo), to_host(hi))
+    return lo, hi

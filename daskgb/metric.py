@@ -140,6 +140,9 @@ _ADDITIVE = {
     "merror": (_merror_sums, _mean),
 }
 
+# Survival metrics (survival.py): additive, over each row's [lower, upper] interval rather than its label.
+SURVIVAL = ("aft-nloglik", "interval-regression-accuracy")
+
 # The additive metrics with kernels of their own on the device (metric_cuda: one launch, exact
 # sums); the others run their array steps there.
 _DEVICE_ADDITIVE = ("rmse", "logloss", "error", "mae")
@@ -302,7 +305,7 @@ def multiclass_aucpr_of(y, pred, weight=None):
 _RANKING = {"auc": (_auc_parts, _multiclass_auc_parts, _finish_ratio_or_nan),
             "aucpr": (_aucpr_parts, _multiclass_aucpr_parts, _finish_ratio_or_nan)}
 
-METRICS = tuple(_ADDITIVE) + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
+METRICS = tuple(_ADDITIVE) + SURVIVAL + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
                               "pre[@k][-]")
 
 
@@ -423,12 +426,21 @@ def _reduce(xp, comm, parts):
 
 def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alpha=None, groups=None,
                  ndcg_exp_gain: bool = True, rank_default_k: int | None = ranking.DEFAULT_METRIC_K, span=None,
-                 root: int = 0):
+                 root: int = 0, label_bounds=None, aft=("normal", 1.0)):
     """The metric over the rows of every worker as (2,) float64 (num, den), the same on every
     worker, where the arrays are (nothing waits for the device): finish(name, parts) is the value.
     Arguments as evaluate's; span: row_span's answer for these rows, and root: the rank that
-    gathers them (modulo the ranks), for the AUCs."""
+    gathers them (modulo the ranks), for the AUCs; label_bounds: the rows' (lower, upper)
+    survival intervals and aft: (distribution, scale), for the survival metrics."""
     comm = comm or LocalCommunicator()
+    if name in SURVIVAL:
+        from . import survival
+
+        if label_bounds is None or label_bounds[0] is None:
+            raise ValueError(f"eval_metric {name!r} reads each row's survival interval: the matrix needs "
+                             "label_lower_bound and label_upper_bound")
+        return _reduce(xp, comm, survival.metric_sums(name, xp, label_bounds[0], label_bounds[1], pred, weight,
+                                                      aft[0], aft[1]))
     if ranking.parse_metric(name) is not None:
         g = _rank_groups(name, y, groups, comm)
         return _reduce(xp, comm, ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k))

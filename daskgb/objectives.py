@@ -10,6 +10,12 @@ def get_objective(name: str, params=None) -> Objective:
     """The objective called `name`, configured from TrainParams where it reads them."""
     if name in ranking.RANKING_OBJECTIVES:
         return ranking.make_objective(name, params)
+    if name == "survival:aft":
+        from .survival import SurvivalAFT
+
+        if params is None:
+            return SurvivalAFT()
+        return SurvivalAFT(params.aft_loss_distribution, params.aft_loss_distribution_scale)
     if name in MULTICLASS:
         num_class = getattr(params, "num_class", 0) if params is not None else 0
         if num_class < 2:
@@ -19,7 +25,8 @@ def get_objective(name: str, params=None) -> Objective:
         cls = OBJECTIVES[name]
     except KeyError:
         raise ValueError(f"unknown objective {name!r}; one of "
-                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES)}") from None
+                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES) + ['survival:aft']}"
+                         ) from None
     if params is None:
         return cls()
     if cls is Poisson:

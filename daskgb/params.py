@@ -27,9 +27,9 @@ ALIASES = {
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
               "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax",
-              "rank:pairwise", "rank:ndcg", "rank:map")
+              "rank:pairwise", "rank:ndcg", "rank:map", "survival:aft")
 METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
-           "mphe", "quantile", "mlogloss", "merror")
+           "mphe", "quantile", "mlogloss", "merror", "aft-nloglik", "interval-regression-accuracy")
 GROW_POLICIES = ("depthwise", "lossguide")
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
@@ -52,6 +52,9 @@ class TrainParams:
     max_bin: int = 256
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
+    # survival:aft (survival.py): the noise distribution of the log survival time, and its scale.
+    aft_loss_distribution: str = "normal"
+    aft_loss_distribution_scale: float = 1.0
     quantile_alpha: float | None = None
     num_class: int = 0
     subsample: float = 1.0
@@ -139,6 +142,11 @@ class TrainParams:
         if self.tweedie_variance_power >= 2.0:
             raise ValueError(f"tweedie_variance_power must be in [1, 2), got {self.tweedie_variance_power}")
         self.huber_slope = _number("huber_slope", self.huber_slope, low=0.0, low_open=True)
+        if self.aft_loss_distribution not in ("normal", "logistic", "extreme"):
+            raise ValueError(f"aft_loss_distribution must be 'normal', 'logistic' or 'extreme', got "
+                             f"{self.aft_loss_distribution!r}")
+        self.aft_loss_distribution_scale = _number("aft_loss_distribution_scale", self.aft_loss_distribution_scale,
+                                                   low=0.0, low_open=True)
         self.num_class = _integer("num_class", self.num_class, low=0)
         self.subsample = _number("subsample", self.subsample, low=0.0, low_open=True)
         if self.subsample > 1.0:

@@ -65,6 +65,10 @@ def _objective_block(booster) -> dict:
             p.tweedie_variance_power))}}
     if name == "reg:pseudohubererror":
         return {"name": name, "pseudo_huber_param": {"huber_slope": repr(float(p.huber_slope))}}
+    if name == "survival:aft":
+        return {"name": name, "aft_loss_param": {"aft_loss_distribution": p.aft_loss_distribution,
+                                                 "aft_loss_distribution_scale": repr(float(
+                                                     p.aft_loss_distribution_scale))}}
     if name == "count:poisson":
         step = p.max_delta_step if getattr(p, "max_delta_step_set", False) else 0.7
         return {"name": name, "poisson_regression_param": {"max_delta_step": repr(float(step))}}
@@ -152,6 +156,10 @@ def _params_of(objective: dict, n_class: int) -> dict:
     elif name == "reg:quantileerror":
         alpha = _parse_floats(objective["quantile_loss_param"]["quantile_alpha"])
         params["quantile_alpha"] = alpha[0] if len(alpha) == 1 else alpha
+    elif name == "survival:aft":
+        aft = objective.get("aft_loss_param", {})
+        params["aft_loss_distribution"] = aft.get("aft_loss_distribution", "normal")
+        params["aft_loss_distribution_scale"] = float(aft.get("aft_loss_distribution_scale", 1.0))
     elif name == "reg:tweedie":
         params["tweedie_variance_power"] = float(objective["tweedie_regression_param"]["tweedie_variance_power"])
     elif name == "reg:pseudohubererror":

@@ -60,7 +60,9 @@ class EvalSets:
                 parts.append(_metric.metric_parts(k, xp, m.label, out, m.weight, comm, quantile_alpha=p.quantile_alpha,
                                                   groups=m.groups, ndcg_exp_gain=p.ndcg_exp_gain,
                                                   rank_default_k=self.options.rank_default_k, span=span,
-                                                  root=len(parts)))
+                                                  root=len(parts), label_bounds=(getattr(m, "label_lower_bound", None),
+                                                                                 getattr(m, "label_upper_bound", None)),
+                                                  aft=(p.aft_loss_distribution, p.aft_loss_distribution_scale)))
                 named.append((name, k))
             if custom is not None:
                 customs[name] = custom_metric(custom, em if self.options.obj is not None else out, m, comm)

@@ -1,0 +1,262 @@
+"""Survival analysis: the accelerated failure time objective (survival:aft) and its metrics.
+
+Each row's label is an interval [lower, upper] of its survival time (XGBoost's
+label_lower_bound / label_upper_bound): lower == upper for an observed time, upper = inf for
+a right-censored one, lower = 0 for a left-censored one. The margin is the predicted log
+time; the noise ``(log t - margin) / scale`` follows a normal, logistic or extreme-value
+distribution (aft_loss_distribution, aft_loss_distribution_scale).
+
+The loss, gradient and hessian are XGBoost's (src/common/survival_util.h and
+probability_distribution.h, after Barnwal, Cho and Hocking, arXiv:2006.04920): computed in
+float64 from the float32 bounds and margins, the gradient clipped to [-15, 15], the hessian to
+[1e-16, 15], and each replaced by its limit where the denominator vanishes (a margin far
+outside the interval). Array code for numpy or CuPy (erf: scipy's or CuPy's).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .objective import Objective
+
+DISTRIBUTIONS = ("normal", "logistic", "extreme")
+MIN_GRAD, MAX_GRAD, MIN_HESS, MAX_HESS, EPS = -15.0, 15.0, 1e-16, 15.0, 1e-12
+_UNCENSORED, _RIGHT, _LEFT, _INTERVAL = 0, 1, 2, 3
+
+
+def _erf(xp, z):
+    if xp is not np:
+        from cupyx.scipy.special import erf
+
+        return erf(z)
+    try:
+        from scipy.special import erf
+    except ImportError:  # scipy is not a dependency: the slow, exact way
+        return np.vectorize(math.erf, otypes=[np.float64])(z)
+    return erf(z)
+
+
+class _Normal:
+    @staticmethod
+    def pdf(xp, z):
+        return xp.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi)
+
+    @staticmethod
+    def cdf(xp, z):
+        return 0.5 * (1 + _erf(xp, z / math.sqrt(2.0)))
+
+    @classmethod
+    def grad_pdf(cls, xp, z):
+        return -z * cls.pdf(xp, z)
+
+    @classmethod
+    def hess_pdf(cls, xp, z):
+        return (z * z - 1.0) * cls.pdf(xp, z)
+
+
+class _Logistic:
+    @staticmethod
+    def pdf(xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            d = 1 + w
+            return xp.where(xp.isinf(w) | xp.isinf(w * w), 0.0, w / (d * d))
+
+    @staticmethod
+    def cdf(xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            return xp.where(xp.isinf(w), 1.0, w / (1 + w))
+
+    @classmethod
+    def grad_pdf(cls, xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            return xp.where(xp.isinf(w), 0.0, cls.pdf(xp, z) * (1 - w) / (1 + w))
+
+    @classmethod
+    def hess_pdf(cls, xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            return xp.where(xp.isinf(w) | xp.isinf(w * w), 0.0,
+                            cls.pdf(xp, z) * (w * w - 4 * w + 1) / ((1 + w) * (1 + w)))
+
+
+class _Extreme:
+    @staticmethod
+    def pdf(xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            return xp.where(xp.isinf(w), 0.0, w * xp.exp(-w))
+
+    @staticmethod
+    def cdf(xp, z):
+        with np.errstate(over="ignore"):
+            return 1 - xp.exp(-xp.exp(z))
+
+    @classmethod
+    def grad_pdf(cls, xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            return xp.where(xp.isinf(w), 0.0, (1 - w) * cls.pdf(xp, z))
+
+    @classmethod
+    def hess_pdf(cls, xp, z):
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = xp.exp(z)
+            return xp.where(xp.isinf(w) | xp.isinf(w * w), 0.0, (w * w - 3 * w + 1) * cls.pdf(xp, z))
+
+
+_DIST = {"normal": _Normal, "logistic": _Logistic, "extreme": _Extreme}
+
+
+def _limits(name: str, sigma: float):
+    """XGBoost's GetLimitGradAtInfPred / GetLimitHessAtInfPred: {censoring: ((grad if z > 0,
+    grad otherwise), (hess if z > 0, hess otherwise))}."""
+    s2 = 1.0 / (sigma * sigma)
+    if name == "normal":
+        return {_UNCENSORED: ((MIN_GRAD, MAX_GRAD), (s2, s2)), _RIGHT: ((MIN_GRAD, 0.0), (s2, MIN_HESS)),
+                _LEFT: ((0.0, MAX_GRAD), (MIN_HESS, s2)), _INTERVAL: ((MIN_GRAD, MAX_GRAD), (s2, s2))}
+    if name == "logistic":
+        g = 1.0 / sigma
+        return {_UNCENSORED: ((-g, g), (MIN_HESS, MIN_HESS)), _RIGHT: ((-g, 0.0), (MIN_HESS, MIN_HESS)),
+                _LEFT: ((0.0, g), (MIN_HESS, MIN_HESS)), _INTERVAL: ((-g, g), (MIN_HESS, MIN_HESS))}
+    g = 1.0 / sigma
+    return {_UNCENSORED: ((MIN_GRAD, g), (MAX_HESS, MIN_HESS)), _RIGHT: ((MIN_GRAD, 0.0), (MAX_HESS, MIN_HESS)),
+            _LEFT: ((0.0, g), (MIN_HESS, MIN_HESS)), _INTERVAL: ((MIN_GRAD, g), (MAX_HESS, MIN_HESS))}
+
+
+def _terms(xp, dist, lower, upper, margin, sigma):
+    """Every row's z-scores, densities and their derivatives at both ends (0 where an end is
+    open), its censoring and the sign XGBoost's limits read; float64."""
+    lo = lower.astype(xp.float64)
+    hi = upper.astype(xp.float64)
+    pred = margin.astype(xp.float64)
+    exact = lo == hi
+    right = xp.isinf(hi) & ~exact
+    left = (lo <= 0.0) & ~exact
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z_u = xp.where(right, 0.0, (xp.log(hi) - pred) / sigma)
+        z_l = xp.where(left, 0.0, (xp.log(lo) - pred) / sigma)
+    # XGBoost tests the upper end, then the lower: an interval open at both ends counts as left-censored.
+    censor = xp.where(exact, _UNCENSORED, xp.where(left, _LEFT, xp.where(right, _RIGHT, _INTERVAL)))
+    return lo, hi, exact, right, left, z_u, z_l, censor
+
+
+def _limit(xp, table, censor, positive, which: int):
+    out = xp.zeros(censor.shape, dtype=xp.float64)
+    for c, pair in table.items():
+        both = pair[which]
+        out = xp.where(censor == c, xp.where(positive, both[0], both[1]), out)
+    return out
+
+
+def aft_gradient(xp, lower, upper, margin, name: str, sigma: float):
+    """(grad, hess) float64 of every row, as XGBoost's AFTLoss::Gradient and Hessian."""
+    d = _DIST[name]
+    lo, hi, exact, right, left, z_u, z_l, censor = _terms(xp, d, lower, upper, margin, sigma)
+    z = z_l  # the uncensored z (lower == upper)
+    pdf, grad_pdf, hess_pdf = d.pdf(xp, z), d.grad_pdf(xp, z), d.hess_pdf(xp, z)
+    pdf_u = xp.where(right, 0.0, d.pdf(xp, z_u))
+    cdf_u = xp.where(right, 1.0, d.cdf(xp, z_u))
+    gpdf_u = xp.where(right, 0.0, d.grad_pdf(xp, z_u))
+    pdf_l = xp.where(left, 0.0, d.pdf(xp, z_l))
+    cdf_l = xp.where(left, 0.0, d.cdf(xp, z_l))
+    gpdf_l = xp.where(left, 0.0, d.grad_pdf(xp, z_l))
+    positive = xp.where(exact, z > 0, (z_u > 0) | (z_l > 0))
+    cdf_diff, pdf_diff, grad_diff = cdf_u - cdf_l, pdf_u - pdf_l, gpdf_u - gpdf_l
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g_num = xp.where(exact, grad_pdf, pdf_u - pdf_l)
+        g_den = xp.where(exact, sigma * pdf, sigma * cdf_diff)
+        grad = g_num / g_den
+        h_num = xp.where(exact, -(pdf * hess_pdf - grad_pdf * grad_pdf), -(cdf_diff * grad_diff - pdf_diff * pdf_diff))
+        sq = sigma * cdf_diff
+        h_den = xp.where(exact, sigma * sigma * pdf * pdf, sq * sq)
+        hess = h_num / h_den
+    table = _limits(name, sigma)
+    grad = xp.where((g_den < EPS) & (xp.isnan(grad) | xp.isinf(grad)), _limit(xp, table, censor, positive, 0), grad)
+    hess = xp.where((h_den < EPS) & (xp.isnan(hess) | xp.isinf(hess)), _limit(xp, table, censor, positive, 1), hess)
+    return xp.clip(grad, MIN_GRAD, MAX_GRAD), xp.clip(hess, MIN_HESS, MAX_HESS)
+
+
+def aft_loss(xp, lower, upper, margin, name: str, sigma: float):
+    """Every row's negative log likelihood (XGBoost's AFTLoss::Loss), float64."""
+    d = _DIST[name]
+    lo, hi, exact, right, left, z_u, z_l, censor = _terms(xp, d, lower, upper, margin, sigma)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        uncensored = -xp.log(xp.maximum(d.pdf(xp, z_l) / (sigma * lo), EPS))
+        cdf_u = xp.where(right, 1.0, d.cdf(xp, z_u))
+        cdf_l = xp.where(left, 0.0, d.cdf(xp, z_l))
+        censored = -xp.log(xp.maximum(cdf_u - cdf_l, EPS))
+    return xp.where(exact, uncensored, censored)
+
+
+class SurvivalAFT(Objective):
+    """survival:aft: the margin is the log survival time; its labels are the matrices'
+    label_lower_bound / label_upper_bound (y is not read)."""
+
+    name = "survival:aft"
+    default_metric = "aft-nloglik"
+
+    def __init__(self, distribution: str = "normal", scale: float = 1.0):
+        self.distribution, self.scale = distribution, float(scale)
+
+    def check_labels(self, xp, y) -> None:
+        """The bounds are checked where the matrix takes them."""
+
+    def gradient_of(self, xp, margin, dtrain, iteration: int, out=None):
+        lower, upper = bounds_of(dtrain, "dtrain")
+        grad, hess = aft_gradient(xp, lower, upper, margin, self.distribution, self.scale)
+        out = xp.empty((margin.shape[0], 2), dtype=xp.float32)
+        out[:, 0] = grad.astype(xp.float32)
+        out[:, 1] = hess.astype(xp.float32)
+        if dtrain.weight is not None:  # XGBoost: the float pair times the float weight
+            out *= dtrain.weight[:, None]
+        return out
+
+    def transform(self, xp, margin):
+        return xp.exp(margin)
+
+    def eval_transform(self, xp, margin):
+        return margin  # the AFT metrics read margins (XGBoost's EvalTransform does nothing)
+
+    def base_score_to_margin(self, base_score: float) -> np.float32:
+        return np.float32(np.log(np.float32(base_score)))
+
+    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
+        return 0.5  # XGBoost fits no intercept for survival:aft: its default base_score
+
+
+def bounds_of(m, what: str):
+    """(lower, upper) of a matrix, or a ValueError saying how to give them."""
+    lower, upper = getattr(m, "label_lower_bound", None), getattr(m, "label_upper_bound", None)
+    if lower is None or upper is None:
+        raise ValueError(f"survival:aft reads each row's survival interval: {what} needs label_lower_bound and "
+                         "label_upper_bound (QuantileMatrix(X, label_lower_bound=..., label_upper_bound=...))")
+    return lower, upper
+
+
+def check_bounds(lower, upper) -> None:
+    """Raise ValueError unless every row's interval is 0 <= lower <= upper, lower finite."""
+    lo, hi = np.asarray(lower), np.asarray(upper)
+    if lo.shape != hi.shape:
+        raise ValueError(f"label_lower_bound has {lo.shape[0]} rows, label_upper_bound {hi.shape[0]}")
+    bad = np.isnan(lo) | np.isnan(hi) | ~np.isfinite(lo) | (lo < 0) | (hi < lo)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"survival bounds must satisfy 0 <= label_lower_bound <= label_upper_bound (lower finite, "
+                         f"upper may be inf); row {i} has [{lo[i]}, {hi[i]}] ({int(bad.sum())} such rows)")
+
+
+def metric_sums(name: str, xp, lower, upper, margin, weight, distribution: str, scale: float):
+    """(sum of w x the row's value, sum of w), float64: aft-nloglik (the negative log likelihood)
+    or interval-regression-accuracy (whether exp(margin) lies in the interval)."""
+    w = xp.ones(margin.shape[0], dtype=xp.float64) if weight is None else weight.astype(xp.float64)
+    if name == "aft-nloglik":
+        value = aft_loss(xp, lower, upper, margin, distribution, scale)
+    else:
+        pred = xp.exp(margin.astype(xp.float64))
+        value = ((pred >= lower.astype(xp.float64)) & (pred <= upper.astype(xp.float64))).astype(xp.float64)
+    return (w * value).sum(), w.sum()
