@@ -305,7 +305,7 @@ def multiclass_aucpr_of(y, pred, weight=None):
 _RANKING = {"auc": (_auc_parts, _multiclass_auc_parts, _finish_ratio_or_nan),
             "aucpr": (_aucpr_parts, _multiclass_aucpr_parts, _finish_ratio_or_nan)}
 
-METRICS = tuple(_ADDITIVE) + SURVIVAL + ("auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
+METRICS = tuple(_ADDITIVE) + SURVIVAL + ("cox-nloglik", "auc", "aucpr", "quantile", "tweedie-nloglik@<rho>", "ndcg[@k][-]", "map[@k][-]",
                               "pre[@k][-]")
 
 
@@ -441,6 +441,13 @@ def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alp
                              "label_lower_bound and label_upper_bound")
         return _reduce(xp, comm, survival.metric_sums(name, xp, label_bounds[0], label_bounds[1], pred, weight,
                                                       aft[0], aft[1]))
+    if name == "cox-nloglik":
+        from . import survival
+
+        if comm.world_size > 1:
+            raise ValueError("eval_metric 'cox-nloglik' sums risk sets over every row: it needs all rows in one "
+                             "process")
+        return _pair(xp, survival.cox_nloglik_sums(xp, y, pred))
     if ranking.parse_metric(name) is not None:
         g = _rank_groups(name, y, groups, comm)
         return _reduce(xp, comm, ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k))

@@ -10,6 +10,10 @@ def get_objective(name: str, params=None) -> Objective:
     """The objective called `name`, configured from TrainParams where it reads them."""
     if name in ranking.RANKING_OBJECTIVES:
         return ranking.make_objective(name, params)
+    if name == "survival:cox":
+        from .survival import SurvivalCox
+
+        return SurvivalCox()
     if name == "survival:aft":
         from .survival import SurvivalAFT
 
@@ -25,7 +29,7 @@ def get_objective(name: str, params=None) -> Objective:
         cls = OBJECTIVES[name]
     except KeyError:
         raise ValueError(f"unknown objective {name!r}; one of "
-                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES) + ['survival:aft']}"
+                         f"{sorted(OBJECTIVES) + list(MULTICLASS) + list(ranking.RANKING_OBJECTIVES) + ['survival:aft', 'survival:cox']}"
                          ) from None
     if params is None:
         return cls()

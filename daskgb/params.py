@@ -27,9 +27,9 @@ ALIASES = {
 
 OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
               "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax",
-              "rank:pairwise", "rank:ndcg", "rank:map", "survival:aft")
+              "rank:pairwise", "rank:ndcg", "rank:map", "survival:aft", "survival:cox")
 METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",
-           "mphe", "quantile", "mlogloss", "merror", "aft-nloglik", "interval-regression-accuracy")
+           "mphe", "quantile", "mlogloss", "merror", "aft-nloglik", "interval-regression-accuracy", "cox-nloglik")
 GROW_POLICIES = ("depthwise", "lossguide")
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 

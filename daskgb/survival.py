@@ -260,3 +260,79 @@ def metric_sums(name: str, xp, lower, upper, margin, weight, distribution: str, 
         pred = xp.exp(margin.astype(xp.float64))
         value = ((pred >= lower.astype(xp.float64)) & (pred <= upper.astype(xp.float64))).astype(xp.float64)
     return (w * value).sum(), w.sum()
+
+
+def _cox_order(xp, y):
+    """Rows by ascending |label| (stable: XGBoost's LabelAbsSort), and each row's first
+    position of its tie group (same |label|) in that order."""
+    order = xp.argsort(xp.abs(y), kind="stable")
+    t = xp.abs(y[order])
+    n = t.shape[0]
+    new = xp.ones(n, dtype=bool)
+    new[1:] = t[1:] != t[:-1]
+    starts = xp.where(new, xp.arange(n), 0)
+    first = xp.maximum.accumulate(starts) if xp is np else _running_max(xp, starts)
+    return order, first
+
+
+def _running_max(xp, a):
+    """Running maximum of non-negative int positions (CuPy has no ufunc accumulate for maximum)."""
+    import cupy
+
+    return cupy.asarray(np.maximum.accumulate(cupy.asnumpy(a)))
+
+
+class SurvivalCox(Objective):
+    """survival:cox: Cox proportional hazards, Breslow's ties, XGBoost's gradient. A label is a
+    survival time, negative where censored; the margin is the log hazard ratio. The risk sets
+    reach across all rows, so every row must be in one process."""
+
+    name = "survival:cox"
+    default_metric = "cox-nloglik"
+
+    def prepare(self, xp, dtrain, comm) -> None:
+        if comm.world_size > 1:
+            raise ValueError("survival:cox sums each event's risk set over every row with a longer time, so it "
+                             "needs all rows in one process; it does not train across several workers")
+
+    def gradient(self, xp, margin, y, weight):
+        order, first = _cox_order(xp, y)
+        e = xp.exp(margin[order].astype(xp.float64))
+        event = (y[order] > 0).astype(xp.float64)
+        before = xp.concatenate([xp.zeros(1), xp.cumsum(e)])  # sum of e over the positions before each
+        risk = e.sum() - before[first]  # the risk set: every row not in an earlier time group
+        r = xp.cumsum(event / risk)
+        s = xp.cumsum(event / (risk * risk))
+        grad = e * r - event
+        hess = e * r - e * e * s
+        w = xp.ones(y.shape[0], dtype=xp.float64) if weight is None else weight[order].astype(xp.float64)
+        out = xp.empty((y.shape[0], 2), dtype=xp.float32)
+        out[order, 0] = (grad * w).astype(xp.float32)
+        out[order, 1] = (hess * w).astype(xp.float32)
+        return out
+
+    def transform(self, xp, margin):
+        return xp.exp(margin)
+
+    def base_score_to_margin(self, base_score: float) -> np.float32:
+        return np.float32(np.log(np.float32(base_score)))
+
+    def estimate_base_score(self, xp, y, weight, comm=None) -> float:
+        """XGBoost's intercept for Cox (FitStump): one Newton step from the zero margin,
+        -sum(grad) / sum(hess), as a hazard ratio (exp)."""
+        pairs = self.gradient(xp, xp.zeros(y.shape[0], dtype=xp.float32), y, weight)
+        g, h = (float(pairs[:, k].astype(xp.float64).sum()) for k in (0, 1))
+        return float(np.exp(np.float32(-g / h))) if h > 0 else 0.5
+
+
+def cox_nloglik_sums(xp, y, pred):
+    """(negative partial log likelihood, number of events) of hazard ratios pred (exp of the
+    margins), as XGBoost's cox-nloglik: -sum over events of log(pred) - log(its risk set's sum)."""
+    order, first = _cox_order(xp, y)
+    p = pred[order].astype(xp.float64)
+    event = y[order] > 0
+    before = xp.concatenate([xp.zeros(1), xp.cumsum(p)])
+    risk = p.sum() - before[first]
+    with np.errstate(divide="ignore"):
+        terms = xp.where(event, xp.log(p) - xp.log(risk), 0.0)
+    return -terms.sum(), event.sum().astype(xp.float64)

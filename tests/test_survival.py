@@ -110,3 +110,54 @@ def test_aft_on_the_gpu_equals_the_cpu():
     np.testing.assert_allclose(models["cuda"].predict(X), models["cpu"].predict(X), rtol=1e-5)
     for k in params["eval_metric"]:
         np.testing.assert_allclose(logs["cuda"]["t"][k], logs["cpu"]["t"][k], rtol=1e-6)
+
+
+def _cox_data(seed=4, n=1000):
+    X, s = make_data(seed, "reg:squarederror", True, n=n)
+    rng = np.random.default_rng(seed)
+    t = np.round(np.exp(-0.3 * s + rng.normal(scale=0.5, size=n)), 1).astype(np.float32) + 0.1  # ties
+    censored = rng.random(n) < 0.3
+    return X, np.where(censored, -t, t).astype(np.float32)
+
+
+def test_cox_equals_xgboosts():
+    xgb = pytest.importorskip("xgboost")
+    X, y = _cox_data()
+    w = np.random.default_rng(5).uniform(0.5, 2.0, len(y)).astype(np.float32)
+    params = {"objective": "survival:cox", "max_depth": 3, "eta": 0.1}
+    ours_log: dict = {}
+    m = daskgb.QuantileMatrix(X, y, weight=w)
+    ours = daskgb.train({**params, "device": "cpu"}, m, 10, evals=[(m, "t")], evals_result=ours_log,
+                        verbose_eval=False)
+    d = xgb.DMatrix(X, y, weight=w)
+    theirs_log: dict = {}
+    theirs = xgb.train({**params, "tree_method": "hist"}, d, 10, evals=[(d, "t")], evals_result=theirs_log,
+                       verbose_eval=False)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(xgb.DMatrix(X)), rtol=1e-5)
+    np.testing.assert_allclose(ours_log["t"]["cox-nloglik"], theirs_log["t"]["cox-nloglik"], rtol=1e-5)
+
+
+def test_cox_refuses_several_workers():
+    from daskgb.survival import SurvivalCox
+
+    class Two:
+        world_size = 2
+
+    with pytest.raises(ValueError, match="one process"):
+        SurvivalCox().prepare(np, None, Two())
+
+
+@pytest.mark.gpu
+def test_cox_on_the_gpu_equals_the_cpu():
+    cupy = pytest.importorskip("cupy")
+    X, y = _cox_data(seed=6)
+    logs, models = {}, {}
+    for device in ("cpu", "cuda"):
+        xp = cupy if device == "cuda" else np
+        m = daskgb.QuantileMatrix(xp.asarray(X), xp.asarray(y))
+        logs[device] = {}
+        models[device] = daskgb.train({"objective": "survival:cox", "max_depth": 4, "device": device}, m, 8,
+                                      evals=[(m, "t")], evals_result=logs[device], verbose_eval=False)
+    assert models["cuda"].base_score == pytest.approx(models["cpu"].base_score, rel=1e-6)
+    np.testing.assert_allclose(models["cuda"].predict(X), models["cpu"].predict(X), rtol=1e-5)
+    np.testing.assert_allclose(logs["cuda"]["t"]["cox-nloglik"], logs["cpu"]["t"]["cox-nloglik"], rtol=1e-6)
