@@ -233,6 +233,9 @@ def bounds_of(m, what: str):
     """(lower, upper) of a matrix, or a ValueError saying how to give them."""
     lower, upper = getattr(m, "label_lower_bound", None), getattr(m, "label_upper_bound", None)
     if lower is None or upper is None:
+        if type(m).__name__ == "DaskQuantileMatrix":
+            raise ValueError("survival:aft on Dask: a DaskQuantileMatrix does not carry label_lower_bound and "
+                             "label_upper_bound yet; train survival:aft in one process (daskgb.train)")
         raise ValueError(f"survival:aft reads each row's survival interval: {what} needs label_lower_bound and "
                          "label_upper_bound (QuantileMatrix(X, label_lower_bound=..., label_upper_bound=...))")
     return lower, upper

@@ -161,3 +161,4 @@ def test_cox_on_the_gpu_equals_the_cpu():
     assert models["cuda"].base_score == pytest.approx(models["cpu"].base_score, rel=1e-6)
     np.testing.assert_allclose(models["cuda"].predict(X), models["cpu"].predict(X), rtol=1e-5)
     np.testing.assert_allclose(logs["cuda"]["t"]["cox-nloglik"], logs["cpu"]["t"]["cox-nloglik"], rtol=1e-6)
+
