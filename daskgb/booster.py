@@ -178,7 +178,7 @@ class Booster:
         Returns numpy for host input and cupy for cupy input. Missing values (NaN
         or `missing`) take each split's default direction.
 
-        As XGBoost's (raw features only):
+        As XGBoost's (raw features, or a QuantileMatrix binned with the model's cuts):
         - ``pred_contribs=True``: each feature's SHAP value (exact TreeSHAP) of each row's
           margin, and a last column holding the expected margin (the base margin included):
           (n_rows, n_features + 1), or (n_rows, n_groups, n_features + 1) for several outputs;
@@ -199,10 +199,9 @@ class Booster:
             raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
         explain = pred_leaf or pred_contribs or pred_interactions
         if isinstance(data, QuantileMatrix):
-            if explain:
-                raise ValueError("pred_contribs, pred_interactions and pred_leaf take raw features (a "
-                                 "QuantileMatrix holds bins); pass the feature array instead")
-            return self._predict_matrix(data, output_margin, start, end)
+            if not explain:
+                return self._predict_matrix(data, output_margin, start, end)
+            data, missing = self._representative_features(data), np.nan
         features = as_features(data)
         if features.n_features != self.n_features:
             raise ValueError(f"the model was trained on {self.n_features} features, the data has "
@@ -242,6 +241,35 @@ class Booster:
                 device_arrays.copy_into(margin[:, group], column)
         out = margin if output_margin else self.objective.transform(xp, margin)
         return out if on_gpu else to_host(out)
+
+    def _representative_features(self, m: QuantileMatrix):
+        """A value for each row's bin of each feature, NaN where missing: the bin's lower edge (the
+        feature's minimum for the first bin). Every split of a model trained on m's cuts is at a
+        bin's upper edge, so these values take the paths m's rows took in training, and SHAP
+        values and leaves can be read off a QuantileMatrix as off its raw features. On m's
+        device (numpy or cupy)."""
+        from .ellpack.reference import feature_bins
+
+        if m.n_features != self.n_features:
+            raise ValueError(f"the model was trained on {self.n_features} features, the matrix has {m.n_features}")
+        if getattr(self, "_train_cuts_token", None) != m.cuts_token:
+            raise ValueError("pred_contribs, pred_interactions and pred_leaf read a QuantileMatrix only with the "
+                             "cuts the model was trained on (build it with ref=the training matrix); pass the raw "
+                             "features instead")
+        if m.paged:
+            raise ValueError("pred_contribs, pred_interactions and pred_leaf take an in-core QuantileMatrix; pass "
+                             "the raw features of a paged one")
+        host = m.on("cpu")
+        ell = host.ellpack
+        ptrs = to_host(ell.cuts.ptrs).astype(np.int64)
+        values, lows = to_host(ell.cuts.values), to_host(ell.cuts.min_values)
+        rows = np.arange(m.n_rows)
+        X = np.empty((m.n_rows, m.n_features), dtype=np.float32)
+        for f in range(m.n_features):
+            b = feature_bins(ell, rows, np.full(m.n_rows, f, dtype=np.int64))
+            edges = np.concatenate([lows[f : f + 1], values[ptrs[f] : max(ptrs[f + 1] - 1, ptrs[f])]])
+            X[:, f] = np.where(b < 0, np.float32(np.nan), edges[np.clip(b, 0, edges.size - 1)])
+        return get_backend(m.device).to_device(X) if m.device != "cpu" else X
 
     def _leaf_indices(self, backend, X, start: int, end: int, missing: float):
         """(n_rows, trees [start, end)) float32: each tree's leaf id for each row."""

@@ -146,7 +146,7 @@ def test_bad_requests_are_named():
     with pytest.raises(ValueError, match="different outputs"):
         booster.predict(X, pred_interactions=True, pred_contribs=True)
     y = np.zeros(X.shape[0], np.float32)
-    with pytest.raises(ValueError, match="raw features"):
+    with pytest.raises(ValueError, match="cuts the model was trained on"):
         booster.predict(daskgb.QuantileMatrix(X, y), pred_contribs=True)
 
 
@@ -251,3 +251,36 @@ def test_the_interaction_kernel_equals_the_oracle():
     np.testing.assert_array_equal(got.get(), want)
     np.testing.assert_allclose(booster.predict(cupy.asarray(X), pred_interactions=True).get(),
                                booster.predict(X, pred_interactions=True), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+def test_a_quantile_matrix_explains_as_its_raw_features(kind):
+    """Read off the training matrix's bins (each bin's lower edge), the outputs equal the raw
+    features' where every feature has no more distinct values than max_bin, and the SHAP values
+    still sum to the margins training's bins give everywhere."""
+    X, s = _data(seed=9)
+    y = (s > 0).astype(np.float32) if kind == "binary" else np.digitize(s, [-0.5, 0.5]).astype(np.float32)
+    params = {"objective": "binary:logistic"} if kind == "binary" else {"objective": "multi:softprob", "num_class": 3}
+    X = np.round(X * 4) / 4  # few distinct values: the bins are the values
+    m = daskgb.QuantileMatrix(X, y)
+    booster = daskgb.train({**params, "max_depth": 4, "device": "cpu"}, m, 5, verbose_eval=False)
+    for kwargs in ({"pred_contribs": True}, {"pred_contribs": True, "approx_contribs": True}, {"pred_leaf": True},
+                   {"pred_interactions": True}):
+        np.testing.assert_allclose(booster.predict(m, **kwargs), booster.predict(X, **kwargs), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(booster.predict(m, pred_contribs=True).sum(axis=-1), booster.predict(m, output_margin=True),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_a_device_quantile_matrix_explains_as_its_raw_features():
+    cupy = pytest.importorskip("cupy")
+    X, s = _data(seed=10)
+    X = np.round(X * 4) / 4
+    y = (s > 0).astype(np.float32)
+    m = daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y))
+    booster = daskgb.train({"objective": "binary:logistic", "max_depth": 4, "device": "cuda"}, m, 5,
+                           verbose_eval=False)
+    got = booster.predict(m, pred_contribs=True)
+    assert isinstance(got, cupy.ndarray)
+    np.testing.assert_allclose(got.get(), booster.predict(cupy.asarray(X), pred_contribs=True).get(), rtol=1e-6,
+                               atol=1e-6)

@@ -110,7 +110,8 @@ def test_a_killed_worker_then_resume_gives_the_unbroken_model(tmp_path, kind):
             assert sorted(int(n[-13:-5]) for n in os.listdir(tmp_path)) == [20, 40]
 
             # The nanny restarts the killed worker (empty); the data is placed again and training goes on.
-            client.wait_for_workers(2, timeout=60)
+            # (Up to 3 minutes: on a loaded 2-core CI machine a restart once took over 60 s.)
+            client.wait_for_workers(2, timeout=180)
             dtrain = _matrix(client, X, y)
             resumed = dgb.train(client, params, dtrain, ROUNDS, evals=[(dtrain, "train")], verbose_eval=False,
                                 checkpoint_dir=tmp_path, checkpoint_every=EVERY, resume=True)
@@ -168,14 +169,14 @@ def test_a_resume_on_rows_placed_and_cut_otherwise_gives_the_unbroken_model(tmp_
             for i, sampling in enumerate(({"subsample": 0.8}, {"subsample": 0.8, "sampling_method": "gradient_based"})):
                 params = {**PARAMS, **sampling}
                 run_dir = tmp_path / str(i)
-                client.wait_for_workers(2, timeout=60)
+                client.wait_for_workers(2, timeout=180)
                 dtrain = _matrix(client, X, y, before)
                 unbroken = dgb.train(client, params, dtrain, rounds, evals=[(dtrain, "train")], verbose_eval=False)
                 with pytest.raises(dgb.WorkerLostError):
                     dgb.train(client, params, dtrain, rounds, evals=[(dtrain, "train")], verbose_eval=False,
                               callbacks=[KillWorkerAt(dtrain.workers[1], kill_at)], checkpoint_dir=run_dir,
                               checkpoint_every=10)
-                client.wait_for_workers(2, timeout=60)
+                client.wait_for_workers(2, timeout=180)
                 dtrain = _matrix(client, X, y, after)
                 resumed = dgb.train(client, params, dtrain, rounds, evals=[(dtrain, "train")], verbose_eval=False,
                                     checkpoint_dir=run_dir, checkpoint_every=10, resume=True)
@@ -212,7 +213,7 @@ def test_a_lost_rank_0_with_checkpoints_is_an_error(tmp_path):
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
         with _cluster("cpu") as cluster, distributed.Client(cluster) as client:
             for i, killer in enumerate((lambda a: KillWorkerAt(a, 19), KillAfterTraining)):
-                client.wait_for_workers(2, timeout=60)
+                client.wait_for_workers(2, timeout=180)
                 dtrain = _matrix(client, X, y)
                 victim = dtrain.workers[0]
                 with pytest.raises(dgb.WorkerLostError) as info:
