@@ -269,7 +269,7 @@ class Booster:
             b = feature_bins(ell, rows, np.full(m.n_rows, f, dtype=np.int64))
             edges = np.concatenate([lows[f : f + 1], values[ptrs[f] : max(ptrs[f + 1] - 1, ptrs[f])]])
             X[:, f] = np.where(b < 0, np.float32(np.nan), edges[np.clip(b, 0, edges.size - 1)])
-        return get_backend(m.device).to_device(X) if m.device != "cpu" else X
+        return get_backend(m.device).to_device(X)
 
     def _leaf_indices(self, backend, X, start: int, end: int, missing: float):
         """(n_rows, trees [start, end)) float32: each tree's leaf id for each row."""
