@@ -270,19 +270,7 @@ def _cox_order(xp, y):
     position of its tie group (same |label|) in that order."""
     order = xp.argsort(xp.abs(y), kind="stable")
     t = xp.abs(y[order])
-    n = t.shape[0]
-    new = xp.ones(n, dtype=bool)
-    new[1:] = t[1:] != t[:-1]
-    starts = xp.where(new, xp.arange(n), 0)
-    first = xp.maximum.accumulate(starts) if xp is np else _running_max(xp, starts)
-    return order, first
-
-
-def _running_max(xp, a):
-    """Running maximum of non-negative int positions (CuPy has no ufunc accumulate for maximum)."""
-    import cupy
-
-    return cupy.asarray(np.maximum.accumulate(cupy.asnumpy(a)))
+    return order, xp.searchsorted(t, t, side="left")
 
 
 class SurvivalCox(Objective):

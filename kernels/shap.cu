@@ -15,6 +15,76 @@ __constant__ double kRecip[33] = {0.0, 1.0 / 1, 1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 /
     1.0 / 18, 1.0 / 19, 1.0 / 20, 1.0 / 21, 1.0 / 22, 1.0 / 23, 1.0 / 24, 1.0 / 25, 1.0 / 26, 1.0 / 27,
     1.0 / 28, 1.0 / 29, 1.0 / 30, 1.0 / 31, 1.0 / 32};
 
+// EXTEND of every element of the path whose elements start at s (its bias element first):
+// the path's weights into pw, and the bits of the elements the row x follows (bit k: element k).
+template <int kMax>
+__device__ __forceinline__ unsigned extend_path(double (&pw)[kMax], const float* x, long long s, int length,
+                                                const int* __restrict__ feature, const float* __restrict__ lower,
+                                                const float* __restrict__ upper,
+                                                const signed char* __restrict__ missing_follows,
+                                                const double* __restrict__ zero_fraction, float missing) {
+  unsigned follows = 0u;
+  pw[0] = 1.0;
+#pragma unroll
+  for (int d = 1; d < kMax; ++d) {
+    if (d < length) {
+      const long long e = s + d;
+      const float v = x[feature[e]];
+      const bool f = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
+      follows |= (unsigned)f << d;
+      const double o = f ? 1.0 : 0.0;
+      const double z = zero_fraction[e];
+      const double inv = 1.0 / (double)(d + 1);
+      pw[d] = 0.0;
+#pragma unroll
+      for (int i = kMax - 2; i >= 0; --i) {
+        if (i < d) {
+          pw[i + 1] = pw[i + 1] + o * pw[i] * (double)(i + 1) * inv;
+          pw[i] = z * pw[i] * (double)(d - i) * inv;
+        }
+      }
+    }
+  }
+  return follows;
+}
+
+// pw[j], read with constant indices (a runtime index would move pw out of registers).
+template <int kMax>
+__device__ __forceinline__ double weight_at(const double (&pw)[kMax], int j) {
+  double out = 0.0;
+#pragma unroll
+  for (int i = 0; i < kMax; ++i) {
+    if (i == j) out = pw[i];
+  }
+  return out;
+}
+
+// The sum of the weights pw of a path of `depth` with the element (o, z) unwound (XGBoost's
+// UnwoundPathSum); top = pw[depth].
+template <int kMax>
+__device__ __forceinline__ double unwound_sum(const double (&pw)[kMax], int depth, double top, bool o, double z) {
+  double total = 0.0;
+  if (o) {
+    const double inv_top = kRecip[depth + 1];
+    double next_one = top;
+#pragma unroll
+    for (int i = kMax - 2; i >= 0; --i) {
+      if (i < depth) {
+        const double tmp = next_one * (double)(depth + 1) * (1.0 / (double)(i + 1));
+        total = total + tmp;
+        next_one = pw[i] - tmp * z * (double)(depth - i) * inv_top;
+      }
+    }
+  } else if (z != 0.0) {
+    const double inv_z = 1.0 / z;
+#pragma unroll
+    for (int i = kMax - 2; i >= 0; --i) {
+      if (i < depth) total = total + pw[i] * inv_z * (double)(depth + 1) * kRecip[depth - i];
+    }
+  }
+  return total;
+}
+
 // Paths (explain/paths.py): path p owns elements offsets[p]:offsets[p+1], the first the bias
 // element; a row follows element k when its value of feature[k] lies in [lower[k], upper[k]),
 // or is missing and missing_follows[k]. phi: (n_rows, n_features + 1) float64, updated: one
@@ -49,35 +119,10 @@ __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int
     const int length = (int)(offsets[p + 1] - s);
     const int depth = length - 1;
     double pw[kMax];
-    unsigned follows = 0u;  // bit k: the row follows element k
-    pw[0] = 1.0;
-#pragma unroll
-    for (int d = 1; d < kMax; ++d) {
-      if (d < length) {
-        const long long e = s + d;
-        const float v = x[feature[e]];
-        const bool f = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
-        follows |= (unsigned)f << d;
-        const double o = f ? 1.0 : 0.0;
-        const double z = zero_fraction[e];
-        const double inv = 1.0 / (double)(d + 1);
-        pw[d] = 0.0;
-#pragma unroll
-        for (int i = kMax - 2; i >= 0; --i) {
-          if (i < d) {
-            pw[i + 1] = pw[i + 1] + o * pw[i] * (double)(i + 1) * inv;
-            pw[i] = z * pw[i] * (double)(d - i) * inv;
-          }
-        }
-      }
-    }
+    const unsigned follows = extend_path<kMax>(pw, x, s, length, feature, lower, upper, missing_follows,
+                                               zero_fraction, missing);
     const double leaf = (double)value[p];
-    double top = 0.0;  // pw[depth], read with constant indices
-#pragma unroll
-    for (int j = 0; j < kMax; ++j) {
-      if (j == depth) top = pw[j];
-    }
-    const double inv_top = kRecip[depth + 1];
+    const double top = weight_at<kMax>(pw, depth);
     double bias = leaf;
 #pragma unroll
     for (int k = 1; k < kMax; ++k) {
@@ -85,24 +130,7 @@ __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int
         const bool o = (follows >> k) & 1u;
         const double z = zero_fraction[s + k];
         bias = bias * z;
-        double total = 0.0;
-        if (o) {
-          double next_one = top;
-#pragma unroll
-          for (int i = kMax - 2; i >= 0; --i) {
-            if (i < depth) {
-              const double tmp = next_one * (double)(depth + 1) * (1.0 / (double)(i + 1));
-              total = total + tmp;
-              next_one = pw[i] - tmp * z * (double)(depth - i) * inv_top;
-            }
-          }
-        } else if (z != 0.0) {
-          const double inv_z = 1.0 / z;
-#pragma unroll
-          for (int i = kMax - 2; i >= 0; --i) {
-            if (i < depth) total = total + pw[i] * inv_z * (double)(depth + 1) * kRecip[depth - i];
-          }
-        }
+        const double total = unwound_sum<kMax>(pw, depth, top, o, z);
         sums[feature[s + k] * stride] += total * ((o ? 1.0 : 0.0) - z) * leaf;
       }
     }
@@ -137,37 +165,12 @@ __global__ void shap_interactions(const float* __restrict__ X, long long n_rows,
     if (length < 3) continue;
     const int depth = length - 1;
     double pw[kMax];
-    unsigned follows = 0u;
-    pw[0] = 1.0;
-#pragma unroll
-    for (int d = 1; d < kMax; ++d) {
-      if (d < length) {
-        const long long e = s + d;
-        const float v = x[feature[e]];
-        const bool f = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
-        follows |= (unsigned)f << d;
-        const double o = f ? 1.0 : 0.0;
-        const double z = zero_fraction[e];
-        const double inv = 1.0 / (double)(d + 1);
-        pw[d] = 0.0;
-#pragma unroll
-        for (int i = kMax - 2; i >= 0; --i) {
-          if (i < d) {
-            pw[i + 1] = pw[i + 1] + o * pw[i] * (double)(i + 1) * inv;
-            pw[i] = z * pw[i] * (double)(d - i) * inv;
-          }
-        }
-      }
-    }
-    double top = 0.0;
-#pragma unroll
-    for (int j = 0; j < kMax; ++j) {
-      if (j == depth) top = pw[j];
-    }
+    const unsigned follows = extend_path<kMax>(pw, x, s, length, feature, lower, upper, missing_follows,
+                                               zero_fraction, missing);
+    const double top = weight_at<kMax>(pw, depth);
     const double leaf = (double)value[p];
     const double inv_top = kRecip[depth + 1];
     const int d2 = depth - 1;
-    const double inv_top2 = kRecip[d2 + 1];
     for (int e = 1; e < length; ++e) {
       const bool oe = (follows >> e) & 1u;
       const double ze = zero_fraction[s + e];
@@ -183,11 +186,7 @@ __global__ void shap_interactions(const float* __restrict__ X, long long n_rows,
           if (oe) next_one = pw[i] - pw2[i] * ze * (double)(depth - i) * inv_top;
         }
       }
-      double top2 = 0.0;
-#pragma unroll
-      for (int j = 0; j < kMax; ++j) {
-        if (j == d2) top2 = pw2[j];
-      }
+      const double top2 = weight_at<kMax>(pw2, d2);
       const double scale = ((oe ? 1.0 : 0.0) - ze) * 0.5 * leaf;
       double* row_e = out + (long long)feature[s + e] * width;
 #pragma unroll
@@ -195,24 +194,7 @@ __global__ void shap_interactions(const float* __restrict__ X, long long n_rows,
         if (k < length && k != e) {
           const bool ok = (follows >> k) & 1u;
           const double zk = zero_fraction[s + k];
-          double total = 0.0;
-          if (ok) {
-            double next2 = top2;
-#pragma unroll
-            for (int i = kMax - 3; i >= 0; --i) {
-              if (i < d2) {
-                const double tmp = next2 * (double)(d2 + 1) * (1.0 / (double)(i + 1));
-                total = total + tmp;
-                next2 = pw2[i] - tmp * zk * (double)(d2 - i) * inv_top2;
-              }
-            }
-          } else if (zk != 0.0) {
-            const double inv_z = 1.0 / zk;
-#pragma unroll
-            for (int i = kMax - 3; i >= 0; --i) {
-              if (i < d2) total = total + pw2[i] * inv_z * (double)(d2 + 1) * kRecip[d2 - i];
-            }
-          }
+          const double total = unwound_sum<kMax>(pw2, d2, top2, ok, zk);
           row_e[feature[s + k]] += total * ((ok ? 1.0 : 0.0) - zk) * scale;
         }
       }

@@ -19,7 +19,6 @@ _SIZES = (8, 16, 32)
 _KERNELS = kernels.declare("shap.cu", tuple(f"shap_contribs<{m}, {s}>" for m in (8, 16, 32) for s in ("true", "false"))
                            + tuple(f"shap_interactions<{m}>" for m in (8, 16, 32)) + ("saabas_contribs", "leaf_index"))
 _THREADS = 128
-MAX_PATH_ELEMENTS = _SIZES[-1]
 # Each row's sums stay in shared memory where a block's fit in this (48 KiB: what a block may
 # take without opting in).
 _SHARED_BYTES = 48 * 1024
@@ -30,49 +29,56 @@ def _launch(name: str, n_rows: int, args, shared_mem: int = 0) -> None:
     fn((-(-n_rows // _THREADS),), (_THREADS,), args, shared_mem=shared_mem)
 
 
+def _register_size(paths):
+    """The kernels' kMax for these paths: the smallest size that holds the longest, or None
+    when none does (the numpy path takes them)."""
+    return next((m for m in _SIZES if paths.longest <= m), None)
+
+
+def _on_host(fn, X, paths, out, missing) -> None:
+    """fn (a reference.py function) on host copies, its sums written back into out."""
+    host = to_host(out)
+    fn(to_host(X), paths, host, missing)
+    out[...] = cupy.asarray(host)
+
+
+def _path_args(X, paths, missing, out) -> tuple:
+    """The arguments shap.cu's path kernels share: the rows, the paths' arrays, missing, out."""
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    return (X, np.int64(X.shape[0]), np.int32(X.shape[1]), cupy.asarray(paths.offsets), np.int32(paths.n_paths),
+            cupy.asarray(paths.feature), cupy.asarray(paths.lower), cupy.asarray(paths.upper),
+            cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction), cupy.asarray(paths.value),
+            np.float32(missing), out)
+
+
 def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
     """As reference.shap_contributions, X and out (float64) on the device."""
     n_rows, n_features = X.shape
     if n_rows == 0 or paths.n_paths == 0:
         return
-    if paths.longest > MAX_PATH_ELEMENTS:
-        host = to_host(out)
-        reference.shap_contributions(to_host(X), paths, host, missing)
-        out[...] = cupy.asarray(host)
-        return
-    size = next(m for m in _SIZES if paths.longest <= m)
+    size = _register_size(paths)
+    if size is None:
+        return _on_host(reference.shap_contributions, X, paths, out, missing)
     smem = _THREADS * (n_features + 1) * 8
     shared = smem <= _SHARED_BYTES
-    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
     acc = out if out.flags.c_contiguous else cupy.ascontiguousarray(out)
-    _launch(f"shap_contribs<{size}, {kernels.template_flag(shared)}>", n_rows,
-            (X, np.int64(n_rows), np.int32(n_features), cupy.asarray(paths.offsets), np.int32(paths.n_paths),
-             cupy.asarray(paths.feature), cupy.asarray(paths.lower), cupy.asarray(paths.upper),
-             cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction), cupy.asarray(paths.value),
-             np.float32(missing), acc), smem if shared else 0)
+    _launch(f"shap_contribs<{size}, {kernels.template_flag(shared)}>", n_rows, _path_args(X, paths, missing, acc),
+            smem if shared else 0)
     if acc is not out:
         out[...] = acc
 
 
 def shap_interactions(X, paths, out, missing: float = np.nan) -> None:
     """As reference.shap_interactions, X and out ((n, F + 1, F + 1) float64) on the device."""
-    n_rows, n_features = X.shape
+    n_rows = X.shape[0]
     if n_rows == 0 or paths.n_paths == 0:
-        return
-    if paths.longest > MAX_PATH_ELEMENTS:
-        host = to_host(out)
-        reference.shap_interactions(to_host(X), paths, host, missing)
-        out[...] = cupy.asarray(host)
         return
     if out.dtype != cupy.float64 or not out.flags.c_contiguous:
         raise TypeError(f"shap_interactions adds into a C-contiguous float64 array, got {out.dtype}")
-    size = next(m for m in _SIZES if paths.longest <= m)
-    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
-    _launch(f"shap_interactions<{size}>", n_rows,
-            (X, np.int64(n_rows), np.int32(n_features), cupy.asarray(paths.offsets), np.int32(paths.n_paths),
-             cupy.asarray(paths.feature), cupy.asarray(paths.lower), cupy.asarray(paths.upper),
-             cupy.asarray(paths.missing_follows), cupy.asarray(paths.zero_fraction), cupy.asarray(paths.value),
-             np.float32(missing), out))
+    size = _register_size(paths)
+    if size is None:
+        return _on_host(reference.shap_interactions, X, paths, out, missing)
+    _launch(f"shap_interactions<{size}>", n_rows, _path_args(X, paths, missing, out))
 
 
 def _node_columns(nodes):

@@ -27,24 +27,11 @@ def shap_contributions(X, paths, out, missing: float = np.nan) -> None:
         z = paths.zero_fraction[s:e]
         o, pw = _path_weights(X, paths, s, length, z, missing)
         leaf = np.float64(paths.value[p])
-        top = pw[:, depth]
-        inv_top = 1.0 / (depth + 1)
         bias = leaf
         for k in range(1, length):
             zk = z[k]
             bias = bias * zk
-            with_one = np.zeros(n)
-            next_one = top
-            for i in range(depth - 1, -1, -1):
-                tmp = next_one * (depth + 1) * (1.0 / (i + 1))
-                with_one = with_one + tmp
-                next_one = pw[:, i] - tmp * zk * (depth - i) * inv_top
-            without = np.zeros(n)
-            if zk != 0.0:
-                inv_z = 1.0 / zk
-                for i in range(depth - 1, -1, -1):
-                    without = without + pw[:, i] * inv_z * (depth + 1) * (1.0 / (depth - i))
-            total = np.where(o[:, k], with_one, without)
+            total = _unwound_sum(pw, depth, o[:, k], zk)
             out[:, paths.feature[s + k]] += total * (o[:, k].astype(np.float64) - zk) * leaf
         out[:, -1] += bias
 
@@ -82,25 +69,31 @@ def shap_interactions(X, paths, out, missing: float = np.nan) -> None:
                 pw2[:, i] = np.where(oe, with_one, without)
                 next_one = np.where(oe, pw[:, i] - pw2[:, i] * ze * (depth - i) * inv_top, next_one)
             scale = (oe.astype(np.float64) - ze) * 0.5 * leaf
-            d2 = depth - 1
-            inv_top2 = 1.0 / (d2 + 1)
             for k in range(1, length):
                 if k == e:
                     continue
                 zk = z[k]
-                with_one = np.zeros(n)
-                next2 = pw2[:, d2]
-                for i in range(d2 - 1, -1, -1):
-                    tmp = next2 * (d2 + 1) * (1.0 / (i + 1))
-                    with_one = with_one + tmp
-                    next2 = pw2[:, i] - tmp * zk * (d2 - i) * inv_top2
-                without = np.zeros(n)
-                if zk != 0.0:
-                    inv_z = 1.0 / zk
-                    for i in range(d2 - 1, -1, -1):
-                        without = without + pw2[:, i] * inv_z * (d2 + 1) * (1.0 / (d2 - i))
-                total = np.where(o[:, k], with_one, without)
+                total = _unwound_sum(pw2, depth - 1, o[:, k], zk)
                 out[:, paths.feature[s + e], paths.feature[s + k]] += total * (o[:, k].astype(np.float64) - zk) * scale
+
+
+def _unwound_sum(pw, depth: int, one, zero: float):
+    """Each row's sum of the weights pw (of a path of `depth`) with the element (one, zero)
+    unwound (XGBoost's UnwoundPathSum; kernels/shap.cu's unwound_sum): one is the rows' bool."""
+    n = pw.shape[0]
+    with_one = np.zeros(n)
+    next_one = pw[:, depth]
+    inv_top = 1.0 / (depth + 1)
+    for i in range(depth - 1, -1, -1):
+        tmp = next_one * (depth + 1) * (1.0 / (i + 1))
+        with_one = with_one + tmp
+        next_one = pw[:, i] - tmp * zero * (depth - i) * inv_top
+    without = np.zeros(n)
+    if zero != 0.0:
+        inv_z = 1.0 / zero
+        for i in range(depth - 1, -1, -1):
+            without = without + pw[:, i] * inv_z * (depth + 1) * (1.0 / (depth - i))
+    return np.where(one, with_one, without)
 
 
 def _path_weights(X, paths, s: int, length: int, z, missing: float):
