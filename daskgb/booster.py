@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import category_sets
 from .arrays import to_host
 from .backend import get_backend, resolve_device
 from .inputs import as_features, check_feature_names
@@ -25,7 +26,7 @@ class Booster:
     """A trained gradient-boosted tree ensemble."""
 
     def __init__(self, params: dict | None = None, trees=None, base_score=0.5, n_features: int = 0,
-                 feature_names=None, tree_info=None):
+                 feature_names=None, tree_info=None, feature_types=None, categories=None):
         self.params = TrainParams.from_dict(params or {})
         self._raw_params = dict(params or {})
         self.trees: list[Tree] = list(trees or [])
@@ -37,6 +38,10 @@ class Booster:
         self.base_score = float(base_score) if np.ndim(base_score) == 0 else [float(v) for v in base_score]
         self.n_features = int(n_features)
         self.feature_names = feature_names
+        # "q" / "c" per feature (None: all numeric), and a dataframe's categories by feature
+        # (category names in code order), with which predict recodes a dataframe's categories.
+        self.feature_types = feature_types
+        self.categories = categories
         self.best_iteration: int | None = None
         self.best_score: float | None = None
         # XGBoost's string attributes: the user's (set_attr) and training's ("training_path").
@@ -135,6 +140,10 @@ class Booster:
         self._packed = None
 
     # ------------------------------------------------------------------ prediction
+    @property
+    def has_categorical_splits(self) -> bool:
+        return any(t.categories for t in self.trees)
+
     def _tree_slice(self, iteration_range) -> tuple[int, int]:
         """The trees [first, last) of a range of boosting rounds (K trees a round for K classes)."""
         rounds = self.num_boosted_rounds()
@@ -202,13 +211,26 @@ class Booster:
             if not explain:
                 return self._predict_matrix(data, output_margin, start, end)
             data, missing = self._representative_features(data), np.nan
-        features = as_features(data)
+        features = as_features(data, feature_types=self.feature_types if _is_frame(data) else None,
+                               enable_categorical=self.feature_types is not None, categories=self.categories)
         if features.n_features != self.n_features:
             raise ValueError(f"the model was trained on {self.n_features} features, the data has "
                              f"{features.n_features}")
         check_feature_names(self.feature_names, features.feature_names, "the model", "the data")
         on_gpu = features.xp is not np
         device = "cuda" if on_gpu else resolve_device(self.params.device)
+        if self.has_categorical_splits and not get_backend(device).splits_by_category:
+            # Categorical splits have no GPU kernel yet: the host walks them, and the result
+            # goes back to the caller's device.
+            out = self.predict(features.to(np).densify(missing), output_margin, iteration_range, missing,
+                               None if base_margin is None else to_host(base_margin), pred_leaf=pred_leaf,
+                               pred_contribs=pred_contribs, approx_contribs=approx_contribs,
+                               pred_interactions=pred_interactions) if on_gpu else None
+            if on_gpu:
+                import cupy
+
+                return cupy.asarray(out)
+            device = "cpu"
         backend = get_backend(device)
         xp = backend.xp
         X = features.to(xp).densify(missing)
@@ -227,7 +249,14 @@ class Booster:
             if packed is None:
                 continue
             nodes, offsets = packed
-            if margin.ndim == 1:
+            cats = self._cached(("categories", start, end, group), lambda: category_sets.pack(
+                [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group], offsets))
+            if cats is not None:  # the host's walk (above): numpy only
+                column = margin if margin.ndim == 1 else np.ascontiguousarray(margin[:, group])
+                backend.predict_margin(X, nodes, offsets, column, float(missing), categories=cats)
+                if margin.ndim != 1:
+                    margin[:, group] = column
+            elif margin.ndim == 1:
                 backend.predict_margin(X, nodes, offsets, margin, float(missing))
             elif xp is np:
                 column = np.ascontiguousarray(margin[:, group])
@@ -350,6 +379,8 @@ class Booster:
             raise ValueError("a QuantileMatrix can be predicted only with the cuts the model was trained on "
                              "(build it with ref=the training matrix); pass the raw features instead")
         device = resolve_device(self.params.device)
+        if self.has_categorical_splits and not get_backend(device).splits_by_category:
+            device = "cpu"  # the host walks categorical splits
         backend = get_backend(device)
         m = m.on(device)
         margin = m.base_margin.copy() if m.base_margin is not None else self._initial_margin(backend.xp, m.n_rows)
@@ -368,6 +399,9 @@ class Booster:
             "base_score": self.base_score,
             "num_features": self.n_features,
             "feature_names": self.feature_names,
+            "feature_types": self.feature_types,
+            "categories": None if self.categories is None else {
+                str(f): [_json_name(v) for v in names] for f, names in self.categories.items()},
             "best_iteration": self.best_iteration,
             "best_score": self.best_score,
             "trees": [t.to_dict() for t in self.trees],
@@ -407,7 +441,9 @@ class Booster:
             raise ValueError("corrupted daskgb model: params is not an object")
         _check_header(d["base_score"], d["feature_names"], n_features, d.get("tree_info"), len(trees),
                       d.get("best_iteration"), d.get("best_score"), "daskgb")
-        b = cls(d["params"], trees, d["base_score"], n_features, d["feature_names"], d.get("tree_info"))
+        types, categories = _check_types(d.get("feature_types"), d.get("categories"), n_features, trees)
+        b = cls(d["params"], trees, d["base_score"], n_features, d["feature_names"], d.get("tree_info"), types,
+                categories)
         b.best_iteration = d.get("best_iteration")
         b.best_score = d.get("best_score")
         attributes = d.get("attributes", {})
@@ -486,6 +522,37 @@ def _finite(v) -> bool:
     """A number that float32 holds (NaN, inf and 1e400, which JSON reads as inf, are not)."""
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and \
         abs(float(v)) <= float(np.finfo(np.float32).max)
+
+
+def _is_frame(data) -> bool:
+    return hasattr(data, "dtypes") and hasattr(data, "columns")
+
+
+def _json_name(v):
+    """A category name as JSON holds it (numpy scalars as Python numbers)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def _check_types(types, categories, n_features: int, trees):
+    """A saved model's feature_types and categories, checked: categorical splits only on
+    categorical features."""
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n_features or any(t not in ("q", "c") for t in types):
+            raise ValueError(f"corrupted daskgb model: feature_types must be a list of 'q' / 'c', one per feature")
+    for i, t in enumerate(trees):
+        for node in t.categories:
+            if types is None or types[int(t.feature[node])] != "c":
+                raise ValueError(f"corrupted daskgb model: tree {i} splits feature {int(t.feature[node])} by "
+                                 "category, and feature_types does not say it is categorical")
+    if categories is not None:
+        if not isinstance(categories, dict) or not all(isinstance(v, list) for v in categories.values()):
+            raise ValueError("corrupted daskgb model: categories must map features to lists of names")
+        try:
+            categories = {int(f): v for f, v in categories.items()}
+        except ValueError:
+            raise ValueError("corrupted daskgb model: categories is keyed by something other than feature "
+                             "indices") from None
+    return types, categories
 
 
 def _check_header(base_score, feature_names, n_features: int, tree_info, n_trees: int, best_iteration, best_score,

@@ -20,6 +20,11 @@ class Features:
     n_rows: int = 0
     n_features: int = 0
     feature_names: list | None = None
+    # "q" (numeric) or "c" (categorical) per feature; None: all numeric.
+    feature_types: list | None = None
+    # A dataframe's categorical columns: feature index -> its category names, in code order
+    # (a category's code, its position here, is its value in the rows).
+    categories: dict | None = None
 
     @property
     def is_sparse(self) -> bool:
@@ -35,9 +40,10 @@ class Features:
         move = (lambda a: to_host(a)) if xp is np else xp.asarray
         if self.is_sparse:
             return Features(None, move(self.indptr), move(self.indices), move(self.data), self.n_rows,
-                            self.n_features, self.feature_names)
+                            self.n_features, self.feature_names, self.feature_types, self.categories)
         return Features(move(self.dense), n_rows=self.n_rows, n_features=self.n_features,
-                        feature_names=self.feature_names)
+                        feature_names=self.feature_names, feature_types=self.feature_types,
+                        categories=self.categories)
 
     def densify(self, missing: float = np.nan):
         """Dense float32 copy (absent CSR entries become `missing`)."""
@@ -54,9 +60,17 @@ def _is_sparse(X) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
-def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
-    """Check and convert X (numpy, pandas, cupy, scipy/cupyx sparse, or array-like)."""
+def as_features(X, feature_names=None, allow_empty: bool = False, feature_types=None,
+                enable_categorical: bool = False, categories=None) -> Features:
+    """Check and convert X (numpy, pandas, cupy, scipy/cupyx sparse, or array-like).
+
+    feature_types: XGBoost's per-feature types ("q", "float", "int", "i": numeric; "c":
+    categorical). A dataframe's `category` columns are categorical (enable_categorical must
+    be set, as in XGBoost); their codes are the values, a missing entry NaN. categories:
+    {feature index: category names} a model or training matrix learnt: a dataframe's
+    categorical columns are recoded to those codes (recode_categories)."""
     names = None
+    frame_types, frame_categories = None, None
     if X is None:
         raise ValueError("X is None: no feature data given")
     if _is_sparse(X):
@@ -70,6 +84,7 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
                      xp.asarray(csr.data, dtype=xp.float32), n_rows, n_features)
     else:
         if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a dataframe
+            X, frame_types, frame_categories = _categorical_columns(X, enable_categorical, categories)
             bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not is_numeric_dtype(t)]
             if bad:
                 raise ValueError(f"X has non-numeric columns: {bad[:10]}; convert or drop them first")
@@ -101,7 +116,100 @@ def as_features(X, feature_names=None, allow_empty: bool = False) -> Features:
             raise ValueError(f"feature_names has {len(names)} names for {f.n_features} features")
     check_unique_names(names)
     f.feature_names = names
+    f.feature_types = _feature_types(feature_types, frame_types, f.n_features)
+    f.categories = frame_categories
     return f
+
+
+_NUMERIC_TYPES = ("q", "float", "int", "i")
+# XGBoost's largest category code (src/common/categorical.h OutOfRangeCat: float32 holds every
+# integer below it exactly).
+MAX_CATEGORY = 16777216
+
+
+def _feature_types(given, from_frame, n_features: int):
+    """The per-feature types ("q" or "c"), or None when every feature is numeric."""
+    types = from_frame
+    if given is not None:
+        if isinstance(given, str) or len(given) != n_features:
+            raise ValueError(f"feature_types must be a list of one type per feature ({n_features}), got {given!r}")
+        bad = [t for t in given if t not in _NUMERIC_TYPES + ("c",)]
+        if bad:
+            raise ValueError(f"feature_types holds {bad[0]!r}; a feature's type is 'c' (categorical) or one of "
+                             f"{list(_NUMERIC_TYPES)} (numeric)")
+        given = ["c" if t == "c" else "q" for t in given]
+        if from_frame is not None and any(b == "c" and a != "c" for a, b in zip(given, from_frame)):
+            raise ValueError("feature_types says a `category` column of X is numeric; drop feature_types or "
+                             "convert the column")
+        types = given
+    if types is None or "c" not in types:
+        return None
+    return list(types)
+
+
+def _categorical_columns(frame, enable_categorical: bool, categories):
+    """(the frame with its `category` columns as float codes, their types, their category
+    names); types and names are None without such columns."""
+    cat_cols = [i for i, t in enumerate(frame.dtypes) if str(t) == "category"]
+    if not cat_cols:
+        return frame, None, None
+    if not enable_categorical:
+        names = [str(frame.columns[i]) for i in cat_cols]
+        raise ValueError(f"X has categorical (`category` dtype) columns {names[:10]}: pass enable_categorical=True "
+                         "to train on them as categories (XGBoost's parameter), or convert them to numbers")
+    frame = frame.copy(deep=False)
+    types = ["q"] * frame.shape[1]
+    names = {}
+    for i in cat_cols:
+        col = frame.iloc[:, i]
+        known = list(col.cat.categories)
+        codes = col.cat.codes.to_numpy().astype(np.float32)
+        if categories is not None and i in categories:
+            codes = recode(codes, known, categories[i])
+            known = list(categories[i])
+        codes[codes < 0] = np.nan  # pandas' code of a missing entry
+        frame.isetitem(i, codes)
+        types[i] = "c"
+        names[i] = known
+    return frame, types, names
+
+
+def recode(codes, names, reference) -> np.ndarray:
+    """Codes of categories `names` re-expressed as codes of `reference` (the training data's
+    categories, by name); a category the reference lacks becomes missing (NaN): unseen in
+    training, it goes the way missing values go. (XGBoost raises an error there.)"""
+    if list(names) == list(reference):
+        return np.asarray(codes, dtype=np.float32)
+    index = {v: j for j, v in enumerate(reference)}
+    table = np.array([index.get(v, -1) for v in names] + [-1], dtype=np.float32)
+    codes = np.asarray(codes)
+    out = table[np.where(codes >= 0, codes, -1).astype(np.int64)]
+    out[out < 0] = np.nan
+    return out
+
+
+def check_categorical_values(features: Features, missing: float) -> None:
+    """A categorical feature's values must be category codes: non-negative and below
+    MAX_CATEGORY (XGBoost's rule), or missing. Else ValueError naming the column."""
+    if features.feature_types is None:
+        return
+    xp = features.xp
+    for f, t in enumerate(features.feature_types):
+        if t != "c":
+            continue
+        if features.is_sparse:
+            v = features.data[features.indices == f]
+        else:
+            v = features.dense[:, f]
+        present = ~xp.isnan(v)
+        if not np.isnan(missing):
+            present &= v != xp.float32(missing)
+        bad = present & ((v < 0) | (v >= MAX_CATEGORY))
+        if bool(bad.any()):
+            value = float(v[xp.flatnonzero(bad)[0]] if xp is not np else v[np.flatnonzero(bad)[0]])
+            where = f"column {features.feature_names[f]!r}" if features.feature_names else f"column {f}"
+            raise ValueError(f"{where} is categorical, so its values must be category codes (integers in "
+                             f"0..{MAX_CATEGORY - 1}) or missing; it holds {value:g}")
 
 
 def check_unique_names(names) -> None:

@@ -13,7 +13,7 @@ from .ellpack import pages
 from . import sketch
 from .arrays import array_module, to_host
 from .backend import get_backend, resolve_device
-from .inputs import as_features, as_margin, as_vector, check_feature_names
+from .inputs import as_features, as_margin, as_vector, check_categorical_values, check_feature_names
 from .out_of_memory import explained
 
 
@@ -46,7 +46,7 @@ class QuantileMatrix:
     def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
                  _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None,
-                 label_lower_bound=None, label_upper_bound=None):
+                 label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False):
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
@@ -54,7 +54,14 @@ class QuantileMatrix:
         except (TypeError, ValueError):
             raise ValueError(f"missing must be a number, got {missing!r}") from None
         check_paging(device_memory_budget, spill_dir)
-        features = as_features(X, feature_names, allow_empty=_allow_empty)
+        if ref is not None and isinstance(ref, QuantileMatrix):
+            # Eval data take the training data's feature types and category codes.
+            feature_types = ref.feature_types if feature_types is None else feature_types
+            enable_categorical = enable_categorical or ref.feature_types is not None
+        features = as_features(X, feature_names, allow_empty=_allow_empty, feature_types=feature_types,
+                               enable_categorical=enable_categorical,
+                               categories=getattr(ref, "categories", None) if ref is not None else None)
+        check_categorical_values(features, missing)
         if device is None:
             device = "cuda" if array_module(features.data if features.is_sparse else features.dense) is not np else "cpu"
         device = resolve_device(device)
@@ -81,6 +88,8 @@ class QuantileMatrix:
         self.n_rows = n
         self.n_features = features.n_features
         self.feature_names = features.feature_names
+        self.feature_types = features.feature_types
+        self.categories = features.categories
         self.missing = missing
         self.max_bin = int(max_bin)
         self.device = device
@@ -106,13 +115,22 @@ class QuantileMatrix:
             if self.feature_names is None:
                 self.feature_names = ref.feature_names
             check_feature_names(ref.feature_names, self.feature_names, "ref (the training matrix)", "this data")
+            if self.feature_types != ref.feature_types:
+                raise ValueError(f"feature_types differ: ref (the training matrix) has {ref.feature_types}, this data "
+                                 f"has {self.feature_types}")
             token = ref.cuts_token
         elif cuts is not None:
             if cuts.n_features != self.n_features:
                 raise ValueError(f"cuts are for {cuts.n_features} features, this data has {self.n_features}")
+            if cuts.has_categorical != (self.feature_types is not None):
+                raise ValueError("the cuts and this data disagree on which features are categorical")
             cuts = cuts.to(xp)
             token = _cuts_token or uuid.uuid4().hex
         else:
+            if chunked and self.feature_types is not None:
+                raise ValueError("categorical features in a paged matrix (device_memory_budget, or data larger than "
+                                 "the device's free memory) are not supported yet: give a matrix that fits in "
+                                 "device memory")
             cuts = None if chunked else _make_cuts(features, self.weight, missing, self.max_bin)
             token = uuid.uuid4().hex
         # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
@@ -449,7 +467,14 @@ def _make_cuts(features, weight, missing, max_bin):
                                  missing, budget)
     else:
         s = sketch.summarize(features.dense, weight, missing, budget)
-    return sketch.make_cuts(s, max_bin)
+    return sketch.make_cuts(s, max_bin, categorical_mask(features.feature_types))
+
+
+def categorical_mask(feature_types):
+    """bool (n_features,) of the categorical features, or None when there are none."""
+    if feature_types is None:
+        return None
+    return np.array([t == "c" for t in feature_types], dtype=bool)
 
 
 def _survival_bounds(lower, upper, n: int, xp):

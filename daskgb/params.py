@@ -50,6 +50,10 @@ class TrainParams:
     min_split_loss: float = 0.0
     max_delta_step: float = 0.0
     max_bin: int = 256
+    # Categorical splits (split/categorical.py): one-hot below this many categories, else
+    # partitions of at most max_cat_threshold categories in the scans (XGBoost's defaults).
+    max_cat_to_onehot: int = 4
+    max_cat_threshold: int = 64
     tweedie_variance_power: float = 1.5
     huber_slope: float = 1.0
     # survival:aft (survival.py): the noise distribution of the log survival time, and its scale.
@@ -129,6 +133,8 @@ class TrainParams:
 
         self.monotone_constraints = parse_monotone_constraints(self.monotone_constraints)
         self.max_bin = _integer("max_bin", self.max_bin, low=2)
+        self.max_cat_to_onehot = _integer("max_cat_to_onehot", self.max_cat_to_onehot, low=1)
+        self.max_cat_threshold = _integer("max_cat_threshold", self.max_cat_threshold, low=1)
         self.min_child_weight = _number("min_child_weight", self.min_child_weight, low=0.0)
         self.reg_lambda = _number("reg_lambda", self.reg_lambda, low=0.0)
         self.reg_alpha = _number("reg_alpha", self.reg_alpha, low=0.0)

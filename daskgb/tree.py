@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,6 +42,9 @@ class Tree:
     gain: np.ndarray
     cover: np.ndarray
     depth: np.ndarray
+    # Categorical splits: node id -> the sorted categories (int32) that go right
+    # (category_sets.py); the node's threshold and bin are then unused.
+    categories: dict = field(default_factory=dict)
 
     @property
     def n_nodes(self) -> int:
@@ -79,7 +82,11 @@ class Tree:
         return cls(**fields)
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name).tolist() for name in FIELDS}
+        out = {name: getattr(self, name).tolist() for name in FIELDS}
+        if self.categories:
+            nodes = sorted(self.categories)
+            out["categories"] = {"nodes": nodes, "sets": [self.categories[n].tolist() for n in nodes]}
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Tree":
@@ -92,6 +99,14 @@ class Tree:
                 raise ValueError(f"its {name} holds a number beyond {np.dtype(dtype).name}") from None
             if dtype == np.int32 and not _integral(values):
                 raise ValueError(f"its {name} holds a value that is not an integer")
+        cats = d.get("categories")
+        if cats is not None:
+            if not isinstance(cats, dict) or set(cats) != {"nodes", "sets"} or len(cats["nodes"]) != len(cats["sets"]):
+                raise ValueError("its categories must be {'nodes': [...], 'sets': [[...], ...]}, one set per node")
+            if not _integral(cats["nodes"]) or not all(_integral(c) for c in cats["sets"]):
+                raise ValueError("its categories hold a value that is not an integer")
+            fields["categories"] = {int(n): np.asarray(c, dtype=np.int64).astype(np.int32)
+                                    for n, c in zip(cats["nodes"], cats["sets"])}
         return cls(**fields)
 
     def checked(self, n_features: int) -> "Tree":
@@ -119,6 +134,12 @@ class Tree:
         feature = self.feature[split]
         if feature.size and (feature.min() < 0 or feature.max() >= n_features):
             raise ValueError(f"a split feature is outside 0..{n_features - 1} (the model has {n_features} features)")
+        for node, cats in self.categories.items():
+            if not 0 <= node < n or self.left[node] < 0:
+                raise ValueError(f"its categories name node {node}, which is not a split node")
+            cats = np.asarray(cats)
+            if cats.size == 0 or cats.min() < 0 or cats.max() >= (1 << 24):
+                raise ValueError(f"the category set of node {node} is empty or holds a category outside 0..2^24-1")
         # A leaf value beyond float32 (1e400 in a file reads as inf) or NaN makes every prediction
         # through it inf or NaN; a split's threshold must be a number to compare with.
         for name in ("value", "threshold", "base_weight"):
@@ -145,6 +166,7 @@ class TreeBuilder:
     def __init__(self, capacity: int = 64):
         self._n = 0
         self._a = {name: np.empty(capacity, dtype=dtype) for name, dtype in FIELDS.items()}
+        self._categories: dict = {}
 
     def _reserve(self, extra: int) -> None:
         size = next(iter(self._a.values())).size
@@ -186,8 +208,9 @@ class TreeBuilder:
         ids = np.arange(first, end, dtype=np.int64).reshape(k, width)
         return ids[:, 0], ids[:, -1]
 
-    def split(self, nids, features, bins, thresholds, default_left, gains, lefts, rights) -> None:
-        """Turn leaves nids[i] into splits with children (lefts[i], rights[i])."""
+    def split(self, nids, features, bins, thresholds, default_left, gains, lefts, rights, categories=None) -> None:
+        """Turn leaves nids[i] into splits with children (lefts[i], rights[i]); categories: None,
+        or per node None (a numeric split) or the categories that go right."""
         a = self._a
         nids = np.asarray(nids, dtype=np.int64)
         a["feature"][nids] = features
@@ -198,6 +221,12 @@ class TreeBuilder:
         a["left"][nids] = lefts
         a["right"][nids] = rights
         a["value"][nids] = 0.0
+        if categories is not None:
+            for nid, cats in zip(nids.tolist(), categories):
+                if cats is not None:
+                    self._categories[nid] = np.asarray(cats, dtype=np.int32)
+                    a["threshold"][nid] = 0.0  # unused: a categorical split has no threshold
+                    a["bin"][nid] = -1
 
     def build(self) -> Tree:
-        return Tree(**{name: a[: self._n].copy() for name, a in self._a.items()})
+        return Tree(**{name: a[: self._n].copy() for name, a in self._a.items()}, categories=dict(self._categories))

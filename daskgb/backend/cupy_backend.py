@@ -34,6 +34,8 @@ xp = cupy
 histogram_dtype = np.dtype(np.int64)
 # growth/device.py grows depthwise trees on the device (training/plan.py decides when).
 grows_on_device = True
+# Categorical splits have no kernels yet: fits with categorical features run on the host.
+splits_by_category = False
 
 
 def to_device(a):

@@ -27,6 +27,7 @@ xp = np
 histogram_dtype = np.dtype(np.float64)
 # Every tree grows by host levels (growth/host.py).
 grows_on_device = False
+splits_by_category = True
 
 
 def to_device(a):

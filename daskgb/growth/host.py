@@ -19,7 +19,8 @@ from ..ellpack.pages import PagedEllpack
 from ..feature_sets import NodeFeatures
 from ..monotone import NodeBounds
 from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
-from ..split import calc_weight
+from ..category_sets import categories_of
+from ..split import calc_weight, categorical
 from ..tree import Tree, TreeBuilder
 from .driver import Candidate, Driver, records
 
@@ -29,10 +30,12 @@ class _Evaluation:
     the sums of their best splits' children (backend arrays); row i for the i-th node.
     Candidates point into it by row."""
 
-    __slots__ = ("recs", "hist", "left", "right")
+    __slots__ = ("recs", "hist", "left", "right", "categories")
 
-    def __init__(self, recs, hist, left, right):
+    def __init__(self, recs, hist, left, right, categories=None):
         self.recs, self.hist, self.left, self.right = recs, hist, left, right
+        # Per row: None, or the categories a categorical best split sends right.
+        self.categories = categories
 
 
 class _Growth:
@@ -50,6 +53,7 @@ class _Growth:
         self.k = len(tree_indices)
         self.split_params = params.split_params()
         self.eta = np.float32(params.learning_rate)
+        self.params = params
         self.features = [NodeFeatures(params, ell.n_features, t, interaction) for t in tree_indices]
         self.monotone = monotone
         self.bounds = [NodeBounds(monotone) for _ in tree_indices] if monotone is not None else None
@@ -153,12 +157,47 @@ class _Growth:
                 if r.size:
                     mask[r] = self.features[c].masks(local[r], depths[r])
         bounds = None if self.bounds is None else self._bounds_of(local, rows)
-        recs, left, right = self.backend.evaluate_splits(self.ell.cuts, hist, sums, self.scale,
-                                                         self.split_params, mask, self.monotone, bounds)
-        ev = _Evaluation(recs, hist, left, right)
+        cuts = self.ell.cuts
+        numeric_mask = mask
+        if cuts.has_categorical:  # numeric features here, categorical ones below
+            numeric_mask = ~cuts.categorical if mask is None else mask & ~cuts.categorical
+        recs, left, right = self.backend.evaluate_splits(cuts, hist, sums, self.scale,
+                                                         self.split_params, numeric_mask, self.monotone, bounds)
+        categories = None
+        if cuts.has_categorical:
+            left, right, categories = self._categorical(cuts, hist, sums, mask, recs, left, right)
+        ev = _Evaluation(recs, hist, left, right, categories)
         return [Candidate(n, d, g, (ev, i))
                 for i, (n, d, g) in enumerate(zip(np.asarray(nids).tolist(), depths.tolist(),
                                                   recs["gain"].tolist()))]
+
+    def _categorical(self, cuts, hist, sums, mask, recs, left, right):
+        """The best categorical splits merged into the numeric ones (recs, in place): the larger
+        loss change wins, a tie the lower feature. Returns the children's sums and each node's
+        categories going right (None for a numeric split)."""
+        xp = self.backend.xp
+        loss, feature, default_left, c_left, c_right, bits = categorical.evaluate_categorical(
+            xp, hist, sums, self.scale, to_host(cuts.ptrs), np.flatnonzero(cuts.categorical), self.split_params,
+            self.params.max_cat_to_onehot, self.params.max_cat_threshold, mask)
+        found = feature >= 0
+        wins = found & ((loss > recs["gain"]) | ((loss == recs["gain"]) & ((recs["feature"] < 0) |
+                                                                        (feature < recs["feature"]))))
+        categories = [None] * len(recs)
+        if not wins.any():
+            return left, right, categories
+        left_d = to_host(c_left.astype(xp.float64)) * self.scale
+        right_d = to_host(c_right.astype(xp.float64)) * self.scale
+        recs["feature"][wins] = feature[wins]
+        recs["gain"][wins] = loss[wins]
+        recs["default_left"][wins] = default_left[wins]
+        recs["bin"][wins] = -1
+        recs["threshold"][wins] = 0.0
+        recs["left_grad"][wins], recs["left_hess"][wins] = left_d[wins, 0], left_d[wins, 1]
+        recs["right_grad"][wins], recs["right_hess"][wins] = right_d[wins, 0], right_d[wins, 1]
+        w_x = xp.asarray(wins)[:, None]
+        for i in np.flatnonzero(wins).tolist():
+            categories[i] = categories_of(bits[i])
+        return xp.where(w_x, c_left, left), xp.where(w_x, c_right, right), categories
 
     def _bounds_of(self, local, rows) -> np.ndarray:
         out = np.empty((len(local), 2), dtype=np.float32)
@@ -190,13 +229,18 @@ class _Growth:
                     recs["right_hess"][r])
         lids = (llocal * k + trees).astype(np.int32)
         rids = (rlocal * k + trees).astype(np.int32)
-        self._apply_splits(nids.astype(np.int32), recs["feature"], recs["bin"], recs["default_left"], lids, rids)
+        cats = [c.source[0].categories[c.source[1]] if c.source[0].categories is not None else None
+                for c in batch]
+        cats = cats if any(c is not None for c in cats) else None
+        split = (nids.astype(np.int32), recs["feature"], recs["bin"], recs["default_left"], lids, rids)
+        self._apply_splits(*split, *(() if cats is None else (cats,)))
 
         def record():
             for c, r in enumerate(rows_of):
                 if r.size:
                     self.builders[c].split(local[r], recs["feature"][r], recs["bin"][r], recs["threshold"][r],
-                                           recs["default_left"][r], recs["gain"][r], llocal[r], rlocal[r])
+                                           recs["default_left"][r], recs["gain"][r], llocal[r], rlocal[r],
+                                           None if cats is None else [cats[j] for j in r.tolist()])
                     self.features[c].split(local[r], recs["feature"][r], llocal[r], rlocal[r])
                     if self.bounds is not None:
                         self.bounds[c].split(local[r], recs["feature"][r], lw[r], rw[r], llocal[r], rlocal[r])

@@ -198,7 +198,8 @@ def launch_partition(ell, ridx, scratch, info, stride: int, grid: int, segs, n_l
     scatter_fn = kernels.function("partition.cu", _KERNELS, "partition_scatter")
     scatter_fn((grid,), (_PARTITION_THREADS,), (scratch, tile_left, info, np.int32(stride), ridx, segs, n_left))
 
-def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids):
+def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids,
+                 categories=None):
     """Move the rows of each split node nids[i] to its left or right child.
 
     A row goes left when its bin of the split feature is <= bins[i], or when the
@@ -207,6 +208,9 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     (kernels/partition.cu) and no device sync: the children's row counts follow
     behind the launches (see RowPartition).
     """
+    if categories is not None:
+        raise NotImplementedError("categorical splits have no CUDA kernel yet (training and prediction with them "
+                                  "run on the host)")
     nids = np.asarray(to_host(nids), dtype=np.int64).ravel()
     k = nids.size
     if k == 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..category_sets import in_sets, pack_sets
 from ..ellpack.reference import feature_bins
 
 class RowPartition:
@@ -29,12 +30,14 @@ def node_lookup(node_ids, positions, values):
     table[np.asarray(node_ids)] = values
     return table[positions]
 
-def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids):
+def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids,
+                 categories=None):
     """Move the rows of each split node nids[i] to its left or right child.
 
     A row goes left when its bin of the split feature is <= bins[i], or when the
-    value is missing and default_left[i] is set. Returns nothing: the numpy
-    partition has no segments to size.
+    value is missing and default_left[i] is set. categories: None, or per split None or
+    the categories that go right (a categorical split: the feature's bin is the row's
+    category, category_sets.py). Returns nothing: the numpy partition has no segments to size.
     """
     which = node_lookup(nids, part.positions, np.arange(len(nids)))
     rows = np.flatnonzero(which >= 0)
@@ -42,4 +45,8 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     features = np.asarray(features, dtype=np.int64)
     b = feature_bins(ell, rows % ell.n_rows if part.n_trees > 1 else rows, features[s])
     go_left = np.where(b < 0, np.asarray(default_left)[s] != 0, b <= np.asarray(bins)[s])
+    if categories is not None and any(c is not None for c in categories):
+        begin, size, words = pack_sets(categories)
+        cat = size[s] > 0
+        go_left = np.where(cat & (b >= 0), ~in_sets(np, words, begin[s], size[s], b), go_left)
     part.positions[rows] = np.where(go_left, np.asarray(left_ids)[s], np.asarray(right_ids)[s])

@@ -54,13 +54,16 @@ def _device_records(nodes):
     return hit[1]
 
 
-def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan):
+def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan, categories=None):
     """Add the leaf values of every tree to out (float32), tree after tree.
 
     X: (n_rows, n_features) float32; nodes: PREDICT_NODE_DTYPE of all trees
     concatenated (host), tree t owning nodes[tree_offsets[t]:tree_offsets[t+1]].
     A value goes left when it is < threshold; a missing one takes default_left.
     """
+    if categories is not None:
+        raise NotImplementedError("categorical splits have no CUDA kernel yet (training and prediction with them "
+                                  "run on the host)")
     if out.dtype != cupy.float32:
         raise TypeError(f"predict_margin adds into a float32 array, got {out.dtype}")
     X = cupy.ascontiguousarray(X, dtype=cupy.float32)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import array_module, to_host
-from .cuts import Cuts
+from .cuts import Cuts, with_categories
 from .summary import (Summary, _empty_summary, _entry_features, _feature_value_key, block_entries,
                       check_prune_budget, exact_summary, fill_budget, prune_with)
 
@@ -376,7 +376,15 @@ def _take_features(s: Summary, features: np.ndarray) -> Summary:
 
 
 # ----------------------------------------------------------------------------- cuts
-def make_cuts(s: Summary, max_bin: int) -> Cuts:
+def _largest(s: Summary) -> np.ndarray:
+    """Each feature's largest value (a summary keeps its extremes), NaN where it has none."""
+    out = np.full(s.n_features, np.nan)
+    has = np.diff(s.ptrs) > 0
+    out[has] = to_host(s.value[array_module(s.value).asarray(s.ptrs[1:][has] - 1)])
+    return out
+
+
+def make_cuts(s: Summary, max_bin: int, categorical=None) -> Cuts:
     """Histogram cuts from summaries, as XGBoost's MakeCuts / AddCutPoint.
 
     Per feature: prune to max_bin + 1 entries a[0..m) (prune_filled: as many as its values
@@ -385,8 +393,11 @@ def make_cuts(s: Summary, max_bin: int) -> Cuts:
     An empty feature gets one bin with min_value = 1e-5 and the sentinel built from it.
     Sentinel and min_value are computed in double from float32 inputs and rounded to
     float32, as XGBoost's CPU code does. A feature with d <= max_bin distinct values gets d bins,
-    bin k holding its k-th distinct value.
+    bin k holding its k-th distinct value. A categorical feature (categorical: bool
+    (n_features,) or None) gets a bin per category up to its largest (cuts.with_categories).
     """
+    if categorical is not None and np.any(categorical):
+        return with_categories(make_cuts(s, max_bin), _largest(s), categorical)
     max_bin = int(max_bin)
     if max_bin < 2:
         raise ValueError(f"max_bin must be at least 2, got {max_bin}")

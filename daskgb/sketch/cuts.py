@@ -25,6 +25,16 @@ class Cuts:
     ptrs: Any  # (n_features + 1,) int32
     values: Any  # float32
     min_values: Any  # (n_features,) float32
+    # Host bool (n_features,): the categorical features (None: none). Such a feature's bin c
+    # holds category c: its values are c + 1 (bin c's exclusive upper bound) for c = 0..its
+    # largest category, so binning (the values searched, side="right") maps a category to its
+    # own bin, truncating as XGBoost's AsCat does, and a category above the largest seen
+    # falls in the last bin, as in XGBoost's SearchCatBin.
+    categorical: Any = None
+
+    @property
+    def has_categorical(self) -> bool:
+        return self.categorical is not None and bool(np.any(self.categorical))
 
     @cached_property
     def _host_ptrs(self) -> np.ndarray:
@@ -44,4 +54,36 @@ class Cuts:
 
     def to(self, xp) -> "Cuts":
         """The same cuts with their arrays in module xp (numpy or cupy)."""
-        return Cuts(_as_xp(xp, self.ptrs), _as_xp(xp, self.values), _as_xp(xp, self.min_values))
+        return Cuts(_as_xp(xp, self.ptrs), _as_xp(xp, self.values), _as_xp(xp, self.min_values), self.categorical)
+
+
+def with_categories(cuts: Cuts, largest, categorical) -> Cuts:
+    """The cuts with each categorical feature's bins replaced by one bin per category
+    0..largest[f] (XGBoost's AddCategories: every category up to the largest seen, seen or
+    not). largest: (n_features,) each feature's largest value (NaN where it has none);
+    categorical: bool (n_features,), or None for no categorical feature."""
+    if categorical is None or not np.any(categorical):
+        return cuts
+    categorical = np.asarray(categorical, dtype=bool)
+    xp_is_np = isinstance(cuts.values, np.ndarray)
+    ptrs = to_host(cuts.ptrs).astype(np.int64)
+    values = to_host(cuts.values).astype(np.float32)
+    min_values = to_host(cuts.min_values).astype(np.float32).copy()
+    largest = np.asarray(largest, dtype=np.float64)
+    parts, new_ptrs = [], [0]
+    for f in range(ptrs.size - 1):
+        if categorical[f]:
+            top = int(largest[f]) if np.isfinite(largest[f]) else 0
+            seg = np.arange(1, top + 2, dtype=np.float32)
+            min_values[f] = 0.0
+        else:
+            seg = values[ptrs[f] : ptrs[f + 1]]
+        parts.append(seg)
+        new_ptrs.append(new_ptrs[-1] + seg.size)
+    out = Cuts(np.asarray(new_ptrs, dtype=np.int32), np.concatenate(parts).astype(np.float32), min_values,
+               categorical)
+    if xp_is_np:
+        return out
+    from ..arrays import array_module
+
+    return out.to(array_module(cuts.values))

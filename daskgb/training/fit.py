@@ -31,6 +31,9 @@ class Fit:
         p = options.train_params
         self.device = resolve_device(p.device)
         self.backend = backend = get_backend(self.device)
+        if getattr(dtrain, "feature_types", None) is not None and not backend.splits_by_category:
+            raise ValueError("categorical features train on CPU workers only for now (device='cpu'); the GPU "
+                             "kernels for categorical splits are not written yet")
         self.xp = xp = backend.xp
         self.dtrain = dtrain = dtrain.on(self.device)
         # One objective object for the whole fit: prepare() may keep per-data state in it.
@@ -56,7 +59,8 @@ class Fit:
             base_score = objective.estimate_base_score(xp, dtrain.label, dtrain.weight, comm)
         base_score = float(np.float32(base_score)) if np.ndim(base_score) == 0 else \
             [float(v) for v in np.float32(base_score)]
-        self.booster = Booster(options.params, [], base_score, dtrain.n_features, dtrain.feature_names)
+        self.booster = Booster(options.params, [], base_score, dtrain.n_features, dtrain.feature_names,
+                               feature_types=dtrain.feature_types, categories=dtrain.categories)
         self.booster._train_cuts_token = dtrain.cuts_token
         for m, _ in evals:  # labels a metric cannot score are an error before the first round
             for k in options.metrics:

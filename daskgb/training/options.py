@@ -181,6 +181,12 @@ class TrainingOptions:
         # Constraints are checked against the data before any work: indices in range, names it has.
         interaction = interaction_sets(p.interaction_constraints, dtrain.n_features, dtrain.feature_names)
         monotone = monotone_vector(p.monotone_constraints, dtrain.n_features, dtrain.feature_names)
+        types = getattr(dtrain, "feature_types", None)
+        if types is not None and monotone is not None:
+            bad = [f for f, t in enumerate(types) if t == "c" and monotone[f] != 0]
+            if bad:
+                raise ValueError(f"monotone_constraints constrain categorical feature {bad[0]}: categories have no "
+                                 "order to be monotone in")
         n_groups = self.objective.n_groups
         for m in [dtrain] + [m for m, _ in evals]:
             margin = getattr(m, "base_margin", None)

@@ -26,7 +26,7 @@ DEVICE_NAMES = {"cpu", "cuda", "gpu"}
 
 
 def protocol_facts() -> list[str]:
-    """The Protocol's annotated attributes: name, xp, histogram_dtype, grows_on_device."""
+    """The Protocol's annotated attributes: name, xp, histogram_dtype, grows_on_device, splits_by_category."""
     return list(contract.Backend.__annotations__)
 
 
@@ -42,7 +42,7 @@ def shape(sig: inspect.Signature) -> list[tuple[str, bool]]:
 
 
 def test_the_protocol_declares_the_facts_and_the_stages_functions():
-    assert protocol_facts() == ["name", "xp", "histogram_dtype", "grows_on_device"]
+    assert protocol_facts() == ["name", "xp", "histogram_dtype", "grows_on_device", "splits_by_category"]
     methods = protocol_methods()
     assert len(methods) >= 20 and "build_histograms" in methods and "evaluate_splits" in methods
 
