@@ -193,7 +193,7 @@ def test_cox_gradient_of_two_workers_is_the_gradient_of_all_rows(xp_name, on_dev
     from daskgb.survival import SurvivalCox
 
     xp = np if xp_name == "numpy" else pytest.importorskip("cupy")
-    X, y = _cox_data(n=900)
+    _, y = _cox_data(n=900)
     w = np.random.default_rng(7).uniform(0.5, 2.0, len(y)).astype(np.float32)
     margin = np.random.default_rng(8).normal(scale=0.5, size=len(y)).astype(np.float32)
     whole = SurvivalCox()
