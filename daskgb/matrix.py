@@ -260,6 +260,11 @@ class QuantileMatrix:
     def has_labels(self) -> bool:
         return self.label is not None
 
+    @property
+    def has_survival_bounds(self) -> bool:
+        """Whether the rows carry survival intervals (label_lower_bound, label_upper_bound)."""
+        return self.label_lower_bound is not None
+
     def get_label(self):
         """The labels (XGBoost's DMatrix.get_label), as stored: numpy, or cupy on the GPU."""
         return self.label

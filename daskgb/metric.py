@@ -340,7 +340,11 @@ def row_span(comm, n_rows: int) -> tuple[int, ...]:
 
 
 def _ranking_parts_here(name, xp, y, pred, weight):
-    """An AUC's (num, den) over rows that are all here."""
+    """An AUC's (or cox-nloglik's) (num, den) over rows that are all here."""
+    if name == "cox-nloglik":
+        from . import survival
+
+        return _pair(xp, survival.cox_nloglik_sums(xp, y, pred))
     if name == "auc" and _on_device_kernels(xp, y, pred, weight):
         from . import metric_cuda
 
@@ -352,8 +356,10 @@ def _ranking_parts_here(name, xp, y, pred, weight):
 
 def _ranking_parts(name, xp, comm, y, pred, weight, span=None, root: int = 0):
     """An AUC's (num, den) over every worker's rows, the same on every worker. AUCs of shards do
-    not add up, so the rows travel to one rank, which sorts them all; the others receive the
-    two numbers. Nothing moves every row to every worker.
+    not add up (nor do cox-nloglik's, whose risk sets reach across all rows), so the rows travel
+    to one rank, which sorts them all; the others receive the two numbers. Nothing moves every
+    row to every worker. (cox-nloglik's rows meet in rank order: where rows tie, the sum's
+    rounding may differ from one process's in the last bits.)
 
     On devices whose collective works there (NCCL), each rank packs its (label, weight, preds)
     rows, rank `root` receives them all (collective.gather_to: grouped sends, sized by span, so
@@ -441,17 +447,10 @@ def metric_parts(name: str, xp, y, pred, weight=None, comm=None, *, quantile_alp
                              "label_lower_bound and label_upper_bound")
         return _reduce(xp, comm, survival.metric_sums(name, xp, label_bounds[0], label_bounds[1], pred, weight,
                                                       aft[0], aft[1]))
-    if name == "cox-nloglik":
-        from . import survival
-
-        if comm.world_size > 1:
-            raise ValueError("eval_metric 'cox-nloglik' sums risk sets over every row: it needs all rows in one "
-                             "process")
-        return _pair(xp, survival.cox_nloglik_sums(xp, y, pred))
     if ranking.parse_metric(name) is not None:
         g = _rank_groups(name, y, groups, comm)
         return _reduce(xp, comm, ranking.metric_sums(name, xp, y, pred, g, ndcg_exp_gain, rank_default_k))
-    if name in _RANKING:
+    if name in _RANKING or name == "cox-nloglik":
         return _ranking_parts(name, xp, comm, y, pred, weight, span, root % comm.world_size)
     if name in _DEVICE_ADDITIVE and _on_device_kernels(xp, y, pred, weight):
         from . import metric_cuda

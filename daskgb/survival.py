@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .arrays import to_host
 from .objective import Objective
 
 DISTRIBUTIONS = ("normal", "logistic", "extreme")
@@ -230,15 +231,19 @@ class SurvivalAFT(Objective):
 
 
 def bounds_of(m, what: str):
-    """(lower, upper) of a matrix, or a ValueError saying how to give them."""
-    lower, upper = getattr(m, "label_lower_bound", None), getattr(m, "label_upper_bound", None)
-    if lower is None or upper is None:
-        if type(m).__name__ == "DaskQuantileMatrix":
-            raise ValueError("survival:aft on Dask: a DaskQuantileMatrix does not carry label_lower_bound and "
-                             "label_upper_bound yet; train survival:aft in one process (daskgb.train)")
+    """(lower, upper) of a QuantileMatrix, or a ValueError saying how to give them."""
+    check_bounds_given(m, what)
+    return m.label_lower_bound, m.label_upper_bound
+
+
+def check_bounds_given(m, what: str) -> None:
+    """A ValueError unless matrix m (a QuantileMatrix, or a DaskQuantileMatrix on the client)
+    carries survival bounds, saying how to give them."""
+    if not getattr(m, "has_survival_bounds", False):
+        kind = type(m).__name__
         raise ValueError(f"survival:aft reads each row's survival interval: {what} needs label_lower_bound and "
-                         "label_upper_bound (QuantileMatrix(X, label_lower_bound=..., label_upper_bound=...))")
-    return lower, upper
+                         f"label_upper_bound ({kind}(X, label_lower_bound=..., label_upper_bound=...)); an "
+                         "estimator's fit(X, y) cannot give them (nor can XGBoost's), train with train()")
 
 
 def check_bounds(lower, upper) -> None:
@@ -273,34 +278,97 @@ def _cox_order(xp, y):
     return order, xp.searchsorted(t, t, side="left")
 
 
+def _cox_sorted_pairs(xp, e, event, first):
+    """XGBoost's Cox gradient and hessian (float64) of rows in _cox_order's order, from their
+    hazard ratios e (exp of the margins), events (1.0 or 0.0) and tie-group starts."""
+    before = xp.concatenate([xp.zeros(1), xp.cumsum(e)])  # sum of e over the positions before each
+    risk = e.sum() - before[first]  # the risk set: every row not in an earlier time group
+    r = xp.cumsum(event / risk)
+    s = xp.cumsum(event / (risk * risk))
+    return e * r - event, e * r - e * e * s
+
+
+def _weighted_pairs(xp, grad, hess, weight):
+    """(n, 2) float32 pairs of float64 gradients and hessians, each times its row's weight (float64)."""
+    w = xp.ones(grad.shape[0], dtype=xp.float64) if weight is None else weight.astype(xp.float64)
+    out = xp.empty((grad.shape[0], 2), dtype=xp.float32)
+    out[:, 0] = (grad * w).astype(xp.float32)
+    out[:, 1] = (hess * w).astype(xp.float32)
+    return out
+
+
+class _CoxRows:
+    """Where one worker's rows sit among every worker's, for the Cox gradient of all rows:
+    ``mine`` their positions in the global _cox_order (ties broken by the rows' places in the
+    collection, as one process holding the concatenated rows breaks them), ``event`` and
+    ``first`` the order's events and tie-group starts (device arrays of all rows), ``rows`` the
+    gathered index (rank order) of each row of the collection in turn."""
+
+    def __init__(self, xp, dtrain, comm):
+        y = to_host(dtrain.label)
+        spans = getattr(dtrain, "row_spans", None)
+        places = None
+        if spans and sum(r for _, r in spans) == y.shape[0]:
+            places = np.concatenate([np.arange(a, a + r, dtype=np.int64) for a, r in spans])
+        views = comm.allgather((y, places))
+        ys = np.concatenate([np.asarray(v[0], dtype=np.float32) for v in views])
+        n = ys.shape[0]
+        place = np.arange(n, dtype=np.int64)
+        if all(v[1] is not None for v in views):
+            gathered = np.concatenate([np.asarray(v[1], dtype=np.int64) for v in views])
+            if np.array_equal(np.sort(gathered), place):  # every row of the collection, once
+                place = gathered
+        order = np.lexsort((place, np.abs(ys)))  # by |label|, ties by place: the stable sort of one process
+        t = np.abs(ys[order])
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        start = sum(int(np.asarray(v[0]).shape[0]) for v in views[: comm.rank])
+        self.n = n
+        self.mine = xp.asarray(position[start : start + y.shape[0]])
+        self.event = xp.asarray((ys[order] > 0).astype(np.float64))
+        self.first = xp.asarray(np.searchsorted(t, t, side="left"))
+        self.rows = np.argsort(place)
+
+
 class SurvivalCox(Objective):
     """survival:cox: Cox proportional hazards, Breslow's ties, XGBoost's gradient. A label is a
-    survival time, negative where censored; the margin is the log hazard ratio. The risk sets
-    reach across all rows, so every row must be in one process."""
+    survival time, negative where censored; the margin is the log hazard ratio.
+
+    The risk sets reach across all rows: on several workers every round's hazard ratios are
+    summed into one vector of all rows (each worker writes its own rows' places, zeros elsewhere:
+    the sum is exact), from which every worker computes the gradients of all rows in one order
+    and keeps its own, so the model is the one a single process trains on the concatenated rows.
+    A round moves 8 bytes a row of all rows through each worker (XGBoost sums each worker's risk
+    sets over its own rows only)."""
 
     name = "survival:cox"
     default_metric = "cox-nloglik"
 
     def prepare(self, xp, dtrain, comm) -> None:
-        if comm.world_size > 1:
-            raise ValueError("survival:cox sums each event's risk set over every row with a longer time, so it "
-                             "needs all rows in one process; it does not train across several workers")
+        self._comm = comm
+        self._rows = _CoxRows(xp, dtrain, comm) if comm.world_size > 1 else None
 
     def gradient(self, xp, margin, y, weight):
         order, first = _cox_order(xp, y)
         e = xp.exp(margin[order].astype(xp.float64))
-        event = (y[order] > 0).astype(xp.float64)
-        before = xp.concatenate([xp.zeros(1), xp.cumsum(e)])  # sum of e over the positions before each
-        risk = e.sum() - before[first]  # the risk set: every row not in an earlier time group
-        r = xp.cumsum(event / risk)
-        s = xp.cumsum(event / (risk * risk))
-        grad = e * r - event
-        hess = e * r - e * e * s
-        w = xp.ones(y.shape[0], dtype=xp.float64) if weight is None else weight[order].astype(xp.float64)
+        grad, hess = _cox_sorted_pairs(xp, e, (y[order] > 0).astype(xp.float64), first)
         out = xp.empty((y.shape[0], 2), dtype=xp.float32)
-        out[order, 0] = (grad * w).astype(xp.float32)
-        out[order, 1] = (hess * w).astype(xp.float32)
+        out[order] = _weighted_pairs(xp, grad, hess, None if weight is None else weight[order])
         return out
+
+    def gradient_of(self, xp, margin, dtrain, iteration: int, out=None):
+        rows = getattr(self, "_rows", None)
+        if rows is None:
+            return self.gradient(xp, margin, dtrain.label, dtrain.weight)
+        comm = self._comm
+        e = xp.zeros(rows.n, dtype=xp.float64)
+        e[rows.mine] = xp.exp(margin.astype(xp.float64))
+        if xp is not np and not getattr(comm, "reduces_on_device", False):
+            e = xp.asarray(comm.allreduce(to_host(e)))
+        else:
+            e = comm.allreduce(e)
+        grad, hess = _cox_sorted_pairs(xp, e, rows.event, rows.first)
+        return _weighted_pairs(xp, grad[rows.mine], hess[rows.mine], dtrain.weight)
 
     def transform(self, xp, margin):
         return xp.exp(margin)
@@ -310,10 +378,24 @@ class SurvivalCox(Objective):
 
     def estimate_base_score(self, xp, y, weight, comm=None) -> float:
         """XGBoost's intercept for Cox (FitStump): one Newton step from the zero margin,
-        -sum(grad) / sum(hess), as a hazard ratio (exp)."""
-        pairs = self.gradient(xp, xp.zeros(y.shape[0], dtype=xp.float32), y, weight)
+        -sum(grad) / sum(hess), as a hazard ratio (exp). On several workers every worker's
+        pairs are gathered and summed in the collection's row order, as one process sums them."""
+        rows = getattr(self, "_rows", None)
+        zero = xp.zeros(y.shape[0], dtype=xp.float32)
+        if rows is None or comm is None or comm.world_size == 1:
+            pairs = self.gradient(xp, zero, y, weight)
+        else:
+            mine = self.gradient_of(xp, zero, _Labelled(y, weight), 0)
+            pairs = xp.asarray(np.concatenate([np.asarray(p) for p in comm.allgather(to_host(mine))])[rows.rows])
         g, h = (float(pairs[:, k].astype(xp.float64).sum()) for k in (0, 1))
         return float(np.exp(np.float32(-g / h))) if h > 0 else 0.5
+
+
+class _Labelled:
+    """Labels and weights where gradient_of reads a matrix's."""
+
+    def __init__(self, label, weight):
+        self.label, self.weight = label, weight
 
 
 def cox_nloglik_sums(xp, y, pred):

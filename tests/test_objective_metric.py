@@ -127,6 +127,9 @@ def _metric_rows(rng, n, name):
     if name.split("@")[0].rstrip("-") in ("ndcg", "map", "pre"):
         y = rng.integers(0, 4, n).astype(np.float32)
         groups = groups_from_qid(np.sort(rng.integers(0, n // 20, n)), n)
+    elif name == "cox-nloglik":  # survival times with ties, a third censored (negative)
+        y = (np.round(rng.exponential(1.0, n), 1) + 0.1).astype(np.float32)
+        y[rng.random(n) < 0.3] *= -1
     elif name in ("poisson-nloglik", "gamma-deviance", "tweedie-nloglik@1.5", "rmse", "mae", "quantile"):
         y = rng.gamma(2.0, 1.0, n).astype(np.float32)
     else:
@@ -212,7 +215,7 @@ def _thread_comm(rank, meeting, on_device):
     return comm
 
 
-@pytest.mark.parametrize("name", ["auc", "aucpr", "logloss", "mc:auc", "mc:aucpr"])
+@pytest.mark.parametrize("name", ["auc", "aucpr", "logloss", "mc:auc", "mc:aucpr", "cox-nloglik"])
 @pytest.mark.parametrize("xp_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("root", [0, 1])
 def test_a_metric_of_two_workers_rows_is_the_metric_of_all_rows(name, xp_name, root):
@@ -240,5 +243,5 @@ def test_a_metric_of_two_workers_rows_is_the_metric_of_all_rows(name, xp_name, r
     with ThreadPoolExecutor(2) as pool:
         got = list(pool.map(rank, range(2)))
     assert got[0] == got[1] == pytest.approx(whole, rel=1e-12)
-    if xp is not np and metric in ("auc", "aucpr"):
+    if xp is not np and metric in ("auc", "aucpr", "cox-nloglik"):
         assert meeting.gathered_by == [root == 0, root == 1]

@@ -8,6 +8,8 @@ import pytest
 
 import daskgb
 from daskgb import survival
+from daskgb.arrays import to_host
+from daskgb.collective import LocalCommunicator
 
 from exact_data import make_data
 
@@ -137,14 +139,79 @@ def test_cox_equals_xgboosts():
     np.testing.assert_allclose(ours_log["t"]["cox-nloglik"], theirs_log["t"]["cox-nloglik"], rtol=1e-5)
 
 
-def test_cox_refuses_several_workers():
+class _Rows:
+    """A worker's share of the rows, as Cox's gradient reads a matrix: labels, weights and the
+    rows' places in the collection (row_spans, as a Dask worker's matrix has them)."""
+
+    def __init__(self, xp, y, w, spans):
+        rows = np.concatenate([np.arange(a, a + n) for a, n in spans])
+        self.label, self.weight, self.row_spans = xp.asarray(y[rows]), xp.asarray(w[rows]), spans
+        self.rows = rows
+
+
+def _on_two_threads(fn, on_device):
+    """fn(rank, comm) on two threads meeting in a two-rank communicator; the results by rank."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from daskgb.collective import Communicator
+
+    barrier, slots = threading.Barrier(2, timeout=60), [None, None]
+
+    class Comm(Communicator):
+        world_size = 2
+        reduces_on_device = on_device
+
+        def __init__(self, rank):
+            self.rank = rank
+
+        def _exchange(self, x):
+            slots[self.rank] = x
+            barrier.wait()
+            both = list(slots)
+            barrier.wait()
+            return both
+
+        def allgather(self, obj):
+            return self._exchange(obj)
+
+        def allreduce(self, x, op="sum", *, out=None):
+            assert on_device or isinstance(x, np.ndarray)  # a host collective is given host arrays
+            a, b = self._exchange(x)
+            return a + b
+
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda r: fn(r, Comm(r)), range(2)))
+
+
+@pytest.mark.parametrize("xp_name,on_device", [("numpy", False), pytest.param("cupy", True, marks=pytest.mark.gpu),
+                                               pytest.param("cupy", False, marks=pytest.mark.gpu)])
+def test_cox_gradient_of_two_workers_is_the_gradient_of_all_rows(xp_name, on_device):
+    """Each worker's Cox pairs (and the intercept) are those of its rows among all rows, to the
+    bit: the risk sets span both workers, and tied times are ordered by the rows' places in
+    the collection, as one process orders them, however the rows are dealt to the workers."""
     from daskgb.survival import SurvivalCox
 
-    class Two:
-        world_size = 2
+    xp = np if xp_name == "numpy" else pytest.importorskip("cupy")
+    _, y = _cox_data(n=900)
+    w = np.random.default_rng(7).uniform(0.5, 2.0, len(y)).astype(np.float32)
+    margin = np.random.default_rng(8).normal(scale=0.5, size=len(y)).astype(np.float32)
+    whole = SurvivalCox()
+    whole.prepare(xp, None, LocalCommunicator())
+    expected = to_host(whole.gradient(xp, xp.asarray(margin), xp.asarray(y), xp.asarray(w)))
+    base = whole.estimate_base_score(xp, xp.asarray(y), xp.asarray(w))
+    shares = [[(0, 250), (600, 300)], [(250, 350)]]  # rank 0 holds the first and last rows
 
-    with pytest.raises(ValueError, match="one process"):
-        SurvivalCox().prepare(np, None, Two())
+    def rank(r, comm):
+        rows = _Rows(xp, y, w, shares[r])
+        cox = SurvivalCox()
+        cox.prepare(xp, rows, comm)
+        score = cox.estimate_base_score(xp, rows.label, rows.weight, comm)
+        return rows.rows, to_host(cox.gradient_of(xp, xp.asarray(margin[rows.rows]), rows, 1)), score
+
+    for rows, pairs, score in _on_two_threads(rank, on_device):
+        np.testing.assert_array_equal(pairs, expected[rows])
+        assert score == base
 
 
 @pytest.mark.gpu

@@ -1,6 +1,6 @@
 """Dask collections -> per-worker partitions kept together, a cluster-wide sketch, and ELLPACK matrices on the workers.
 
-A partition's X, y, weight and base_margin are computed into one future, so
+A partition's X, y, weight, base_margin (and survival bounds) are computed into one future, so
 they land on one worker; who_has then says which worker holds which
 partitions. No row ever passes through the client or the scheduler: workers
 send only small sketch summaries to the client, which merges them (in worker
@@ -17,7 +17,7 @@ import numpy as np
 from .. import sketch
 from ..arrays import array_module, to_host
 from ..inputs import check_feature_names, check_unique_names, is_numeric_dtype
-from ..matrix import check_paging
+from ..matrix import _survival_bounds, check_paging
 from .plugin import register
 from .watch import gather_watching, live_workers
 from .worker import device_in_use, give_back_device_memory_when_idle
@@ -25,10 +25,20 @@ from .worker import device_in_use, give_back_device_memory_when_idle
 # --------------------------------------------------------------------------- on the workers
 
 
-def _part(X, y, w, m, q=None):
+def _part(X, y, w, m, q=None, lower=None, upper=None, index=0):
     """One partition's pieces, as host or device arrays (dataframes become arrays). q is the partition's
-    query ids (an array like y), its group sizes (a _GroupSizes from the client), or None."""
-    return (_as_array(X), _as_array(y), _as_array(w), _as_array(m), q if isinstance(q, _GroupSizes) else _as_array(q))
+    query ids (an array like y), its group sizes (a _GroupSizes from the client), or None; lower and
+    upper its survival bounds (label_lower_bound, label_upper_bound), checked here as QuantileMatrix
+    checks them, the error naming the partition (index: its place in the collection)."""
+    X = _as_array(X)
+    lower, upper = _as_array(lower), _as_array(upper)
+    if lower is not None:
+        try:
+            lower, upper = _survival_bounds(lower, upper, X.shape[0], array_module(X))
+        except ValueError as e:
+            raise ValueError(f"partition {index} of the data: {e}") from None
+    return (X, _as_array(y), _as_array(w), _as_array(m), q if isinstance(q, _GroupSizes) else _as_array(q),
+            lower, upper)
 
 
 class _GroupSizes:
@@ -77,7 +87,7 @@ def _local_info(*parts):
     """Rows, features and device kind of the partitions a worker holds, and the keys of each partition's
     query groups (qids, or global group indices); checks them first."""
     n_rows, n_features, on_gpu, keys, part_rows = 0, None, False, [], []
-    for X, y, w, m, q in parts:
+    for X, y, w, m, q, _, _ in parts:
         if X.ndim != 2:
             raise ValueError(f"X partitions must be 2-dimensional, got {X.ndim} dimension(s)")
         if X.dtype.kind not in "biuf":
@@ -108,18 +118,19 @@ def _stack(parts, i, xp):
 
 
 def _local_arrays(parts, device, features_on_host: bool = False):
-    """The worker's partitions stacked on the device; with features_on_host, X stays in host
-    memory (a paged matrix quantises it a piece at a time: the whole of X never goes to the GPU)."""
+    """The worker's partitions stacked on the device, as (X, y, weight, base_margin, lower bound,
+    upper bound); with features_on_host, X stays in host memory (a paged matrix quantises it a
+    piece at a time: the whole of X never goes to the GPU)."""
     import daskgb.backend as be
 
     xp = be.get_backend(device).xp
     if not parts:
-        return None, None, None, None
+        return (None,) * 6
     if features_on_host:
         X = _stack([(to_host(p[0]),) for p in parts], 0, np)
     else:
         X = _stack(parts, 0, xp)
-    return X, _stack(parts, 1, xp), _stack(parts, 2, xp), _stack(parts, 3, xp)
+    return (X,) + tuple(_stack(parts, i, xp) for i in (1, 2, 3, 5, 6))
 
 
 def _local_groups(parts, ordinals, n_total):
@@ -127,7 +138,7 @@ def _local_groups(parts, ordinals, n_total):
     from .. import ranking
 
     pieces = []
-    for (X, _, _, _, q), keys in zip(parts, ordinals):
+    for (X, _, _, _, q, _, _), keys in zip(parts, ordinals):
         g = _partition_groups(q, X.shape[0])
         g.keys = np.asarray(keys, dtype=np.int64)
         pieces.append(g)
@@ -190,15 +201,16 @@ def _merged_cuts(device, budget, max_bin, *pairs):
     return sketch.make_cuts(level[0], max_bin).to(np)
 
 
-def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
+def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels, groups, paging,
                   row_spans, *parts):
-    """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). groups: None, or
+    """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). labels: which of
+    "y" and "bounds" (the survival bounds) the partitions carry. groups: None, or
     (per-partition global group ordinals, number of groups in all partitions). paging: the
     (device_memory_budget, spill_dir) each worker keeps its own matrix within (ellpack/pages.py).
     row_spans: its rows' places in the collection, [(first global row, rows), ...] in its order."""
     device_in_use()
     try:
-        matrix = _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels,
+        matrix = _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels,
                                      groups, paging, *parts)
         # Where the rows sit in the collection: training keys row sampling by it (training/fit.py).
         matrix.row_spans = row_spans
@@ -208,19 +220,21 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
             give_back_device_memory_when_idle()
 
 
-def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, has_labels, groups, paging,
+def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels, groups, paging,
                         *parts):
     from .. import ranking
     from ..matrix import QuantileMatrix
 
     budget, spill_dir = paging
-    X, y, w, m = _local_arrays(parts, device, features_on_host=budget is not None)
+    X, y, w, m, lower, upper = _local_arrays(parts, device, features_on_host=budget is not None)
     if X is None:  # a worker that holds none of these rows still takes part in evaluation
         import daskgb.backend as be
 
         xp = be.get_backend(device).xp
         X = xp.zeros((0, n_features), dtype=np.float32)
-        y = xp.zeros(0, dtype=np.float32) if has_labels else None
+        y = xp.zeros(0, dtype=np.float32) if "y" in labels else None
+        if "bounds" in labels:
+            lower, upper = xp.zeros(0, dtype=np.float32), xp.zeros(0, dtype=np.float32)
     local_groups = None
     if groups is not None:
         local_groups = _local_groups(parts, *groups)
@@ -228,7 +242,8 @@ def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, featu
         w = ranking.group_weights(w, local_groups, "weight", per_row_ok=True)
     return QuantileMatrix(X, y, w, m, missing=missing, max_bin=max_bin, feature_names=feature_names,
                           device=device, cuts=cuts, _cuts_token=token, _allow_empty=True, _groups=local_groups,
-                          device_memory_budget=budget, spill_dir=spill_dir)
+                          device_memory_budget=budget, spill_dir=spill_dir, label_lower_bound=lower,
+                          label_upper_bound=upper)
 
 
 # --------------------------------------------------------------------------- on the client
@@ -312,6 +327,10 @@ class DaskQuantileMatrix:
     dataframe indexed by qid). Weights are per query group: every row of a group
     carries its group's weight.
 
+    ``label_lower_bound`` and ``label_upper_bound`` (dask arrays or series partitioned like X)
+    are each row's survival interval, as QuantileMatrix's, for survival:aft and its metrics; y
+    may then be left out. They travel with their partition's rows, as weight does.
+
     ``device_memory_budget`` and ``spill_dir`` are QuantileMatrix's, for each worker's own
     rows: a worker whose quantised rows take more than the budget keeps them as pages on
     its host (or in files under spill_dir, a path on each worker's machine) and streams them.
@@ -323,7 +342,7 @@ class DaskQuantileMatrix:
 
     def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
-                 spill_dir=None):
+                 spill_dir=None, label_lower_bound=None, label_upper_bound=None):
         import time
 
         from distributed import wait
@@ -360,6 +379,12 @@ class DaskQuantileMatrix:
         ys = _vector_blocks(y, len(blocks), "y")
         ws = _vector_blocks(weight, len(blocks), "weight")
         ms = _vector_blocks(base_margin, len(blocks), "base_margin")
+        if (label_lower_bound is None) != (label_upper_bound is None):
+            raise ValueError("label_lower_bound and label_upper_bound go together: give both (an observed time: "
+                             "lower == upper; right-censored: upper = inf)")
+        los = _vector_blocks(label_lower_bound, len(blocks), "label_lower_bound")
+        his = _vector_blocks(label_upper_bound, len(blocks), "label_upper_bound")
+        self.has_survival_bounds = label_lower_bound is not None
         if qid is not None and group is not None:
             raise ValueError("give one of qid= and group=, not both")
         if group is not None:
@@ -372,14 +397,15 @@ class DaskQuantileMatrix:
         # assembled on the worker holding its X block, so rows stay where they already are.
         x_futs = client.compute(blocks)
         # Group sizes (from group=) are small host objects: they travel with the task.
-        vec_futs = [v if any(isinstance(b, _GroupSizes) for b in v) else client.compute(v) for v in (ys, ws, ms, qs)]
+        vec_futs = [v if any(isinstance(b, _GroupSizes) for b in v) else client.compute(v)
+                    for v in (ys, ws, ms, qs, los, his)]
         wait(x_futs)
         _raise_first_error(x_futs)
         lap("compute X")
         where = client.who_has(x_futs)
-        futures = [client.submit(_part, xf, yf, wf, mf, qf, workers=list(where[xf.key][:1]) or None,
+        futures = [client.submit(_part, xf, yf, wf, mf, qf, lf, hf, i, workers=list(where[xf.key][:1]) or None,
                                  allow_other_workers=not where[xf.key], pure=False)
-                   for xf, yf, wf, mf, qf in zip(x_futs, *vec_futs)]
+                   for i, (xf, yf, wf, mf, qf, lf, hf) in enumerate(zip(x_futs, *vec_futs))]
         wait(futures)
         _raise_first_error(futures)
         who_has = client.who_has(futures)
@@ -464,9 +490,10 @@ class DaskQuantileMatrix:
                     spans.append((first, rows))
             return spans
 
+        labels = tuple(name for name, v in (("y", y), ("bounds", label_lower_bound)) if v is not None)
         self._local = {
             a: client.submit(_local_matrix, device, self.cuts, self.cuts_token, self.missing, self.max_bin,
-                             n_features, self.feature_names, y is not None, groups_of(a),
+                             n_features, self.feature_names, labels, groups_of(a),
                              (device_memory_budget, None if spill_dir is None else str(spill_dir)), row_spans_of(a),
                              *holder.get(a, []),
                              workers=[a], allow_other_workers=False, pure=False)
@@ -479,7 +506,7 @@ class DaskQuantileMatrix:
         self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
         # The matrix's rows are the workers' rows in worker (rank) order: take() indexes them so.
         self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
-        self.has_labels = y is not None
+        self.has_labels = bool(labels)  # with the bounds and no y, a worker's matrix takes the lower bounds as labels
         lap("ELLPACK on workers")
 
     @property

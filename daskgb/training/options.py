@@ -161,10 +161,10 @@ class TrainingOptions:
             if getattr(m, "released", False):
                 raise ValueError(f"a {kind} given to train was released (release() freed its rows)")
         if self.train_params.objective == "survival:aft" and self.obj is None:
-            from ..survival import bounds_of
+            from ..survival import check_bounds_given
 
             for m, name in [(dtrain, "dtrain")] + [(m, f"eval set {n!r}") for m, n in evals]:
-                bounds_of(m, name)
+                check_bounds_given(m, name)
         for m, name in evals:
             if m.n_features != dtrain.n_features:
                 raise ValueError(f"eval set {name!r} has {m.n_features} features, dtrain has {dtrain.n_features}")
