@@ -1,0 +1,192 @@
+"""Categorical features in one process: XGBoost's split rules, tree for tree, and the inputs users bring.
+
+Parity: numeric features with at most max_bin distinct values next to categorical ones
+(one-hot below max_cat_to_onehot categories, partitions above it, max_cat_threshold
+reached or not, missing categories) give XGBoost hist's trees: the same split features and
+category sets, and predictions within 1e-5.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import daskgb
+
+xgb = pytest.importorskip("xgboost")
+pd = pytest.importorskip("pandas")
+
+
+def make_data(seed: int, n: int = 2000, cardinalities=(3, 12, 90), with_nan: bool = True, objective="reg"):
+    """Categorical columns of the given cardinalities (some categories rare, some absent),
+    then two few-valued numeric columns; a target that depends on both."""
+    rng = np.random.default_rng(seed)
+    cols, score = [], np.zeros(n)
+    for card in cardinalities:
+        p = rng.dirichlet(np.full(card, 0.7))  # skewed: some categories rare
+        c = rng.choice(card, size=n, p=p).astype(np.float32)
+        score += rng.normal(size=card)[c.astype(int)]
+        cols.append(c)
+    x1 = rng.integers(0, 30, n).astype(np.float32)
+    x2 = np.round(rng.normal(size=n), 1).astype(np.float32)
+    score += 0.05 * x1 - x2
+    X = np.stack(cols + [x1, x2], axis=1)
+    if with_nan:
+        for j in range(X.shape[1]):
+            X[rng.random(n) < 0.08 * (j % 2 + 1), j] = np.nan
+    types = ["c"] * len(cardinalities) + ["q", "q"]
+    y = score + rng.normal(size=n) * 0.3
+    if objective == "binary":
+        y = (y > np.median(y)).astype(np.float32)
+    elif objective == "multi":
+        y = np.digitize(y, np.quantile(y, [0.33, 0.66])).astype(np.float32)
+    return X, y.astype(np.float32), types
+
+
+def xgb_trees(bst) -> list[dict]:
+    return json.loads(bst.save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"]
+
+
+def assert_same_trees(ours, theirs_json):
+    """Split features and category sets equal, node by node (XGBoost numbers nodes as we do)."""
+    assert len(ours.trees) == len(theirs_json)
+    for i, (t, x) in enumerate(zip(ours.trees, theirs_json)):
+        feature = np.where(np.asarray(x["left_children"]) < 0, -1, np.asarray(x["split_indices"]))
+        np.testing.assert_array_equal(np.where(t.is_leaf, -1, t.feature), feature, err_msg=f"tree {i}")
+        segs, sizes, nodes = x["categories_segments"], x["categories_sizes"], x["categories_nodes"]
+        theirs = {n: x["categories"][s : s + z] for n, s, z in zip(nodes, segs, sizes)}
+        assert sorted(t.categories) == sorted(theirs), f"tree {i}"
+        for n, cats in theirs.items():
+            assert t.categories[n].tolist() == cats, f"tree {i} node {n}"
+
+
+@pytest.mark.parametrize("objective,params", [
+    ("reg:squarederror", {}),
+    ("binary:logistic", {}),
+    ("reg:squarederror", {"max_cat_to_onehot": 16}),  # the 12-category feature one-hot too
+    ("reg:squarederror", {"max_cat_threshold": 5, "reg_lambda": 0.5, "min_child_weight": 3}),
+    ("reg:squarederror", {"grow_policy": "lossguide", "max_leaves": 12, "max_depth": 0}),
+    ("multi:softprob", {"num_class": 3}),
+])
+def test_categorical_splits_equal_xgboost_hist(objective, params):
+    kind = {"reg:squarederror": "reg", "binary:logistic": "binary", "multi:softprob": "multi"}[objective]
+    X, y, types = make_data(11 + len(params), objective=kind)
+    p = {"objective": objective, "max_depth": 5, "learning_rate": 0.3, "max_bin": 256, **params}
+    dx = xgb.DMatrix(X, y, feature_types=types, enable_categorical=True)
+    bx = xgb.train({**p, "tree_method": "hist", "nthread": 1}, dx, 8)
+    dm = daskgb.QuantileMatrix(X, y, feature_types=types, enable_categorical=True, device="cpu")
+    bd = daskgb.train({**p, "device": "cpu"}, dm, 8, verbose_eval=False)
+    assert_same_trees(bd, xgb_trees(bx))
+    split_features = {int(t.feature[n]) for t in bd.trees for n in t.categories}
+    assert {0, 2} <= split_features  # one-hot and partition splits were both made
+    np.testing.assert_allclose(bd.predict(X, output_margin=True), bx.predict(dx, output_margin=True),
+                               rtol=1e-5, atol=1e-5)
+    # The training margins (from bins) agree with prediction from the raw values.
+    np.testing.assert_allclose(bd.predict(dm, output_margin=True), bd.predict(X, output_margin=True), atol=1e-5)
+
+
+def test_a_category_column_of_a_dataframe_is_categorical_and_recoded_at_predict():
+    X, y, types = make_data(3, with_nan=True)
+    names = np.array([f"k{i:03d}" for i in range(90)])
+    frame = pd.DataFrame({
+        "small": pd.Categorical.from_codes(np.nan_to_num(X[:, 0], nan=-1).astype(int), ["a", "b", "c"]),
+        "mid": pd.Categorical.from_codes(np.nan_to_num(X[:, 1], nan=-1).astype(int), [f"m{i}" for i in range(12)]),
+        "big": pd.Categorical.from_codes(np.nan_to_num(X[:, 2], nan=-1).astype(int), names),
+        "x1": X[:, 3], "x2": X[:, 4]})
+    with pytest.raises(ValueError, match="enable_categorical=True"):
+        daskgb.QuantileMatrix(frame, y, device="cpu")
+    dm = daskgb.QuantileMatrix(frame, y, enable_categorical=True, device="cpu")
+    assert dm.feature_types == types
+    params = {"max_depth": 4, "device": "cpu"}
+    bd = daskgb.train(params, dm, 5, verbose_eval=False)
+    # The same model as from the codes with feature_types.
+    by_codes = daskgb.train(params, daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu"), 5,
+                            verbose_eval=False)
+    want = by_codes.predict(X)
+    np.testing.assert_allclose(bd.predict(frame), want, atol=1e-6)
+    # New data whose categories are listed in another order (and lack some) is recoded by name.
+    shuffled = frame.copy()
+    order = list(reversed(names[:60])) + list(names[60:])
+    shuffled["big"] = pd.Categorical(frame["big"].astype(object), categories=order)
+    np.testing.assert_allclose(bd.predict(shuffled), want, atol=1e-6)
+    # An unseen category goes the way missing values go.
+    unseen = frame.iloc[:50].copy()
+    unseen["big"] = pd.Categorical(["never-seen"] * 50)
+    as_missing = frame.iloc[:50].copy()
+    as_missing["big"] = pd.Categorical([None] * 50, categories=names)
+    np.testing.assert_allclose(bd.predict(unseen), bd.predict(as_missing), atol=0)
+    # Eval sets built with ref= take the training data's codes.
+    ev = daskgb.QuantileMatrix(shuffled, y, ref=dm)
+    res = {}
+    daskgb.train(params, dm, 3, evals=[(ev, "shuffled"), (dm, "train")], evals_result=res, verbose_eval=False)
+    np.testing.assert_allclose(res["shuffled"]["rmse"], res["train"]["rmse"], rtol=1e-6)
+
+
+def test_categories_beyond_the_training_ones_go_left_as_in_xgboost():
+    X, y, types = make_data(5, with_nan=False)
+    dx = xgb.DMatrix(X, y, feature_types=types, enable_categorical=True)
+    bx = xgb.train({"tree_method": "hist", "max_depth": 4, "nthread": 1}, dx, 5)
+    bd = daskgb.train({"max_depth": 4, "device": "cpu"},
+                      daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu"), 5, verbose_eval=False)
+    T = X[:200].copy()
+    T[:, 2] = 500.0  # a code above every training category
+    T[:100, 1] = 2.7  # not an integer: truncated, as XGBoost does
+    dt = xgb.DMatrix(T, feature_types=types, enable_categorical=True)
+    np.testing.assert_allclose(bd.predict(T, output_margin=True), bx.predict(dt, output_margin=True), atol=1e-5)
+
+
+def test_the_model_keeps_its_categories_through_save_and_load(tmp_path):
+    X, y, types = make_data(7)
+    frame = pd.DataFrame({"c": pd.Categorical.from_codes(np.nan_to_num(X[:, 1], nan=-1).astype(int),
+                                                         [f"v{i}" for i in range(12)]), "x": X[:, 3]})
+    bd = daskgb.train({"max_depth": 3, "device": "cpu"}, daskgb.QuantileMatrix(frame, y, enable_categorical=True),
+                      4, verbose_eval=False)
+    assert any(t.categories for t in bd.trees)
+    path = tmp_path / "m.json"
+    bd.save_model(path)
+    loaded = daskgb.Booster().load_model(path)
+    assert loaded.feature_types == ["c", "q"] and loaded.categories == {0: [f"v{i}" for i in range(12)]}
+    np.testing.assert_array_equal(loaded.predict(frame), bd.predict(frame))
+    d = json.loads(path.read_text())
+    d["trees"][0]["categories"]["sets"][0] = [-3]
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="category"):
+        daskgb.Booster().load_model(path)
+
+
+def test_bad_categorical_inputs_are_named():
+    X, y, types = make_data(1, n=200, with_nan=False)
+    bad = X.copy()
+    bad[5, 1] = -2.0
+    with pytest.raises(ValueError, match=r"column 1 is categorical.*-2"):
+        daskgb.QuantileMatrix(bad, y, feature_types=types, device="cpu")
+    bad[5, 1] = 3e7
+    with pytest.raises(ValueError, match="column 1 is categorical"):
+        daskgb.QuantileMatrix(bad, y, feature_types=types, device="cpu")
+    with pytest.raises(ValueError, match="feature_types holds 'x'"):
+        daskgb.QuantileMatrix(X, y, feature_types=["x"] * 5, device="cpu")
+    with pytest.raises(ValueError, match="one type per feature"):
+        daskgb.QuantileMatrix(X, y, feature_types=["c"], device="cpu")
+    dm = daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu")
+    with pytest.raises(ValueError, match="monotone_constraints constrain categorical feature 0"):
+        daskgb.train({"monotone_constraints": "(1,0,0,0,0)", "device": "cpu"}, dm, 1)
+    with pytest.raises(ValueError, match="max_cat_to_onehot must be"):
+        daskgb.train({"max_cat_to_onehot": 0, "device": "cpu"}, dm, 1)
+    # An eval set must say the same features are categorical.
+    with pytest.raises(ValueError, match="feature_types differ"):
+        daskgb.QuantileMatrix(X, y, ref=dm, feature_types=["q"] * 5)
+
+
+@pytest.mark.gpu
+def test_categorical_training_on_the_gpu_is_refused_saying_why_and_prediction_walks_on_the_host():
+    cupy = pytest.importorskip("cupy")
+    X, y, types = make_data(2)
+    with pytest.raises(ValueError, match="categorical features train on CPU workers only"):
+        daskgb.train({"device": "cuda"}, daskgb.QuantileMatrix(X, y, feature_types=types, device="cuda"), 1)
+    bd = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu"), 3,
+                      verbose_eval=False)
+    got = bd.predict(cupy.asarray(X))
+    assert isinstance(got, cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(got), bd.predict(X), atol=1e-6)
