@@ -116,7 +116,7 @@ def as_features(X, feature_names=None, allow_empty: bool = False, feature_types=
             raise ValueError(f"feature_names has {len(names)} names for {f.n_features} features")
     check_unique_names(names)
     f.feature_names = names
-    f.feature_types = _feature_types(feature_types, frame_types, f.n_features)
+    f.feature_types = feature_types_of(feature_types, frame_types, f.n_features)
     f.categories = frame_categories
     return f
 
@@ -127,7 +127,7 @@ _NUMERIC_TYPES = ("q", "float", "int", "i")
 MAX_CATEGORY = 16777216
 
 
-def _feature_types(given, from_frame, n_features: int):
+def feature_types_of(given, from_frame, n_features: int):
     """The per-feature types ("q" or "c"), or None when every feature is numeric."""
     types = from_frame
     if given is not None:

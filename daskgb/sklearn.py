@@ -87,6 +87,10 @@ class _GBModel:
         random_state=0,
         early_stopping_rounds=None,
         callbacks=None,
+        enable_categorical=False,
+        feature_types=None,
+        max_cat_to_onehot=None,
+        max_cat_threshold=None,
         **kwargs,
     ):
         self.n_estimators = n_estimators
@@ -114,6 +118,12 @@ class _GBModel:
         # Training controls, not model parameters (XGBoost 2's estimators take them here too).
         self.early_stopping_rounds = early_stopping_rounds
         self.callbacks = callbacks
+        # Categorical features (XGBoost's names): a dataframe's `category` columns need
+        # enable_categorical; feature_types ("q" / "c" per feature) marks them in arrays.
+        self.enable_categorical = enable_categorical
+        self.feature_types = feature_types
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
         # Extra XGBoost parameters, passed to train() as they are (XGBoost's
         # sklearn wrapper does the same); train() rejects unknown ones. Private: an
         # estimator's __init__ sets nothing public but its parameters (scikit-learn).
@@ -215,6 +225,9 @@ class _GBModel:
             params["interaction_constraints"] = self.interaction_constraints
         if self.monotone_constraints is not None:
             params["monotone_constraints"] = self.monotone_constraints
+        for name in ("max_cat_to_onehot", "max_cat_threshold"):
+            if getattr(self, name) is not None:
+                params[name] = getattr(self, name)
         canonical = {ALIASES.get(k, k): k for k in params}
         for key, value in self._kwargs.items():
             name = ALIASES.get(key, key)
@@ -246,7 +259,7 @@ class _GBModel:
         params = self._train_params()  # after the labels: the class count picks the objective
         dtrain = QuantileMatrix(
             X, y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing, max_bin=self.max_bin,
-            device=self.device
+            device=self.device, feature_types=self.feature_types, enable_categorical=self.enable_categorical
         )
         eval_set = list(eval_set or ())
         for name, given in (("sample_weight_eval_set", sample_weight_eval_set),
@@ -532,7 +545,9 @@ class GBRanker(_GBModel):
 
         def matrix(X, y, weight, qid, group, ref):
             return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,
-                                  device=self.device, qid=qid, group=group)
+                                  device=self.device, qid=qid, group=group,
+                                  feature_types=self.feature_types if ref is None else None,
+                                  enable_categorical=self.enable_categorical)
 
         X, qid = _split_qid(X, qid)
         if group is None and qid is None and y is not None:

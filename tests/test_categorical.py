@@ -190,3 +190,19 @@ def test_categorical_training_on_the_gpu_is_refused_saying_why_and_prediction_wa
     got = bd.predict(cupy.asarray(X))
     assert isinstance(got, cupy.ndarray)
     np.testing.assert_allclose(cupy.asnumpy(got), bd.predict(X), atol=1e-6)
+
+
+def test_estimators_take_categorical_dataframes_as_xgboost_does():
+    X, y, types = make_data(9, objective="binary")
+    frame = pd.DataFrame({
+        "small": pd.Categorical.from_codes(np.nan_to_num(X[:, 0], nan=-1).astype(int), ["a", "b", "c"]),
+        "big": pd.Categorical.from_codes(np.nan_to_num(X[:, 2], nan=-1).astype(int), [f"k{i}" for i in range(90)]),
+        "x1": X[:, 3]})
+    kw = dict(n_estimators=6, max_depth=4, enable_categorical=True, max_cat_to_onehot=4, max_cat_threshold=32)
+    ours = daskgb.GBClassifier(device="cpu", **kw).fit(frame, y, eval_set=[(frame, y)])
+    theirs = xgb.XGBClassifier(tree_method="hist", n_jobs=1, **kw).fit(frame, y)
+    np.testing.assert_allclose(ours.predict_proba(frame), theirs.predict_proba(frame), atol=1e-5)
+    assert ours.get_params()["enable_categorical"] is True
+    # Arrays of codes with feature_types.
+    reg = daskgb.GBRegressor(device="cpu", n_estimators=4, feature_types=types).fit(X, y)
+    assert reg.get_booster().feature_types == types

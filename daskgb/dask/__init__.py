@@ -10,7 +10,7 @@ import numpy as np
 from ..inputs import check_feature_names
 from ..training.options import TrainingOptions
 from . import dashboard, plugin, progress
-from .data import DaskQuantileMatrix
+from .data import DaskQuantileMatrix, _categorical_frame
 from .fit_lock import WorkersBusyError, workers_held
 from .watch import gather_watching, live_workers
 from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
@@ -244,6 +244,8 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
             raise ValueError(f"the model was trained on {booster.num_features} features, X has {len(X.columns)}")
         # The blocks go to the workers as arrays, without their column names: checked here.
         check_feature_names(booster.feature_names, list(X.columns), "the model", "X")
+        # Category columns as codes of the model's categories (by name), as Booster.predict recodes.
+        X, _, _ = _categorical_frame(X, booster.feature_types is not None, booster.categories or {})
         arr = X.to_dask_array()
     else:
         raise ValueError(f"X must be a dask array or dataframe, got {type(X).__name__}")

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import sketch
 from ..arrays import array_module, to_host
-from ..inputs import check_feature_names, check_unique_names, is_numeric_dtype
-from ..matrix import _survival_bounds, check_paging
+from ..inputs import check_feature_names, check_unique_names, feature_types_of, is_numeric_dtype
+from ..matrix import _survival_bounds, categorical_mask, check_paging
 from .plugin import register
 from .watch import gather_watching, live_workers
 from .worker import device_in_use, give_back_device_memory_when_idle
@@ -182,7 +182,7 @@ def _local_summary(device, missing, budget, positions, *parts):
     return summaries, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
 
 
-def _merged_cuts(device, budget, max_bin, *pairs):
+def _merged_cuts(device, budget, max_bin, categorical, *pairs):
     """The cluster's cuts from every partition's summary, merged in the collection's order on
     this worker's device: neighbours pairwise, level by level (a merge tree fixed by the
     partitions' positions, so any placement of them gives the same bits, and each level's merges
@@ -198,20 +198,24 @@ def _merged_cuts(device, budget, max_bin, *pairs):
         level = [sketch.merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
                  for i in range(0, len(level), 2)]
     # No prune to the budget first: make_cuts prunes to max_bin + 1, and a prune before it only adds its error.
-    return sketch.make_cuts(level[0], max_bin).to(np)
+    return sketch.make_cuts(level[0], max_bin, categorical).to(np)
 
 
-def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels, groups, paging,
+def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_info, labels, groups, paging,
                   row_spans, *parts):
     """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). labels: which of
     "y" and "bounds" (the survival bounds) the partitions carry. groups: None, or
     (per-partition global group ordinals, number of groups in all partitions). paging: the
     (device_memory_budget, spill_dir) each worker keeps its own matrix within (ellpack/pages.py).
-    row_spans: its rows' places in the collection, [(first global row, rows), ...] in its order."""
+    row_spans: its rows' places in the collection, [(first global row, rows), ...] in its order.
+    feature_info: (feature names, feature types, categories by feature) of the collection."""
     device_in_use()
+    feature_names, feature_types, categories = feature_info
     try:
         matrix = _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels,
-                                     groups, paging, *parts)
+                                     groups, paging, *parts, feature_types=feature_types)
+        # The collection's category names (the partitions hold their codes): the model keeps them.
+        matrix.categories = categories
         # Where the rows sit in the collection: training keys row sampling by it (training/fit.py).
         matrix.row_spans = row_spans
         return matrix
@@ -221,7 +225,7 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_nam
 
 
 def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels, groups, paging,
-                        *parts):
+                        *parts, feature_types=None):
     from .. import ranking
     from ..matrix import QuantileMatrix
 
@@ -243,7 +247,7 @@ def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, featu
     return QuantileMatrix(X, y, w, m, missing=missing, max_bin=max_bin, feature_names=feature_names,
                           device=device, cuts=cuts, _cuts_token=token, _allow_empty=True, _groups=local_groups,
                           device_memory_budget=budget, spill_dir=spill_dir, label_lower_bound=lower,
-                          label_upper_bound=upper)
+                          label_upper_bound=upper, feature_types=feature_types)
 
 
 # --------------------------------------------------------------------------- on the client
@@ -266,6 +270,55 @@ def _row_blocks(X):
             raise ValueError(f"X has non-numeric columns: {bad[:10]}; convert or drop them first")
         return list(X.to_delayed()), len(X.columns), [str(c) for c in X.columns]
     raise ValueError(f"X must be a dask array or a dask dataframe, got {type(X).__name__}")
+
+
+def _categorical_frame(X, enable_categorical: bool, reference):
+    """(X with its `category` columns as float codes, the columns' types, {feature index: the
+    categories}) for a dask dataframe; (X, None, None) for anything else.
+
+    A column's categories are the union over the partitions (dask's as_known, a pass over the
+    column where the dtype does not list them), or, for an eval set, the training data's
+    (reference): every partition's codes are then codes of the same list, whichever categories
+    its own rows hold. A missing entry, or a category the reference lacks, becomes NaN."""
+    if not (hasattr(X, "to_delayed") and hasattr(X, "columns")):
+        return X, None, None
+    cat_cols = [i for i, t in enumerate(X.dtypes) if str(t) == "category"]
+    if not cat_cols:
+        return X, None, None
+    if not enable_categorical:
+        names = [str(X.columns[i]) for i in cat_cols]
+        raise ValueError(f"X has categorical (`category` dtype) columns {names[:10]}: pass enable_categorical=True "
+                         "to train on them as categories (XGBoost's parameter), or convert them to numbers")
+    categories = {}
+    for i in cat_cols:
+        if reference is not None and i in reference:
+            categories[i] = list(reference[i])
+            continue
+        col = X[X.columns[i]]
+        if not col.cat.known:
+            col = col.cat.as_known()
+        categories[i] = list(col.cat.categories)
+    types = ["c" if i in categories else "q" for i in range(len(X.columns))]
+    meta = X._meta.copy()
+    for i in cat_cols:
+        meta.isetitem(i, meta.iloc[:, i].cat.codes.astype(np.float32))
+    return X.map_partitions(_as_codes, categories, meta=meta), types, categories
+
+
+def _as_codes(frame, categories):
+    """A partition with its categorical columns as float codes of the given categories."""
+    import pandas as pd
+
+    frame = frame.copy(deep=False)
+    for i, names in categories.items():
+        col = frame.iloc[:, i]
+        if str(col.dtype) == "category" and list(col.cat.categories) == names:
+            codes = col.cat.codes.to_numpy().astype(np.float32)
+        else:
+            codes = pd.Categorical(col.astype(object), categories=names).codes.astype(np.float32)
+        codes[codes < 0] = np.nan
+        frame.isetitem(i, codes)
+    return frame
 
 
 def _vector_blocks(v, n_blocks, what):
@@ -342,7 +395,8 @@ class DaskQuantileMatrix:
 
     def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
-                 spill_dir=None, label_lower_bound=None, label_upper_bound=None):
+                 spill_dir=None, label_lower_bound=None, label_upper_bound=None, feature_types=None,
+                 enable_categorical=False):
         import time
 
         from distributed import wait
@@ -372,7 +426,16 @@ class DaskQuantileMatrix:
         self.client = client
         self.released = False
         self.missing = float(missing)
+        if ref is not None:
+            feature_types = ref.feature_types if feature_types is None else feature_types
+            enable_categorical = enable_categorical or ref.feature_types is not None
+        X, frame_types, self.categories = _categorical_frame(X, enable_categorical,
+                                                             None if ref is None else ref.categories)
         blocks, n_features, names = _row_blocks(X)
+        self.feature_types = feature_types_of(feature_types, frame_types, n_features)
+        if ref is not None and self.feature_types != ref.feature_types:
+            raise ValueError(f"feature_types differ: ref (the training matrix) has {ref.feature_types}, this data "
+                             f"has {self.feature_types}")
         self.n_features = n_features
         self.feature_names = [str(n) for n in feature_names] if feature_names is not None else names
         check_unique_names(self.feature_names)
@@ -460,7 +523,8 @@ class DaskQuantileMatrix:
             lap("sketch on workers")
             for name in ("stack and check", "summarize"):  # the slowest worker's
                 self.timings[f"sketch: {name}"] = max((st.get(name, 0.0) for st in steps), default=0.0)
-            cut_future = client.submit(_merged_cuts, device, budget, self.max_bin, *summaries,
+            cut_future = client.submit(_merged_cuts, device, budget, self.max_bin, categorical_mask(self.feature_types),
+                                       *summaries,
                                        workers=[self.workers[0]], allow_other_workers=False, pure=False)
             self.cuts = gather_watching(client, [cut_future], self.workers, "quantisation")[0]
             lap("merge sketches")
@@ -493,7 +557,8 @@ class DaskQuantileMatrix:
         labels = tuple(name for name, v in (("y", y), ("bounds", label_lower_bound)) if v is not None)
         self._local = {
             a: client.submit(_local_matrix, device, self.cuts, self.cuts_token, self.missing, self.max_bin,
-                             n_features, self.feature_names, labels, groups_of(a),
+                             n_features, (self.feature_names, self.feature_types, self.categories), labels,
+                             groups_of(a),
                              (device_memory_budget, None if spill_dir is None else str(spill_dir)), row_spans_of(a),
                              *holder.get(a, []),
                              workers=[a], allow_other_workers=False, pure=False)

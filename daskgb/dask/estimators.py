@@ -113,7 +113,8 @@ class _DaskModel:
         built: list = []
         try:
             dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
-                                        missing=self.missing, max_bin=self.max_bin, device=device)
+                                        missing=self.missing, max_bin=self.max_bin, device=device,
+                                        feature_types=self.feature_types, enable_categorical=self.enable_categorical)
             built.append(dtrain)
             evals = []
             for i, (X_eval, y_eval) in enumerate(eval_set):
@@ -312,7 +313,9 @@ class DaskGBRanker(_DaskModel, GBRanker):
         def matrix(X, y, weight, qid, group, ref):
             built.append(DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
                                             max_bin=self.max_bin, ref=ref, device=device,
-                                            qid=_as_dask_vector(qid, "qid"), group=group))
+                                            qid=_as_dask_vector(qid, "qid"), group=group,
+                                            feature_types=self.feature_types if ref is None else None,
+                                            enable_categorical=self.enable_categorical))
             return built[-1]
 
         try:
