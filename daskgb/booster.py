@@ -207,6 +207,9 @@ class Booster:
         if sum(map(bool, (pred_leaf, pred_contribs, pred_interactions))) > 1:
             raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
         explain = pred_leaf or pred_contribs or pred_interactions
+        if explain and self.has_categorical_splits:
+            raise NotImplementedError("pred_contribs, pred_interactions and pred_leaf do not read categorical splits "
+                                      "yet: this model has some (plain predictions do)")
         if isinstance(data, QuantileMatrix):
             if not explain:
                 return self._predict_matrix(data, output_margin, start, end)

@@ -206,3 +206,28 @@ def test_estimators_take_categorical_dataframes_as_xgboost_does():
     # Arrays of codes with feature_types.
     reg = daskgb.GBRegressor(device="cpu", n_estimators=4, feature_types=types).fit(X, y)
     assert reg.get_booster().feature_types == types
+
+
+def test_explanations_of_categorical_splits_are_refused_not_wrong():
+    X, y, types = make_data(4, n=400)
+    bd = daskgb.train({"max_depth": 3, "device": "cpu"}, daskgb.QuantileMatrix(X, y, feature_types=types), 2,
+                      verbose_eval=False)
+    assert bd.has_categorical_splits
+    for kind in ("pred_contribs", "pred_interactions", "pred_leaf"):
+        with pytest.raises(NotImplementedError, match="categorical splits"):
+            bd.predict(X, **{kind: True})
+
+
+def test_training_goes_on_from_a_categorical_model():
+    X, y, types = make_data(6)
+    p = {"max_depth": 3, "device": "cpu"}
+    first = daskgb.train(p, daskgb.QuantileMatrix(X, y, feature_types=types), 3, verbose_eval=False)
+    # Through a saved model (no training bins), on a matrix of its own cuts.
+    import tempfile, os
+
+    with tempfile.TemporaryDirectory() as d:
+        first.save_model(os.path.join(d, "m.json"))
+        more = daskgb.train(p, daskgb.QuantileMatrix(X, y, feature_types=types), 2, verbose_eval=False,
+                            xgb_model=os.path.join(d, "m.json"))
+    whole = daskgb.train(p, daskgb.QuantileMatrix(X, y, feature_types=types), 5, verbose_eval=False)
+    np.testing.assert_allclose(more.predict(X), whole.predict(X), atol=1e-5)

@@ -60,6 +60,8 @@ def trees_in_bins(base, cuts, cuts_token):
     for i, tree in enumerate(base.trees):
         t = copy.deepcopy(tree)
         for node in np.flatnonzero(t.left >= 0):
+            if int(node) in t.categories:
+                continue  # a categorical split routes by category, and a category is its own bin
             f = int(t.feature[node])
             bounds = values[ptrs[f] : ptrs[f + 1]]
             thr = np.float32(t.threshold[node])
