@@ -326,7 +326,8 @@ def _split_categories(t: dict, n_nodes: int) -> dict:
         return {}
     split_type = _int_list(t, "split_type")
     if len(split_type) != n_nodes:
-        raise ValueError(f"its split_type has {len(split_type)} entries for {n_nodes} nodes")
+        raise ValueError(f"its node arrays differ in length: split_type has {len(split_type)} entries, "
+                         f"left_children {n_nodes}")
     if any(v not in (0, 1) for v in split_type):
         raise ValueError("its split_type holds a value other than 0 (numerical) and 1 (categorical)")
     nodes = _int_list(t, "categories_nodes", [])

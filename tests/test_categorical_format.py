@@ -360,7 +360,7 @@ def _xgboost_cases():
         cats["enc"][0] = {"type": 15, "values": [1]}
         cats["feature_segments"] = [0] + [v + 1 for v in cats["feature_segments"][1:]]
 
-    return {"split_type length": (split_type_length, "split_type has"),
+    return {"split_type length": (split_type_length, "differ in length: split_type has"),
             "split_type value": (split_type_value, "other than 0"),
             "nodes mismatch": (nodes_mismatch, "are not the nodes whose split_type is 1"),
             "lengths": (lengths, "differ in length"),
