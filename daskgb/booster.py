@@ -555,6 +555,14 @@ def _check_types(types, categories, n_features: int, trees):
         except ValueError:
             raise ValueError("corrupted daskgb model: categories is keyed by something other than feature "
                              "indices") from None
+        for f, names in categories.items():
+            # Prediction recodes a dataframe's column f by these names: f must be a categorical
+            # feature, and a name twice would make a code ambiguous.
+            if not 0 <= f < n_features or types is None or types[f] != "c":
+                raise ValueError(f"corrupted daskgb model: categories names feature {f}, which is not one of its "
+                                 "categorical features")
+            if len({repr(v) for v in names}) != len(names):
+                raise ValueError(f"corrupted daskgb model: the categories of feature {f} name a category twice")
     return types, categories
 
 

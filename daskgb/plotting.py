@@ -99,9 +99,12 @@ def plot_metric(evals_result, metric: str | None = None, ax=None, *, title: str 
 
 def plot_tree(model, num_trees: int = 0, ax=None, *, rankdir: str = "TB", fontsize: float = 8.0, precision: int = 4,
               figsize=None):
-    """Tree num_trees of the model as boxes and arrows: a split reads "f < threshold" (the
-    feature's name where the model has names), its edges "yes" / "no" with ", missing" on the
-    branch missing values take; a leaf reads its value. rankdir "TB" grows down, "LR" right."""
+    """Tree num_trees of the model as boxes and arrows: a split reads "f<threshold" (the
+    feature's name where the model has names), a categorical split "f:{1,3,4}" (the category
+    codes that go right, as XGBoost's dump writes it); its edges "yes" / "no" with ", missing"
+    on the branch missing values take ("yes" is the left child of a numeric split, the right
+    one of a categorical split, as in XGBoost); the left edge is blue, the right red; a leaf
+    reads its value. rankdir "TB" grows down, "LR" right."""
     booster = _booster(model)
     if not 0 <= num_trees < len(booster.trees):
         raise ValueError(f"num_trees={num_trees} is outside the model's {len(booster.trees)} trees")
@@ -137,15 +140,21 @@ def plot_tree(model, num_trees: int = 0, ax=None, *, rankdir: str = "TB", fontsi
     def label(node):
         if tree.left[node] < 0:
             return f"leaf={tree.value[node]:.{precision}g}"
+        if node in tree.categories:
+            return _split_label(names[tree.feature[node]], tree.categories[node])
         return f"{names[tree.feature[node]]}<{tree.threshold[node]:.{precision}g}"
 
     for node in pos:
         if tree.left[node] >= 0:
-            for child, yes in ((int(tree.left[node]), True), (int(tree.right[node]), False)):
+            # "yes" is the branch of rows that meet the split's test: v < threshold goes left,
+            # a category in the set goes right.
+            right_is_yes = node in tree.categories
+            for child, left in ((int(tree.left[node]), True), (int(tree.right[node]), False)):
+                yes = left != right_is_yes
                 (x0, y0), (x1, y1) = xy(node), xy(child)
                 ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
-                            arrowprops={"arrowstyle": "->", "color": "#1f77b4" if yes else "#d62728", "lw": 1})
-                missing = bool(tree.default_left[node]) == yes
+                            arrowprops={"arrowstyle": "->", "color": "#1f77b4" if left else "#d62728", "lw": 1})
+                missing = bool(tree.default_left[node]) == left
                 ax.text((x0 + x1) / 2, (y0 + y1) / 2, ("yes" if yes else "no") + (", missing" if missing else ""),
                         fontsize=fontsize * 0.85, ha="center", va="center", color="#444444",
                         bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
@@ -160,3 +169,9 @@ def plot_tree(model, num_trees: int = 0, ax=None, *, rankdir: str = "TB", fontsi
     ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
     ax.set_axis_off()
     return ax
+
+
+def _split_label(name: str, categories) -> str:
+    """A categorical split as XGBoost's dump writes it: the feature, then the category codes
+    that go right, e.g. "color:{1,3,4}"."""
+    return f"{name}:{{{','.join(str(int(c)) for c in categories)}}}"

@@ -96,3 +96,39 @@ def test_plot_tree_of_a_very_deep_tree():
     ax = daskgb.plot_tree(booster)
     assert sum(t.get_text().startswith("leaf=") for t in ax.texts) == depth + 1
     plt.close("all")
+
+
+def test_plot_tree_draws_categorical_splits_as_xgboost_dumps_them(tmp_path):
+    """A categorical split's box reads as XGBoost's dump writes the node ("color:{0,2,5}", the
+    codes that go right); its "yes" edge goes to the right child, its "no" edge to the left."""
+    import re
+
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(1)
+    n = 600
+    X = np.c_[rng.integers(0, 12, n), rng.normal(size=n), rng.integers(0, 4, n)].astype(np.float32)
+    X[rng.random(n) < 0.1, 0] = np.nan
+    y = np.isin(X[:, 0], [0, 2, 5, 7]) * 2.0 + (X[:, 2] == 1) + 0.3 * X[:, 1] + rng.normal(size=n) * 0.1
+    names = ["color", "x", "size"]
+    m = daskgb.QuantileMatrix(X, y, feature_names=names, feature_types=["c", "q", "c"], enable_categorical=True,
+                              device="cpu")
+    booster = daskgb.train({"max_depth": 3, "device": "cpu", "max_cat_to_onehot": 4}, m, 2)
+    tree = booster.trees[0]
+    assert 0 in tree.categories and tree.categories[0].size > 1  # the root splits color by a set
+    booster.save_model(tmp_path / "m.json", format="xgboost")
+    dump = xgb.Booster(model_file=str(tmp_path / "m.json")).get_dump()[0]
+    theirs = dict(re.findall(r"(\d+):\[([^\]]+)\]", dump))
+    ax = daskgb.plot_tree(booster, num_trees=0)
+    texts = [t.get_text() for t in ax.texts]
+    for node in tree.categories:
+        assert theirs[str(node)] in texts
+    assert theirs["0"] == "color:{" + ",".join(map(str, tree.categories[0])) + "}"
+    # The root's edges: labels sit half way down to the children; the left one says "no".
+    root = next(t for t in ax.texts if t.get_text() == theirs["0"])
+    x0 = root.get_position()[0]
+    edges = {("left" if t.get_position()[0] < x0 else "right"): t.get_text() for t in ax.texts
+             if t.get_position()[1] == -0.5}
+    missing = ", missing"
+    assert edges == {"left": "no" + (missing if tree.default_left[0] else ""),
+                     "right": "yes" + ("" if tree.default_left[0] else missing)}
+    plt.close("all")
