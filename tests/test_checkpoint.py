@@ -292,7 +292,8 @@ def _cut_short(path) -> None:
 @pytest.mark.parametrize("damage, why", [
     (_cut_short, "it does not read"),
     (lambda path: _rewrite(path, _leaf_edited), "its checksum does not match its content"),
-    (lambda path: _rewrite(path, _round_dropped), "it holds 5 trees, not the 6 rounds x 1 its header says"),
+    (lambda path: _rewrite(path, _round_dropped),
+     "it holds 5 trees, not the 6 rounds x 1 groups x 1 parallel trees its header says"),
 ], ids=["cut-short", "leaf-edited", "round-dropped"])
 def test_a_damaged_or_lying_checkpoint_is_passed_over(tmp_path, damage, why):
     """A newest checkpoint cut short, edited by hand (valid JSON) or whose trees disagree with

@@ -80,7 +80,7 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
             if not taken or taken[-1][1] is not rounds:
                 taken.append((it, rounds))
             gpairs = fit.gradients(it, out=rounds.gradient_buffer())
-            first_tree = len(fit.booster.trees) + rounds.pending * fit.n_groups
+            first_tree = len(fit.booster.trees) + rounds.pending * fit.booster.trees_per_round
             stop = False
             for done, trees, scores in rounds.submit(it, gpairs, first_tree):
                 stop = fit.finish_round(done, trees, after_round, scores) or stop
