@@ -466,7 +466,7 @@ def _tree0(**kw):
                                                        r"has 1"),
     (lambda t: _edited(t, _set(feature_names="abc")), r"feature_names is str, not a list of strings"),
     (lambda t: _edited(t, _set(feature_names=["a", "b"])), r"2 feature_names for 3 features"),
-], ids=["newer-version", "version-string", "other-format", "truncated", "empty", "garbage-bytes", "json-list",
+], ids=["newer-version", "parallel-trees-disagree", "version-string", "other-format", "truncated", "empty", "garbage-bytes", "json-list",
         "no-trees", "trees-not-a-list", "tree-array-length", "tree-field-missing", "tree-values-strings",
         "tree-child-out-of-range", "tree-link-cycle", "tree-feature-out-of-range", "tree_info-length",
         "num_features-string", "deeply-nested", "feature-beyond-int32", "bin-not-integer", "leaf-1e400",
