@@ -15,8 +15,8 @@ Several trees a round per output (num_parallel_tree > 1, random forests) travel 
 (gbtree_model_param.num_parallel_tree, and tree_info and iteration_indptr in XGBoost's order:
 a round's trees of group 0, then group 1's, ...).
 What daskgb cannot read: gblinear and dart boosters, categorical splits, vector leaves
-(multi_strategy="multi_output_tree"), rounds of different numbers of trees (a model trained
-on with another num_parallel_tree), UBJSON files, and objectives daskgb does not have.
+(multi_strategy="multi_output_tree"), rounds of different numbers of trees (iteration_indptr),
+UBJSON files, and objectives daskgb does not have.
 """
 
 from __future__ import annotations
@@ -273,8 +273,8 @@ def _parallel_trees(model: dict, n_trees: int) -> int:
     if indptr:
         sizes = {int(b) - int(a) for a, b in zip(indptr[:-1], indptr[1:])}
         if len(sizes) > 1:
-            raise ValueError(f"the XGBoost model's rounds hold different numbers of trees ({sorted(sizes)}: trained "
-                             "on with another num_parallel_tree); daskgb reads models whose rounds are alike")
+            raise ValueError(f"the XGBoost model's rounds hold different numbers of trees ({sorted(sizes)}); daskgb "
+                             "reads models whose rounds are alike")
         if int(indptr[-1]) != n_trees:
             raise ValueError(f"corrupted XGBoost model: iteration_indptr ends at {indptr[-1]}, it has {n_trees} trees")
     return npt
