@@ -8,16 +8,17 @@ from .training import train
 __version__ = "0.1.0"
 
 __all__ = ["Booster", "QuantileMatrix", "OutOfMemoryError", "train", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
-           "DaskGBClassifier", "DaskGBRanker", "plot_importance", "plot_metric", "plot_tree", "__version__"]
+           "DaskGBClassifier", "DaskGBRanker", "GBRFRegressor", "GBRFClassifier", "DaskGBRFRegressor",
+           "DaskGBRFClassifier", "plot_importance", "plot_metric", "plot_tree", "__version__"]
 
 
 def __getattr__(name):
     # The estimators import lazily so that `import daskgb` stays light (no dask import).
-    if name in ("GBRegressor", "GBClassifier", "GBRanker"):
+    if name in ("GBRegressor", "GBClassifier", "GBRanker", "GBRFRegressor", "GBRFClassifier"):
         from . import sklearn
 
         return getattr(sklearn, name)
-    if name in ("DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"):
+    if name in ("DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier"):
         from .dask import estimators
 
         return getattr(estimators, name)

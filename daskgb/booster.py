@@ -19,7 +19,9 @@ from .predict import add_tree_binned
 from .tree import Tree
 
 MODEL_FORMAT = "daskgb-model"
-MODEL_VERSION = 1
+# Version 2 adds num_parallel_tree (trees per output group a round); a model of one tree a
+# group is written as version 1, which daskgb releases before it read as well.
+MODEL_VERSION = 2
 
 
 class Booster:
@@ -68,8 +70,14 @@ class Booster:
         quantile_alpha values for reg:quantileerror, else 1."""
         return self.objective.n_groups
 
+    @property
+    def trees_per_round(self) -> int:
+        """Trees a boosting round adds: num_parallel_tree for each output group, group by group
+        (XGBoost's layout: a round's trees of group 0, then group 1's, ...)."""
+        return self.n_groups * self.params.num_parallel_tree
+
     def num_boosted_rounds(self) -> int:
-        return len(self.trees) // self.n_groups
+        return len(self.trees) // self.trees_per_round
 
     def __len__(self) -> int:
         return self.num_boosted_rounds()
@@ -128,12 +136,17 @@ class Booster:
         name = ALIASES.get(key, key)
         raw = {k: v for k, v in self._raw_params.items() if ALIASES.get(k, k) != name}
         raw[key] = value
-        self.params = TrainParams.from_dict(raw)
+        params = TrainParams.from_dict(raw)
+        if params.num_parallel_tree != self.params.num_parallel_tree and self.trees:
+            # The model's rounds are counted in trees_per_round: every round must hold as many.
+            raise ValueError(f"num_parallel_tree cannot change once the model has trees (it has "
+                             f"{self.params.num_parallel_tree} a group in each of its rounds)")
+        self.params = params
         self._raw_params = raw
 
     def keep_rounds(self, n: int) -> None:
         """Drop the trees of every round after the first n."""
-        k = self.n_groups
+        k = self.trees_per_round
         del self.trees[n * k :], self.tree_info[n * k :]
         if self.best_iteration is not None:
             self.best_iteration = min(self.best_iteration, n - 1)
@@ -145,14 +158,14 @@ class Booster:
         return any(t.categories for t in self.trees)
 
     def _tree_slice(self, iteration_range) -> tuple[int, int]:
-        """The trees [first, last) of a range of boosting rounds (K trees a round for K classes)."""
+        """The trees [first, last) of a range of boosting rounds (trees_per_round a round)."""
         rounds = self.num_boosted_rounds()
         start, end = iteration_range or (0, 0)
         if end == 0:
             end = rounds if self.best_iteration is None else self.best_iteration + 1
         if not 0 <= start <= end <= rounds:
             raise ValueError(f"iteration_range {iteration_range} is outside the model's {rounds} rounds")
-        return start * self.n_groups, end * self.n_groups
+        return start * self.trees_per_round, end * self.trees_per_round
 
     def _packed_group(self, start: int, end: int, group: int):
         """(nodes, offsets) of output group `group`'s trees among trees [start, end), packed
@@ -394,9 +407,14 @@ class Booster:
 
     # ------------------------------------------------------------------ save / load
     def to_dict(self) -> dict:
+        npt = self.params.num_parallel_tree
+        parallel = {"num_parallel_tree": npt} if npt > 1 else {}
         return {
             "format": MODEL_FORMAT,
-            "version": MODEL_VERSION,
+            # Version 1 for what a daskgb of version 1 reads right; a forest or categorical
+            # splits (which it would read as numeric ones) make it refuse the file instead.
+            "version": MODEL_VERSION if npt > 1 or self.has_categorical_splits else 1,
+            **parallel,
             "params": self._raw_params,
             "objective": self.params.objective,
             "base_score": self.base_score,
@@ -421,10 +439,10 @@ class Booster:
         version = d.get("version")
         if isinstance(version, int) and not isinstance(version, bool) and version > MODEL_VERSION:
             raise ValueError(f"daskgb model version {version} was written by a newer daskgb; this daskgb reads "
-                             f"version {MODEL_VERSION}: upgrade daskgb to load it")
-        if version != MODEL_VERSION:
-            raise ValueError(f"daskgb model version {version!r} is not supported (this daskgb reads version "
-                             f"{MODEL_VERSION})")
+                             f"versions up to {MODEL_VERSION}: upgrade daskgb to load it")
+        if version not in (1, MODEL_VERSION) or isinstance(version, bool):
+            raise ValueError(f"daskgb model version {version!r} is not supported (this daskgb reads versions 1 "
+                             f"to {MODEL_VERSION})")
         lacks = [k for k in ("params", "base_score", "num_features", "feature_names", "trees") if k not in d]
         if lacks:
             raise ValueError(f"corrupted daskgb model: it lacks {lacks}")
@@ -447,6 +465,10 @@ class Booster:
         types, categories = _check_types(d.get("feature_types"), d.get("categories"), n_features, trees)
         b = cls(d["params"], trees, d["base_score"], n_features, d["feature_names"], d.get("tree_info"), types,
                 categories)
+        npt = d.get("num_parallel_tree", 1) if version >= 2 else 1
+        if npt != b.params.num_parallel_tree:
+            raise ValueError(f"corrupted daskgb model: num_parallel_tree is {npt!r}, its params say "
+                             f"{b.params.num_parallel_tree}")
         b.best_iteration = d.get("best_iteration")
         b.best_score = d.get("best_score")
         attributes = d.get("attributes", {})
@@ -458,14 +480,15 @@ class Booster:
         return b
 
     def _check_groups(self, kind: str) -> None:
-        """tree_info names output groups the objective has, and every round has its K trees."""
+        """tree_info names output groups the objective has, and every round has its trees."""
         k = self.n_groups
         bad = [g for g in self.tree_info if not 0 <= g < k]
         if bad:
             raise ValueError(f"corrupted {kind} model: tree_info holds output group {bad[0]}, and the model's "
                              f"objective has {k}")
-        if len(self.trees) % k:
-            raise ValueError(f"corrupted {kind} model: {len(self.trees)} trees are not whole rounds of {k}")
+        if len(self.trees) % self.trees_per_round:
+            raise ValueError(f"corrupted {kind} model: {len(self.trees)} trees are not whole rounds of "
+                             f"{self.trees_per_round}")
         if self.best_iteration is not None and self.best_iteration >= self.num_boosted_rounds():
             raise ValueError(f"corrupted {kind} model: best_iteration {self.best_iteration} is beyond its "
                              f"{self.num_boosted_rounds()} rounds")

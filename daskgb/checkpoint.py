@@ -237,8 +237,10 @@ def _problem(state: dict, rounds: int) -> str | None:
     if not all(isinstance(g, int) and g >= 0 for g in info):
         return "its tree_info is not a list of output groups"
     groups = max(info) + 1 if info else 1
-    if len(trees) != rounds * groups:
-        return f"it holds {len(trees)} trees, not the {rounds} rounds x {groups} its header says"
+    per_group = model.get("num_parallel_tree", 1)  # trees of a group a round (Booster.to_dict)
+    if not isinstance(per_group, int) or len(trees) != rounds * groups * per_group:
+        return (f"it holds {len(trees)} trees, not the {rounds} rounds x {groups} groups x {per_group} parallel "
+                "trees its header says")
     for name, metrics in history.items():
         if not isinstance(metrics, dict):
             return f"its history of {name!r} is not a table of metrics"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -62,6 +62,10 @@ class TrainParams:
     quantile_alpha: float | None = None
     num_class: int = 0
     subsample: float = 1.0
+    # Trees grown per output group each round, from the same gradient pairs, each with its own
+    # row and column sample and the learning rate divided among them (a random forest: one
+    # round of many; XGBoost's gbtree BoostNewTrees).
+    num_parallel_tree: int = 1
     # "uniform" or "gradient_based" (minimal variance sampling; sampling.py).
     sampling_method: str = "uniform"
     # Learning to rank (XGBoost's LambdaRankParam; defaults checked against xgboost 3.2's saved config).
@@ -157,6 +161,7 @@ class TrainParams:
         self.subsample = _number("subsample", self.subsample, low=0.0, low_open=True)
         if self.subsample > 1.0:
             raise ValueError(f"subsample must be in (0, 1], got {self.subsample}")
+        self.num_parallel_tree = _integer("num_parallel_tree", self.num_parallel_tree, low=1)
         if self.objective.startswith("multi:"):
             if self.num_class < 2:
                 raise ValueError(f"{self.objective} needs num_class >= 2 (the number of classes), got {self.num_class}")
@@ -217,6 +222,17 @@ class TrainParams:
                  if used]
         if alpha is None and needs:
             raise ValueError(f"{' and '.join(needs)} need(s) quantile_alpha (the quantile to fit, in [0, 1])")
+
+    def parallel_tree_params(self) -> "TrainParams":
+        """The parameters each of a round's parallel trees grows with: these, with XGBoost's
+        learning rate divided among the num_parallel_tree trees of a group (in float32, as its
+        BoostNewTrees divides it), so that a round's trees together move a margin by eta."""
+        if self.num_parallel_tree == 1:
+            return self
+        eta = np.float32(self.learning_rate) / np.float32(self.num_parallel_tree)
+        out = replace(self, learning_rate=float(eta))
+        out.max_delta_step_set = getattr(self, "max_delta_step_set", True)  # not a field: replace drops it
+        return out
 
     def split_params(self):
         from .split import SplitParams

@@ -1,4 +1,5 @@
-"""In-process scikit-learn style estimators: GBRegressor, GBClassifier and GBRanker.
+"""In-process scikit-learn style estimators: GBRegressor, GBClassifier and GBRanker, and the
+random forests GBRFRegressor and GBRFClassifier.
 
 Thin front ends: each translates its arguments into an XGBoost-style parameter
 dict, builds QuantileMatrix objects and calls ``daskgb.train``; no algorithm
@@ -17,7 +18,7 @@ import numpy as np
 
 from .arrays import array_module, to_host
 
-__all__ = ["GBRegressor", "GBClassifier", "GBRanker", "NotFittedError"]
+__all__ = ["GBRegressor", "GBClassifier", "GBRanker", "GBRFRegressor", "GBRFClassifier", "NotFittedError"]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -77,6 +78,7 @@ class _GBModel:
         colsample_bytree=1.0,
         colsample_bylevel=1.0,
         colsample_bynode=1.0,
+        num_parallel_tree=None,
         interaction_constraints=None,
         monotone_constraints=None,
         base_score=None,
@@ -107,6 +109,7 @@ class _GBModel:
         self.colsample_bytree = colsample_bytree
         self.colsample_bylevel = colsample_bylevel
         self.colsample_bynode = colsample_bynode
+        self.num_parallel_tree = num_parallel_tree
         self.interaction_constraints = interaction_constraints
         self.monotone_constraints = monotone_constraints
         self.base_score = base_score
@@ -219,6 +222,8 @@ class _GBModel:
         }
         if self.base_score is not None:
             params["base_score"] = self.base_score
+        if self.num_parallel_tree is not None:
+            params["num_parallel_tree"] = self.num_parallel_tree
         if self.eval_metric is not None:
             params["eval_metric"] = self.eval_metric
         if self.interaction_constraints is not None:
@@ -296,12 +301,17 @@ class _GBModel:
             del self.feature_names_in_
         return self
 
+    def get_num_boosting_rounds(self) -> int:
+        """The boosting rounds fit trains (XGBModel's): n_estimators."""
+        return self.n_estimators
+
     def _training_options(self, params, verbose, evals):
-        """The fit's TrainingOptions: n_estimators rounds, the training controls, printing as verbose says."""
+        """The fit's TrainingOptions: get_num_boosting_rounds() rounds, the training controls, printing as
+        verbose says."""
         from .training import TrainingOptions
 
-        return TrainingOptions.create(params, self.n_estimators, verbose_eval=verbose, has_evals=bool(evals),
-                                      **self._training_controls())
+        return TrainingOptions.create(params, self.get_num_boosting_rounds(), verbose_eval=verbose,
+                                      has_evals=bool(evals), **self._training_controls())
 
     def _training_controls(self) -> dict:
         """early_stopping_rounds and callbacks for train(); the callbacks are copied, so that a
@@ -502,6 +512,44 @@ class GBClassifier(_GBModel):
         if sample_weight is None:
             return float(correct.mean())
         return float(np.average(correct, weights=_host_1d(sample_weight)))
+
+
+class _RandomForest:
+    """XGBoost's XGBRFModel: one boosting round of n_estimators parallel trees (num_parallel_tree),
+    with a random forest's defaults: learning_rate 1 (the leaves of the round's trees averaged),
+    rows and each node's columns sampled (subsample, colsample_bynode 0.8), and almost no L2
+    regularisation (reg_lambda 1e-5). Early stopping and callbacks are refused, as XGBoost
+    refuses them: the forest is one round. Put before the estimator in the bases."""
+
+    def __init__(self, *, learning_rate=1.0, subsample=0.8, colsample_bynode=0.8, reg_lambda=1e-5, **kwargs):
+        super().__init__(learning_rate=learning_rate, colsample_bynode=colsample_bynode, reg_lambda=reg_lambda,
+                         **kwargs)
+        self.subsample = subsample  # a parameter of its own here (the other estimators take it in kwargs)
+
+    def get_num_boosting_rounds(self) -> int:
+        return 1
+
+    def _train_params(self) -> dict:
+        """fit's parameters, checked before any data is quantised."""
+        if self.early_stopping_rounds is not None or self.callbacks is not None:
+            raise ValueError(f"early_stopping_rounds and callbacks are not supported by {type(self).__name__} "
+                             "(a random forest is one boosting round; as XGBoost's random forest estimators)")
+        n = self.n_estimators
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n_estimators (the forest's trees) must be an integer >= 1, got {n!r}")
+        # As XGBRFModel.get_xgb_params: the trees are the round's parallel trees, whatever
+        # num_parallel_tree says.
+        return {**super()._train_params(), "subsample": self.subsample, "num_parallel_tree": int(n)}
+
+
+class GBRFRegressor(_RandomForest, GBRegressor):
+    """A random forest for regression (XGBoost's XGBRFRegressor): n_estimators trees grown in
+    one round, each on its own sample of rows and columns, their predictions averaged."""
+
+
+class GBRFClassifier(_RandomForest, GBClassifier):
+    """A random forest for classification (XGBoost's XGBRFClassifier): n_estimators trees (per
+    class, for more than two classes) grown in one round on their own samples of rows and columns."""
 
 
 class GBRanker(_GBModel):

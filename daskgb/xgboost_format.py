@@ -23,9 +23,12 @@ prediction), the training parameters other than the objective's, and category na
 than strings and integers (XGBoost refuses float names; integer names are written as int64
 unless they are numpy integers of another width, and XGBoost recodes a dataframe only when
 its categories have that type).
+Several trees a round per output (num_parallel_tree > 1, random forests) travel both ways
+(gbtree_model_param.num_parallel_tree, and tree_info and iteration_indptr in XGBoost's order:
+a round's trees of group 0, then group 1's, ...).
 What daskgb cannot read: gblinear and dart boosters, vector leaves
-(multi_strategy="multi_output_tree"), several trees per round per output
-(num_parallel_tree > 1), UBJSON files, and objectives daskgb does not have.
+(multi_strategy="multi_output_tree"), rounds of different numbers of trees (iteration_indptr),
+UBJSON files, and objectives daskgb does not have.
 """
 
 from __future__ import annotations
@@ -144,6 +147,7 @@ def _tree_json(tree: Tree, index: int, n_features: int) -> dict:
 def to_xgboost_json(booster) -> dict:
     """The booster as XGBoost's JSON model (the layout of XGBoost 3.2)."""
     k = booster.n_groups
+    per_round = booster.trees_per_round
     margins = np.atleast_1d(np.asarray(booster.base_score, dtype=np.float32))
     if margins.size == 1 and k > 1:
         margins = np.full(k, margins[0], dtype=np.float32)
@@ -162,8 +166,9 @@ def to_xgboost_json(booster) -> dict:
             "gradient_booster": {
                 "model": {
                     "cats": _cats_json(booster),
-                    "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": str(len(booster.trees))},
-                    "iteration_indptr": [r * k for r in range(n_rounds + 1)],
+                    "gbtree_model_param": {"num_parallel_tree": str(booster.params.num_parallel_tree),
+                                           "num_trees": str(len(booster.trees))},
+                    "iteration_indptr": [r * per_round for r in range(n_rounds + 1)],
                     "tree_info": [int(g) for g in booster.tree_info],
                     "trees": [_tree_json(t, i, booster.n_features) for i, t in enumerate(booster.trees)],
                 },
@@ -467,12 +472,12 @@ def booster_fields(d: dict) -> dict:
     if gb.get("name") != "gbtree":
         raise ValueError(f"the XGBoost model's booster is {gb.get('name')!r}; daskgb reads gbtree models only")
     model = gb["model"]
-    if int(model["gbtree_model_param"].get("num_parallel_tree", "1")) != 1:
-        raise ValueError("the XGBoost model grows several trees a round (num_parallel_tree > 1); daskgb reads one "
-                         "tree a round per output")
     mp = learner["learner_model_param"]
     n_class = int(mp.get("num_class", "0"))
     params = _params_of(learner["objective"], n_class)
+    npt = _parallel_trees(model, len(model["trees"]))
+    if npt != 1:
+        params["num_parallel_tree"] = npt
     try:
         get_objective(params["objective"], _as_train_params(params))
     except ValueError as exc:
@@ -498,6 +503,23 @@ def booster_fields(d: dict) -> dict:
             "best_iteration": None if best_iteration is None else int(best_iteration),
             "best_score": None if best_score is None else float(best_score),
             "attributes": {str(k): str(v) for k, v in attributes.items()}}
+
+
+def _parallel_trees(model: dict, n_trees: int) -> int:
+    """The model's num_parallel_tree, checked against its rounds (iteration_indptr, where the
+    file has it): daskgb's rounds all hold one number of trees."""
+    npt = int(model["gbtree_model_param"].get("num_parallel_tree", "1"))
+    if npt < 1:
+        raise ValueError(f"corrupted XGBoost model: num_parallel_tree is {npt}")
+    indptr = model.get("iteration_indptr")
+    if indptr:
+        sizes = {int(b) - int(a) for a, b in zip(indptr[:-1], indptr[1:])}
+        if len(sizes) > 1:
+            raise ValueError(f"the XGBoost model's rounds hold different numbers of trees ({sorted(sizes)}); daskgb "
+                             "reads models whose rounds are alike")
+        if int(indptr[-1]) != n_trees:
+            raise ValueError(f"corrupted XGBoost model: iteration_indptr ends at {indptr[-1]}, it has {n_trees} trees")
+    return npt
 
 
 def _as_train_params(params: dict):

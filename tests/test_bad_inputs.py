@@ -429,8 +429,10 @@ def _tree0(**kw):
 
 
 @pytest.mark.parametrize("corrupt, match", [
-    (lambda t: _edited(t, _set(version=2)), r"daskgb model version 2 was written by a newer daskgb; this daskgb "
-                                            r"reads version 1: upgrade daskgb"),
+    (lambda t: _edited(t, _set(version=3)), r"daskgb model version 3 was written by a newer daskgb; this daskgb "
+                                            r"reads versions up to 2: upgrade daskgb"),
+    (lambda t: _edited(t, _set(version=2, num_parallel_tree=2)), r"corrupted daskgb model: num_parallel_tree is 2, "
+                                                                 r"its params say 1"),
     (lambda t: _edited(t, _set(version="1")), r"daskgb model version '1' is not supported"),
     (lambda t: _edited(t, _set(format="lightgbm")), r"not a daskgb model \(format 'lightgbm'\)"),
     (lambda t: t[: len(t) // 2], r"is not valid JSON \(a truncated or corrupted model file\?\)"),
@@ -464,7 +466,7 @@ def _tree0(**kw):
                                                        r"has 1"),
     (lambda t: _edited(t, _set(feature_names="abc")), r"feature_names is str, not a list of strings"),
     (lambda t: _edited(t, _set(feature_names=["a", "b"])), r"2 feature_names for 3 features"),
-], ids=["newer-version", "version-string", "other-format", "truncated", "empty", "garbage-bytes", "json-list",
+], ids=["newer-version", "parallel-trees-disagree", "version-string", "other-format", "truncated", "empty", "garbage-bytes", "json-list",
         "no-trees", "trees-not-a-list", "tree-array-length", "tree-field-missing", "tree-values-strings",
         "tree-child-out-of-range", "tree-link-cycle", "tree-feature-out-of-range", "tree_info-length",
         "num_features-string", "deeply-nested", "feature-beyond-int32", "bin-not-integer", "leaf-1e400",

@@ -176,6 +176,23 @@ def test_multiclass_resume(tmp_path):
     assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
 
 
+def test_parallel_trees_resume(tmp_path):
+    """Rounds of num_parallel_tree trees a class (each drawing its own rows and columns) are
+    checkpointed and resumed whole."""
+    X, y = _data(seed=7, classes=3)
+    dtrain, dvalid = _matrices(X, y)
+    params = {**PARAMS, "objective": "multi:softprob", "num_class": 3, "num_parallel_tree": 2}
+    whole = _train(params, dtrain, dvalid, 6)
+    assert len(whole.trees) == 6 * 3 * 2
+    with pytest.raises(_Interrupt):
+        _train(params, dtrain, dvalid, 6, callbacks=[_StopAt(4)], checkpoint_dir=tmp_path, checkpoint_every=2)
+    rounds = _Rounds()
+    resumed = _train(params, dtrain, dvalid, 6, callbacks=[rounds], checkpoint_dir=tmp_path, checkpoint_every=2,
+                     resume=True)
+    assert rounds.seen == [4, 5]
+    assert json.dumps(resumed.to_dict()) == json.dumps(whole.to_dict())
+
+
 def test_resume_with_other_parameters_is_an_error(tmp_path):
     X, y = _data(seed=6)
     dtrain, dvalid = _matrices(X, y)
@@ -292,7 +309,8 @@ def _cut_short(path) -> None:
 @pytest.mark.parametrize("damage, why", [
     (_cut_short, "it does not read"),
     (lambda path: _rewrite(path, _leaf_edited), "its checksum does not match its content"),
-    (lambda path: _rewrite(path, _round_dropped), "it holds 5 trees, not the 6 rounds x 1 its header says"),
+    (lambda path: _rewrite(path, _round_dropped),
+     "it holds 5 trees, not the 6 rounds x 1 groups x 1 parallel trees its header says"),
 ], ids=["cut-short", "leaf-edited", "round-dropped"])
 def test_a_damaged_or_lying_checkpoint_is_passed_over(tmp_path, damage, why):
     """A newest checkpoint cut short, edited by hand (valid JSON) or whose trees disagree with

@@ -390,12 +390,21 @@ RANKER_EXPECTED_FAILURES = {name: _RANKER_PER_ROW_WEIGHTS for name in (
     "check_sample_weight_equivalence_on_dense_data", "check_sample_weight_equivalence_on_sparse_data")}
 
 
+# A random forest samples rows (subsample=0.8 by default): a row given twice draws twice, a row
+# of weight 2 once, so repeated rows and weights do not give the same forest.
+_SAMPLED_ROWS = "row sampling draws for each row: a repeated row draws twice, a row of weight 2 once"
+FOREST_EXPECTED_FAILURES = {name: _SAMPLED_ROWS for name in (
+    "check_sample_weight_equivalence_on_dense_data", "check_sample_weight_equivalence_on_sparse_data")}
+
+
 @pytest.mark.filterwarnings("ignore")  # the checks' own warnings (no BaseEstimator base, skipped array API)
 @pytest.mark.parametrize("make, expected_failures", [
     (lambda: daskgb.GBClassifier(n_estimators=4, max_depth=3, device="cpu"), {}),
     (lambda: daskgb.GBRegressor(n_estimators=4, max_depth=3, device="cpu"), {}),
     (lambda: daskgb.GBRanker(n_estimators=4, max_depth=3, device="cpu"), RANKER_EXPECTED_FAILURES),
-], ids=["classifier", "regressor", "ranker"])
+    (lambda: daskgb.GBRFClassifier(n_estimators=4, max_depth=3, device="cpu"), FOREST_EXPECTED_FAILURES),
+    (lambda: daskgb.GBRFRegressor(n_estimators=4, max_depth=3, device="cpu"), FOREST_EXPECTED_FAILURES),
+], ids=["classifier", "regressor", "ranker", "rf-classifier", "rf-regressor"])
 def test_check_estimator(make, expected_failures):
     from sklearn.utils.estimator_checks import check_estimator
 

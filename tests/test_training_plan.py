@@ -53,6 +53,28 @@ def test_a_tree_per_class_or_two_gpus_keep_the_fastest_path(n_trees):
     assert plan_rounds(facts(n_trees=n_trees, comm=_DeviceComm())).path is Path.CUDA_GRAPHS
 
 
+@pytest.mark.parametrize("sampling", [{}, {"subsample": 0.8}])
+def test_parallel_trees_keep_the_fastest_path(sampling):
+    """A round's parallel trees grow layer by layer through the path's own growth (one CUDA
+    graph replayed per layer): num_parallel_tree refuses no path, but its forest's per-node
+    column sampling does, as for any fit."""
+    assert plan_rounds(facts(n_trees=6, num_parallel_tree=2, **sampling)).path is Path.CUDA_GRAPHS
+    forest = plan_rounds(facts(n_trees=100, num_parallel_tree=100, subsample=0.8, colsample_bynode=0.8))
+    assert forest.path is Path.HOST_LEVELS
+    assert forest.refused[Path.DEVICE_LEVELS] == "colsample_bynode=0.8 (features drawn per node)"
+
+
+def test_a_fit_plans_for_all_of_a_rounds_trees(monkeypatch):
+    from daskgb.training import fit as _fit
+
+    seen = []
+    monkeypatch.setattr(_fit, "plan_rounds", lambda f: seen.append(f) or plan_rounds(f))
+    X, y = _data(300)
+    daskgb.train({"device": "cpu", "max_depth": 2, "objective": "multi:softprob", "num_class": 2,
+                  "num_parallel_tree": 3}, daskgb.QuantileMatrix(X, y), 1)
+    assert [f.n_trees_per_round for f in seen] == [6]
+
+
 def test_the_cpu_backend_grows_by_host_levels():
     plan = plan_rounds(facts(device="cpu"))
     assert plan.path is Path.HOST_LEVELS and not plan.device_levels

@@ -128,7 +128,6 @@ def _xgb_json(tmp_path, params, rounds=2, **kw):
 @pytest.mark.parametrize("params, match", [
     ({"booster": "gblinear"}, "gbtree models only"),
     ({"booster": "dart"}, "gbtree models only"),
-    ({"num_parallel_tree": 3}, "num_parallel_tree"),
 ])
 def test_what_daskgb_cannot_read_is_named(tmp_path, params, match):
     with pytest.raises(ValueError, match=match):

@@ -1,4 +1,5 @@
-"""DaskGBRegressor, DaskGBClassifier and DaskGBRanker: the scikit-learn style front end on a Dask cluster.
+"""DaskGBRegressor, DaskGBClassifier and DaskGBRanker (and the random forests DaskGBRFRegressor and
+DaskGBRFClassifier): the scikit-learn style front end on a Dask cluster.
 
 Thin: the parameters and their checks are the in-process estimators'; fit builds
 DaskQuantileMatrix objects and calls daskgb.dask.train; predict returns lazy
@@ -11,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import array_module, to_host
-from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing, _score_metric,
-                       _split_qid)
+from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing, _RandomForest,
+                       _score_metric, _split_qid)
 from . import DaskQuantileMatrix, predict, run
 from .watch import gather_watching
 
-__all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker"]
+__all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier"]
 
 
 def _score_targets(X, y, sample_weight):
@@ -275,6 +276,16 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         w = _as_dask_vector(sample_weight, "sample_weight").astype(np.float64)
         num, den = da.compute((w * correct).sum(), w.sum())
         return float(num / den)
+
+
+class DaskGBRFRegressor(_RandomForest, DaskGBRegressor):
+    """A random forest for regression on a Dask cluster (XGBoost's DaskXGBRFRegressor): GBRFRegressor's
+    parameters, DaskGBRegressor's fit and predict."""
+
+
+class DaskGBRFClassifier(_RandomForest, DaskGBClassifier):
+    """A random forest for classification on a Dask cluster (XGBoost's DaskXGBRFClassifier):
+    GBRFClassifier's parameters, DaskGBClassifier's fit and predict."""
 
 
 class DaskGBRanker(_DaskModel, GBRanker):

@@ -35,10 +35,10 @@ class EvalSets:
     def __bool__(self) -> bool:
         return bool(self.sets)
 
-    def add_trees(self, backend, trees) -> None:
-        """Move every eval row's margin by the round's trees (tree c: output group c), routed
-        by its bins: host Trees, or trees grown on the device in growth.cu's layout."""
-        for group, tree in enumerate(trees):
+    def add_trees(self, backend, trees, groups) -> None:
+        """Move every eval row's margin by trees (tree c: output group groups[c]), routed by
+        its bins: host Trees, or trees grown on the device in growth.cu's layout."""
+        for tree, group in zip(trees, groups):
             self.add_tree(backend, tree, group)
 
     def add_tree(self, backend, tree, group: int) -> None:

@@ -126,8 +126,10 @@ class Fit:
     def plan(self, params=None) -> RoundPlan:
         """The rounds' path for these params (the booster's own by default: a callback may change them)."""
         options = self.options
-        facts = PlanFacts.of(params or self.booster.params, device=self.device, paged=self.dtrain.paged,
-                             n_trees_per_round=self.n_groups, custom_objective=options.obj is not None,
+        params = params or self.booster.params
+        facts = PlanFacts.of(params, device=self.device, paged=self.dtrain.paged,
+                             n_trees_per_round=self.n_groups * params.num_parallel_tree,
+                             custom_objective=options.obj is not None,
                              refits_leaves=options.refits_leaves,
                              custom_metric=bool(self.evals) and options.custom_metric is not None,
                              writing_callbacks=not only_read(self.callbacks),
@@ -148,32 +150,46 @@ class Fit:
             host.training_round = it
         return self.agree([cb.before_iteration(self.booster, it, self.evals.history) for cb in self.callbacks])
 
-    def gradients(self, it: int, out=None) -> list:
-        """Round it's gradient pairs, one (n_rows, 2) array per output group (round_gradients says
-        when they are written into out)."""
+    def gradients(self, it: int, out=None):
+        """Round it's gradient pairs, one (n_rows, 2) array per output group, sampled for each of
+        the round's trees (gradients.RoundGradients; round_gradients says when they are written
+        into out)."""
         return round_gradients(self.backend, self.objective, self.options.obj, self.margin, self.dtrain, it,
                                self.n_groups, self.booster.params, self.n_rows_total, self.row_offset, self.comm,
                                out=out)
 
-    def score_round(self, trees):
-        """The eval sets' margins moved by a round's trees (host Trees or device words) and
-        their metrics queued (None without eval sets): for a path that reads later."""
+    def score_round(self, trees, groups):
+        """The eval sets' margins moved by a round's trees (host Trees or device words; tree c
+        of output group groups[c]) and their metrics queued (None without eval sets): for a
+        path that reads later."""
         if not self.evals:
             return None
-        self.evals.add_trees(self.backend, trees)
+        self.evals.add_trees(self.backend, trees, groups)
+        return self.score()
+
+    def score(self):
+        """The eval sets' metrics for the model so far, queued (None without eval sets)."""
+        if not self.evals:
+            return None
         return self.evals.score(self.xp, self.objective, self.margin, self.comm)
+
+    def round_groups(self) -> list[int]:
+        """The output group of each of a round's trees, in the model's order (tree_info's)."""
+        npt = self.booster.params.num_parallel_tree
+        return [group for group in range(self.n_groups) for _ in range(npt)]
 
     def finish_round(self, it: int, new_trees, after_round=None, scores=None) -> bool:
         """The host's part of round it, once its trees are known: the model, the eval log, the
         callbacks and the checkpoint. scores: the round's eval scores where the path made them
         already (score_round), else they are made here. True to stop."""
         booster, history, options = self.booster, self.evals.history, self.options
+        groups = self.round_groups()
         booster.trees.extend(new_trees)
-        booster.tree_info.extend(range(len(new_trees)))
+        booster.tree_info.extend(groups)
         every = self.print_every
         if self.evals:
             if scores is None:
-                scores = self.score_round(new_trees)
+                scores = self.score_round(new_trees, groups)
             line = [f"[{it}]"] + self.evals.record(scores)
             if every and (it % every == 0 or it == options.num_boost_round - 1):
                 print("\t".join(line), flush=True)

@@ -79,10 +79,10 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
                 plan, rounds = _replan(fit, rounds, it)
             if not taken or taken[-1][1] is not rounds:
                 taken.append((it, rounds))
-            gpairs = fit.gradients(it, out=rounds.gradient_buffer())
-            first_tree = len(fit.booster.trees) + rounds.pending * fit.n_groups
+            grads = fit.gradients(it, out=rounds.gradient_buffer())
+            first_tree = len(fit.booster.trees) + rounds.pending * fit.booster.trees_per_round
             stop = False
-            for done, trees, scores in rounds.submit(it, gpairs, first_tree):
+            for done, trees, scores in rounds.submit(it, grads, first_tree):
                 stop = fit.finish_round(done, trees, after_round, scores) or stop
             if stop:
                 rounds.discard()  # a round queued after the one that stopped is not the model's

@@ -77,6 +77,11 @@ class TrainingOptions:
 
         base = base_model(xgb_model)
         base_rounds = 0 if base is None else base.num_boosted_rounds()
+        if base is not None and base.params.num_parallel_tree != p.num_parallel_tree:
+            # A model's rounds all hold one number of trees (Booster.trees_per_round).
+            raise ValueError(f"xgb_model grows num_parallel_tree={base.params.num_parallel_tree} trees a round per "
+                             f"output; these parameters grow {p.num_parallel_tree}: pass the model's "
+                             "num_parallel_tree to go on from it")
         if base is not None and resume:
             raise ValueError("resume=True and xgb_model=: a checkpoint holds the whole model already; resume "
                              "without xgb_model, or go on from the model without resume")

@@ -42,6 +42,8 @@ CASES = [
     ("reg:squarederror", True, {"grow_policy": "lossguide", "max_leaves": 12, "max_depth": 0}),
     ("multi:softprob", True, {"num_class": 3, "max_depth": 3}),
     ("reg:squarederror", False, {"subsample": 0.5, "sampling_method": "gradient_based", "colsample_bylevel": 0.7}),
+    ("multi:softprob", True, {"num_class": 3, "max_depth": 3, "num_parallel_tree": 2, "subsample": 0.6}),
+    ("reg:squarederror", False, {"max_depth": 3, "num_parallel_tree": 3}),
 ]
 
 
