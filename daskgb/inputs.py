@@ -147,16 +147,23 @@ def feature_types_of(given, from_frame, n_features: int):
     return list(types)
 
 
-def _categorical_columns(frame, enable_categorical: bool, categories):
-    """(the frame with its `category` columns as float codes, their types, their category
-    names); types and names are None without such columns."""
+def category_columns(frame, enable_categorical: bool) -> list[int]:
+    """The positions of a (pandas or dask) dataframe's `category` columns; an error naming them
+    unless enable_categorical is set (XGBoost's rule)."""
     cat_cols = [i for i, t in enumerate(frame.dtypes) if str(t) == "category"]
-    if not cat_cols:
-        return frame, None, None
-    if not enable_categorical:
+    if cat_cols and not enable_categorical:
         names = [str(frame.columns[i]) for i in cat_cols]
         raise ValueError(f"X has categorical (`category` dtype) columns {names[:10]}: pass enable_categorical=True "
                          "to train on them as categories (XGBoost's parameter), or convert them to numbers")
+    return cat_cols
+
+
+def _categorical_columns(frame, enable_categorical: bool, categories):
+    """(the frame with its `category` columns as float codes, their types, their category
+    names); types and names are None without such columns."""
+    cat_cols = category_columns(frame, enable_categorical)
+    if not cat_cols:
+        return frame, None, None
     frame = frame.copy(deep=False)
     types = ["q"] * frame.shape[1]
     names = {}

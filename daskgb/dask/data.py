@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import sketch
 from ..arrays import array_module, to_host
-from ..inputs import check_feature_names, check_unique_names, feature_types_of, is_numeric_dtype
+from ..inputs import (category_columns, check_feature_names, check_unique_names, feature_types_of,
+                      is_numeric_dtype)
 from ..matrix import _survival_bounds, categorical_mask, check_paging
 from .plugin import register
 from .watch import gather_watching, live_workers
@@ -282,13 +283,9 @@ def _categorical_frame(X, enable_categorical: bool, reference):
     its own rows hold. A missing entry, or a category the reference lacks, becomes NaN."""
     if not (hasattr(X, "to_delayed") and hasattr(X, "columns")):
         return X, None, None
-    cat_cols = [i for i, t in enumerate(X.dtypes) if str(t) == "category"]
+    cat_cols = category_columns(X, enable_categorical)
     if not cat_cols:
         return X, None, None
-    if not enable_categorical:
-        names = [str(X.columns[i]) for i in cat_cols]
-        raise ValueError(f"X has categorical (`category` dtype) columns {names[:10]}: pass enable_categorical=True "
-                         "to train on them as categories (XGBoost's parameter), or convert them to numbers")
     categories = {}
     for i in cat_cols:
         if reference is not None and i in reference:
