@@ -251,6 +251,7 @@ class QuantileMatrix:
         m.label_lower_bound = m.label_upper_bound = None
         m.label, m.weight = taken["label"], taken["weight"]
         m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
+        m.feature_types, m.categories = None, None  # batches are numeric: no categorical features
         m.missing, m.device = missing, device
         m._on = {device: m}
         backend.release_cached_memory()  # quantising's working memory, not held through training
