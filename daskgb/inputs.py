@@ -186,7 +186,9 @@ def recode(codes, names, reference) -> np.ndarray:
     categories, by name); a category the reference lacks becomes missing (NaN): unseen in
     training, it goes the way missing values go. (XGBoost raises an error there.)"""
     if list(names) == list(reference):
-        return np.asarray(codes, dtype=np.float32)
+        out = np.asarray(codes, dtype=np.float32).copy()
+        out[out < 0] = np.nan  # pandas' code of a missing entry
+        return out
     index = {v: j for j, v in enumerate(reference)}
     table = np.array([index.get(v, -1) for v in names] + [-1], dtype=np.float32)
     codes = np.asarray(codes)

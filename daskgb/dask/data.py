@@ -17,7 +17,7 @@ import numpy as np
 from .. import sketch
 from ..arrays import array_module, to_host
 from ..inputs import (category_columns, check_feature_names, check_unique_names, feature_types_of,
-                      is_numeric_dtype)
+                      is_numeric_dtype, recode)
 from ..matrix import _survival_bounds, categorical_mask, check_paging
 from .plugin import register
 from .watch import gather_watching, live_workers
@@ -303,18 +303,14 @@ def _categorical_frame(X, enable_categorical: bool, reference):
 
 
 def _as_codes(frame, categories):
-    """A partition with its categorical columns as float codes of the given categories."""
-    import pandas as pd
-
+    """A partition with its categorical columns as float codes of the given categories (by
+    name, as in process: inputs.recode)."""
     frame = frame.copy(deep=False)
     for i, names in categories.items():
         col = frame.iloc[:, i]
-        if str(col.dtype) == "category" and list(col.cat.categories) == names:
-            codes = col.cat.codes.to_numpy().astype(np.float32)
-        else:
-            codes = pd.Categorical(col.astype(object), categories=names).codes.astype(np.float32)
-        codes[codes < 0] = np.nan
-        frame.isetitem(i, codes)
+        if str(col.dtype) != "category":
+            col = col.astype("category")
+        frame.isetitem(i, recode(col.cat.codes.to_numpy(), list(col.cat.categories), names))
     return frame
 
 
