@@ -35,6 +35,8 @@ WINDOW_SLOTS = 8
 SPLIT_THREADS = 256
 # Candidate thresholds a gradient-based sampling step tries (sampling/__init__.py).
 MVS_CANDIDATES = 64
+# A device-grown tree's words (TREE_FIELDS below): the first row of its category sets.
+TREE_CATEGORY_ROW = 13
 
 # (C name, C type, value, what it is), in the header's order.
 CONSTANTS = [
@@ -44,6 +46,7 @@ CONSTANTS = [
     ("kWindowSlots", "unsigned", WINDOW_SLOTS, "slots a histogram thread reads from one window of words"),
     ("kSplitThreads", "int", SPLIT_THREADS, "threads of a split-evaluation block"),
     ("kMaxCandidates", "int", MVS_CANDIDATES, "candidate thresholds of a sampling step"),
+    ("kCategoryRow", "int", TREE_CATEGORY_ROW, "a device-grown tree's first row of category-set words"),
 ]
 
 # --------------------------------------------------------------------------- structs
@@ -94,10 +97,12 @@ class Struct:
 #   feature:       split feature, -1 when the node has no valid split
 #   bin:           last feature-local bin that goes left (-1: only missing goes left)
 #   default_left:  1 when missing values go left
+#   categorical:   1 for a split of a categorical feature: the categories in its set go right
+#                  (category_sets.py), the others and invalid ones left; bin -1, threshold 0
 SPLIT_RECORD = Struct("SplitRecord", "the best split of one node (SPLIT_DTYPE)", (
     ("left_grad", "double"), ("left_hess", "double"), ("right_grad", "double"), ("right_hess", "double"),
     ("gain", "float"), ("threshold", "float"), ("feature", "int32_t"), ("bin", "int32_t"),
-    ("default_left", "int32_t"), ("_pad", "int32_t")))
+    ("default_left", "int32_t"), ("categorical", "int32_t")))
 
 # One node of a tree ready for prediction. Leaves have left == -1 and hold value.
 #   left / right: child node ids within the tree (-1 for a leaf); feature: split feature;
@@ -157,10 +162,15 @@ PREDICT_NODE_DTYPE = PREDICT_NODE.dtype
 
 # --------------------------------------------------------------------------- buffer layouts
 # A device-grown tree's words (growth/device.py): one row of `cap` 32-bit words per field, in
-# this order (floats as their bits), then one row whose first word is the number of nodes.
+# this order (floats as their bits), then one row whose first word is the number of nodes;
+# then, where the tree may split on categorical features, W rows of category-set words
+# (from row TREE_CATEGORY_ROW): word w of node n's set (category_sets.py, the categories that go
+# right) is row TREE_CATEGORY_ROW + w, column n. A split on a categorical feature is always a
+# categorical split, and its set is never empty; other nodes' words are zero.
 # tree.py's FIELDS gives each field's type.
 TREE_FIELDS = ("left", "right", "parent", "feature", "bin", "threshold", "default_left", "value", "base_weight",
                "gain", "cover", "depth")
+assert TREE_CATEGORY_ROW == len(TREE_FIELDS) + 1
 
 # A device-grown tree's state (int64): nodes in the tree; candidates of the level (the nodes
 # evaluated, with consecutive ids); the first candidate's id; splits made by the level.
@@ -246,12 +256,14 @@ class StridedLayout:
 
 
 # partition.cu's info: a level's splits and their tiles (partition/cuda.py writes it on the
-# host, growth.cu on the device). Split i owns tiles first_tile[i] .. first_tile[i+1]-1;
+# host, growth.cu on the device). category_row: -1 for a numeric split; for a categorical one
+# the row of the launch's category-set words (partition.cu) that holds its set. Split i owns tiles first_tile[i] .. first_tile[i+1]-1;
 # tile_split[b] is the split of tile b.
 PARTITION_INFO = StridedLayout(
     "PartitionInfo", "where each field of partition.cu's info starts (offsets into the int64 buffer)",
     header=("k", "n_tiles"),
-    per_split=("start", "count", "feature", "bin", "default_left", "left_id", "right_id", "row_offset"),
+    per_split=("start", "count", "feature", "bin", "default_left", "left_id", "right_id", "row_offset",
+               "category_row"),
     per_split_plus_one=("first_tile",), tail="tile_split")
 
 # partition.cu label_rows' info: the nodes whose rows it labels, each's segment and tiles.

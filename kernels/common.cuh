@@ -54,3 +54,10 @@ __device__ __forceinline__ int ellpack_feature_bin(const uint32_t* __restrict__ 
     return s >= lo ? (int)(s - lo) : -1;
   }
 }
+
+// Whether category c (>= 0) is in a category set of n_words words (category_sets.py: bit c % 32
+// of word c / 32; a category beyond the words is in no set).
+__device__ __forceinline__ bool in_category_set(const uint32_t* __restrict__ set, int n_words, int c) {
+  const int w = c >> 5;
+  return w < n_words && ((set[w] >> (c & 31)) & 1u) != 0u;
+}

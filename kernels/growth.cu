@@ -209,6 +209,7 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
       left_id[rank] = lid;
       right_id[rank] = rid;
       row_offset[rank] = 0;
+      part_info[part_at.category_row + rank] = -1;  // numeric
       segs[2 * lid] = s0;
       segs[2 * lid + 1] = 0;
       segs[2 * rid] = s0;
@@ -428,6 +429,7 @@ __global__ void __launch_bounds__(1024) expand_best(const SplitRecord* __restric
       part_info[part_at.left_id] = lid;
       part_info[part_at.right_id] = rid;
       part_info[part_at.row_offset] = 0;
+      part_info[part_at.category_row] = -1;  // numeric
       segs[2 * lid] = s0;
       segs[2 * lid + 1] = 0;
       segs[2 * rid] = s0;

@@ -25,6 +25,7 @@ constexpr int kMaxSplits = 2048;  // splits of one level a device-grown tree may
 constexpr unsigned kWindowSlots = 8u;  // slots a histogram thread reads from one window of words
 constexpr int kSplitThreads = 256;  // threads of a split-evaluation block
 constexpr int kMaxCandidates = 64;  // candidate thresholds of a sampling step
+constexpr int kCategoryRow = 13;  // a device-grown tree's first row of category-set words
 
 // the best split of one node (SPLIT_DTYPE)
 struct SplitRecord {
@@ -37,7 +38,7 @@ struct SplitRecord {
   int32_t feature;
   int32_t bin;
   int32_t default_left;
-  int32_t _pad;
+  int32_t categorical;
 };
 static_assert(sizeof(SplitRecord) == 56, "SplitRecord: size");
 
@@ -155,7 +156,7 @@ static_assert(__builtin_offsetof(SplitRecord, threshold) == 36, "SplitRecord.thr
 static_assert(__builtin_offsetof(SplitRecord, feature) == 40, "SplitRecord.feature: offset");
 static_assert(__builtin_offsetof(SplitRecord, bin) == 44, "SplitRecord.bin: offset");
 static_assert(__builtin_offsetof(SplitRecord, default_left) == 48, "SplitRecord.default_left: offset");
-static_assert(__builtin_offsetof(SplitRecord, _pad) == 52, "SplitRecord._pad: offset");
+static_assert(__builtin_offsetof(SplitRecord, categorical) == 52, "SplitRecord.categorical: offset");
 static_assert(__builtin_offsetof(PredictNode, left) == 0, "PredictNode.left: offset");
 static_assert(__builtin_offsetof(PredictNode, right) == 4, "PredictNode.right: offset");
 static_assert(__builtin_offsetof(PredictNode, feature) == 8, "PredictNode.feature: offset");
@@ -269,7 +270,7 @@ enum TileColumn {
 
 // where each field of partition.cu's info starts (offsets into the int64 buffer)
 struct PartitionInfo {
-  long long k, n_tiles, start, count, feature, bin, default_left, left_id, right_id, row_offset, first_tile, tile_split;
+  long long k, n_tiles, start, count, feature, bin, default_left, left_id, right_id, row_offset, category_row, first_tile, tile_split;
   __host__ __device__ explicit PartitionInfo(long long stride)
       : k(0),
         n_tiles(1),
@@ -281,8 +282,9 @@ struct PartitionInfo {
         left_id(2 + 5 * stride),
         right_id(2 + 6 * stride),
         row_offset(2 + 7 * stride),
-        first_tile(2 + 8 * stride),
-        tile_split(3 + 9 * stride) {}
+        category_row(2 + 8 * stride),
+        first_tile(2 + 9 * stride),
+        tile_split(3 + 10 * stride) {}
 };
 
 // where each field of partition.cu label_rows' info starts

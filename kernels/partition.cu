@@ -14,8 +14,12 @@
 // `info` holds the level's splits as int64 (PartitionInfo, layouts.py PARTITION_INFO): a
 // header (k splits, n_tiles tiles), then `stride` (>= k) entries per field, then the tiles:
 //   k | n_tiles | start[S] | count[S] | feature[S] | bin[S] | default_left[S] | left_id[S] |
-//   right_id[S] | row_offset[S] | first_tile[S+1] | tile_split[n_tiles]          (S = stride)
+//   right_id[S] | row_offset[S] | category_row[S] | first_tile[S+1] | tile_split[n_tiles]   (S = stride)
 // Split i owns tiles first_tile[i] .. first_tile[i+1]-1; tile_split[b] is the split of tile b.
+// A categorical split (category_row[i] >= 0) sends a row right when its bin (a categorical
+// feature's bin is the row's category) is in the set category_sets[category_row[i] *
+// category_words ..][0 .. category_words) (category_sets.py's bitsets), left when it is not,
+// and a missing value the default way; category_row[i] < 0 is a numeric split.
 // The host writes it with stride k and launches n_tiles blocks; growth.cu writes it on the
 // device, and the host launches an upper bound of blocks (those past n_tiles return).
 //
@@ -39,6 +43,7 @@ struct LevelSplits {
   const long long* left_id;
   const long long* right_id;
   const long long* row_offset;
+  const long long* category_row;
   const long long* first_tile;
   const long long* tile_split;
 
@@ -54,6 +59,7 @@ struct LevelSplits {
         left_id(info + at.left_id),
         right_id(info + at.right_id),
         row_offset(info + at.row_offset),
+        category_row(info + at.category_row),
         first_tile(info + at.first_tile),
         tile_split(info + at.tile_split),
         n_tiles(info[at.n_tiles]) {}
@@ -76,7 +82,8 @@ __device__ __forceinline__ long long block_sum(long long v, long long* buf) {
 template <bool kDense>
 __global__ void partition_count(const EllpackView ell, const uint32_t* __restrict__ ridx,
                                 const long long* __restrict__ info, int stride, uint32_t* __restrict__ scratch,
-                                int32_t* __restrict__ tile_left) {
+                                int32_t* __restrict__ tile_left, const uint32_t* __restrict__ category_sets,
+                                int category_words) {
   const uint32_t* __restrict__ words = ell.words;
   const int bits = ell.bits, row_stride = ell.row_stride;
   const uint32_t null_symbol = ell.null_symbol;
@@ -91,12 +98,15 @@ __global__ void partition_count(const EllpackView ell, const uint32_t* __restric
   const long long split_bin = s.bin[i];
   const bool default_left = s.default_left[i] != 0;
   const unsigned long long offset = (unsigned long long)s.row_offset[i];
+  const long long category_row = s.category_row[i];
+  const uint32_t* set = category_row >= 0 ? category_sets + category_row * (long long)category_words : nullptr;
   long long n_left = 0;
   for (long long t = begin + threadIdx.x; t < end; t += blockDim.x) {
     const uint32_t row = ridx[t];
     const int b = ellpack_feature_bin<kDense>(words, bits, (row - offset) * (unsigned long long)row_stride,
                                               row_stride, null_symbol, ptrs, f);
-    const bool left = b < 0 ? default_left : (long long)b <= split_bin;
+    const bool left = b < 0 ? default_left
+                            : (set != nullptr ? !in_category_set(set, category_words, b) : (long long)b <= split_bin);
     scratch[t] = left ? (row | kLeftBit) : row;
     n_left += left;
   }
@@ -192,7 +202,7 @@ __global__ void label_rows(const uint32_t* __restrict__ ridx, const long long* _
 
 #ifdef DASKGB_NVCC_CHECK  // offline compile check; NVRTC instantiates through name_expressions
 template __global__ void partition_count<true>(const EllpackView, const uint32_t*, const long long*, int, uint32_t*,
-                                               int32_t*);
+                                               int32_t*, const uint32_t*, int);
 template __global__ void partition_count<false>(const EllpackView, const uint32_t*, const long long*, int, uint32_t*,
-                                                int32_t*);
+                                                int32_t*, const uint32_t*, int);
 #endif

@@ -196,7 +196,7 @@ __global__ void evaluate_splits(const SplitInputs in, const SplitParams p, const
   r.feature = found ? f : -1;
   r.bin = last_left_bin;
   r.default_left = backward ? 1 : 0;
-  r._pad = 0;
+  r.categorical = 0;
   out[node] = r;
   left_out[2 * node] = found ? best.left_g : 0;
   left_out[2 * node + 1] = found ? best.left_h : 0;

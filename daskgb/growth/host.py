@@ -192,6 +192,7 @@ class _Growth:
         recs["default_left"][wins] = default_left[wins]
         recs["bin"][wins] = -1
         recs["threshold"][wins] = 0.0
+        recs["categorical"][wins] = 1
         recs["left_grad"][wins], recs["left_hess"][wins] = left_d[wins, 0], left_d[wins, 1]
         recs["right_grad"][wins], recs["right_hess"][wins] = right_d[wins, 0], right_d[wins, 1]
         w_x = xp.asarray(wins)[:, None]

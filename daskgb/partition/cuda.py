@@ -14,6 +14,7 @@ import numpy as np
 
 from ..arrays import to_host
 from ..backend import kernels
+from ..category_sets import bitset_of
 from ..ellpack.cuda import ellpack_view
 from ..layouts import LABEL_INFO, PARTITION_INFO, PARTITION_TILE_ROWS
 
@@ -187,30 +188,50 @@ def _label_rows(ridx, seg: np.ndarray, nodes: np.ndarray, positions) -> None:
         fn = kernels.function("partition.cu", _KERNELS, "label_rows")
         fn((owner.size,), (_PARTITION_THREADS,), (ridx, info, np.int32(nodes.size), positions))
 
-def launch_partition(ell, ridx, scratch, info, stride: int, grid: int, segs, n_left) -> None:
+def launch_partition(ell, ridx, scratch, info, stride: int, grid: int, segs, n_left, category_sets=None) -> None:
     """partition_count and partition_scatter over `grid` tiles (at least info's n_tiles; see
-    kernels/partition.cu for info, whose fields have `stride` entries)."""
+    kernels/partition.cu for info, whose fields have `stride` entries). category_sets: None
+    (every split numeric), or a (rows, words) uint32 device array whose rows the categorical
+    splits' category_row name."""
     if grid <= 0:
         return
     tile_left = cupy.empty(grid, dtype=cupy.int32)
+    if category_sets is None:
+        sets, n_words = ridx, 0  # never read: every category_row is -1
+    else:
+        sets, n_words = category_sets, category_sets.shape[1]
     count_fn = kernels.function("partition.cu", _KERNELS, f"partition_count<{kernels.template_flag(ell.is_dense)}>")
-    count_fn((grid,), (_PARTITION_THREADS,), (ellpack_view(ell), ridx, info, np.int32(stride), scratch, tile_left))
+    count_fn((grid,), (_PARTITION_THREADS,), (ellpack_view(ell), ridx, info, np.int32(stride), scratch, tile_left,
+                                             sets, np.int32(n_words)))
     scatter_fn = kernels.function("partition.cu", _KERNELS, "partition_scatter")
     scatter_fn((grid,), (_PARTITION_THREADS,), (scratch, tile_left, info, np.int32(stride), ridx, segs, n_left))
+
+def _category_rows(categories, k: int):
+    """(category_row (k,) int64, sets (rows, words) uint32 or None) of a step's splits: split i's
+    set in row i where it is categorical (category_sets.bitset_of), -1 where it is numeric."""
+    rows = np.full(k, -1, dtype=np.int64)
+    if categories is None or all(c is None for c in categories):
+        return rows, None
+    bitsets = [None if c is None else bitset_of(c) for c in categories]
+    words = max(b.size for b in bitsets if b is not None)
+    sets = np.zeros((k, words), dtype=np.uint32)
+    for i, b in enumerate(bitsets):
+        if b is not None:
+            rows[i] = i
+            sets[i, : b.size] = b
+    return rows, sets
 
 def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids,
                  categories=None):
     """Move the rows of each split node nids[i] to its left or right child.
 
     A row goes left when its bin of the split feature is <= bins[i], or when the
-    value is missing and default_left[i] is set. Within a node's segment the left
-    rows come first, then the right rows, each in their old order. Two launches
-    (kernels/partition.cu) and no device sync: the children's row counts follow
-    behind the launches (see RowPartition).
+    value is missing and default_left[i] is set. categories: None, or per split None or
+    the categories that go right (a categorical split: the row's bin of the feature is its
+    category). Within a node's segment the left rows come first, then the right rows, each
+    in their old order. Two launches (kernels/partition.cu) and no device sync: the
+    children's row counts follow behind the launches (see RowPartition).
     """
-    if categories is not None:
-        raise NotImplementedError("categorical splits have no CUDA kernel yet (training and prediction with them "
-                                  "run on the host)")
     nids = np.asarray(to_host(nids), dtype=np.int64).ravel()
     k = nids.size
     if k == 0:
@@ -230,13 +251,15 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     part.count[children] = np.concatenate([counts, counts])
     part._positions = None
     if owner.size:
+        category_row, sets = _category_rows(categories, k)
         # One host-to-device copy for all of the level's split parameters and tiles (layouts.py PARTITION_INFO).
         info = cupy.asarray(PARTITION_INFO.build(
             k, tail=owner, k=[k], n_tiles=[owner.size], start=starts, count=counts, feature=to_host(features),
             bin=to_host(bins), default_left=to_host(default_left), left_id=lids, right_id=rids,
-            row_offset=part.row_offsets(nids), first_tile=first_tile))
+            row_offset=part.row_offsets(nids), category_row=category_row, first_tile=first_tile))
         n_left_d = cupy.empty(k, dtype=cupy.int64)  # splits without rows have no tiles and stay unread
-        launch_partition(ell, part.ridx, part.scratch, info, k, owner.size, part.segs_d, n_left_d)
+        launch_partition(ell, part.ridx, part.scratch, info, k, owner.size, part.segs_d, n_left_d,
+                         None if sets is None else cupy.asarray(sets))
         # Children of splits with rows wait for their counts; those of empty splits are known (empty).
         has_rows = np.concatenate([counts > 0, counts > 0])
         index = np.arange(k)

@@ -118,7 +118,7 @@ def test_strided_layouts_build_their_buffers_at_their_offsets():
     assert list(info[at["count"] : at["count"] + 3]) == [5, 6, 7]
     assert list(info[at["first_tile"] : at["first_tile"] + 4]) == [0, 2, 3, 4]
     assert list(info[at["tile_split"]:]) == [0, 0, 1, 2]
-    assert info.size == layouts.PARTITION_INFO.size(3, 4) == 2 + 8 * 3 + 4 + 4
+    assert info.size == layouts.PARTITION_INFO.size(3, 4) == 2 + 9 * 3 + 4 + 4
     with pytest.raises(ValueError, match=r"PartitionInfo.start: 4 values for its 3 entries"):
         layouts.PARTITION_INFO.build(3, start=[0, 1, 2, 3])
     with pytest.raises(TypeError, match=r"PartitionInfo has no fields \['starts'\]"):
@@ -130,7 +130,7 @@ def test_strided_layouts_build_their_buffers_at_their_offsets():
 def test_the_split_records_and_nodes_keep_their_layouts():
     assert layouts.SPLIT_DTYPE.itemsize == 56 and layouts.PREDICT_NODE_DTYPE.itemsize == 24
     assert layouts.CANDIDATE.dtype.itemsize == 48
-    assert layouts.SPLIT_DTYPE.names[-1] == "_pad"
+    assert layouts.SPLIT_DTYPE.names[-1] == "categorical"
 
 
 @pytest.mark.gpu
