@@ -35,6 +35,10 @@ WINDOW_SLOTS = 8
 SPLIT_THREADS = 256
 # Candidate thresholds a gradient-based sampling step tries (sampling/__init__.py).
 MVS_CANDIDATES = 64
+# The most categories a partition-split feature may have for kernels/categorical.cu, whose
+# block sorts them in shared memory (8 bytes each: 128 KiB, within the 227 KiB a Hopper block
+# may take). A wider feature's splits are split/categorical.py's array code, on host levels.
+MAX_SORTED_CATEGORIES = 16384
 # A device-grown tree's words (TREE_FIELDS below): the first row of its category sets.
 TREE_CATEGORY_ROW = 13
 
@@ -140,7 +144,7 @@ HISTOGRAM_ARGS = Struct("HistogramArgs", "a histogram launch's rows, gradients, 
 SPLIT_INPUTS = Struct("SplitInputs", "a split launch's histograms, sums, cuts and feature masks", (
     ("hist", "const long long*"), ("parent", "const long long*"), ("ptrs", "const int32_t*"),
     ("cut_values", "const float*"), ("min_values", "const float*"), ("feature_mask", "const uint8_t*"),
-    ("scale", "const double*"), ("k_live", "const long long*"), ("total_bins", "int"), ("n_features", "int"),
+    ("categorical", "const uint8_t*"), ("scale", "const double*"), ("k_live", "const long long*"), ("total_bins", "int"), ("n_features", "int"),
     ("n_cut_values", "int"), ("mask_stride", "int"), ("k_static", "int")))
 
 # evaluate_splits' outputs and scratch (kernels/split.cu says each).
@@ -148,14 +152,20 @@ SPLIT_OUTPUTS = Struct("SplitOutputs", "a split launch's records, children's sum
     ("partial", "Candidate*"), ("counters", "unsigned*"), ("records", "SplitRecord*"), ("left", "long long*"),
     ("right", "long long*")))
 
+# The categorical features' part of a split launch (kernels/categorical.cu says each).
+CATEGORICAL_ARGS = Struct("CategoricalArgs", "a split launch's categorical features, their candidates and sets", (
+    ("features", "const int32_t*"), ("candidates", "Candidate*"), ("sets", "uint32_t*"), ("node_sets", "uint32_t*"),
+    ("n_categorical", "int"), ("set_words", "int"), ("max_cat_to_onehot", "int"), ("max_cat_threshold", "int"),
+    ("sort_size", "int")))
+
 # A device-grown tree's buffers (kernels/growth.cu says each).
 TREE_BUFFERS = Struct("TreeBuffers", "a device-grown tree's words, state, segments and launch inputs", (
     ("tree", "int*"), ("state", "long long*"), ("segs", "long long*"), ("part_info", "long long*"),
-    ("child_info", "long long*"), ("hist_tiles", "long long*"), ("tile_rows", "long long"), ("cap", "int"),
-    ("part_stride", "int")))
+    ("child_info", "long long*"), ("hist_tiles", "long long*"), ("category_sets", "uint32_t*"),
+    ("tile_rows", "long long"), ("cap", "int"), ("part_stride", "int"), ("category_words", "int")))
 
 STRUCTS = (SPLIT_RECORD, PREDICT_NODE, CANDIDATE, ELLPACK_VIEW, SPLIT_PARAMS, HISTOGRAM_ARGS, SPLIT_INPUTS,
-           SPLIT_OUTPUTS, TREE_BUFFERS)
+           SPLIT_OUTPUTS, CATEGORICAL_ARGS, TREE_BUFFERS)
 
 SPLIT_DTYPE = SPLIT_RECORD.dtype
 PREDICT_NODE_DTYPE = PREDICT_NODE.dtype

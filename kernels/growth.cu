@@ -14,7 +14,11 @@
 // TreeField order (floats as their bits), then one row whose first word is the number of
 // nodes; state: GrowthState (int64); segs: (cap, 2) each node's (start, count) of ridx;
 // part_info, child_info, hist_tiles: the level's launches' inputs (PartitionInfo and
-// ChildrenInfo with stride part_stride, histogram tiles of tile_rows rows).
+// ChildrenInfo with stride part_stride, histogram tiles of tile_rows rows). category_words:
+// the words of a category set (0: the tree has no categorical features); the tree then has
+// that many rows of set words after its count row (layouts.py TREE_FIELDS); category_sets:
+// the level's sets by candidate (split.cu / categorical.cu's node_sets), or, growing lossguide,
+// by node id.
 #include "common.cuh"
 #include "split_math.cuh"
 
@@ -26,6 +30,10 @@ struct TreeView {
     at(field, node) = __float_as_int(v);
   }
   __device__ __forceinline__ void set_count(long long n) const { a[(long long)kFields * cap] = (int)n; }
+  // Node nid's category set (n_words words) into its column of the set rows.
+  __device__ __forceinline__ void set_categories(long long nid, const uint32_t* set, int n_words) const {
+    for (int w = 0; w < n_words; ++w) a[(long long)(kCategoryRow + w) * cap + nid] = (int)set[w];
+  }
 };
 
 // A new leaf (tree.py TreeBuilder.add_children): value is the weight times the learning rate, in float.
@@ -209,7 +217,9 @@ __global__ void __launch_bounds__(1024) expand_level(const SplitRecord* __restri
       left_id[rank] = lid;
       right_id[rank] = rid;
       row_offset[rank] = 0;
-      part_info[part_at.category_row + rank] = -1;  // numeric
+      // A categorical split's rows go by its set: the partition reads the level's row i.
+      part_info[part_at.category_row + rank] = r.categorical ? i : -1;
+      if (r.categorical) t.set_categories(nid, b.category_sets + i * b.category_words, b.category_words);
       segs[2 * lid] = s0;
       segs[2 * lid + 1] = 0;
       segs[2 * rid] = s0;
@@ -309,7 +319,8 @@ __device__ __forceinline__ bool pops_first(float gain, int nid, float best_gain,
 }
 
 // One expansion: the last evaluation's records filed under their nodes (scored: its
-// records, scored_left / scored_right: their children's sums, for lg's evaluated nodes);
+// records, scored_left / scored_right: their children's sums, scored_sets: their category
+// sets (category_words each; b.category_sets keeps them by node id), for lg's evaluated nodes);
 // the queued leaf that pops first, if the tree may still split it (driver.Driver.pop:
 // leaves below max_leaves, splits_applied, depth below max_depth; otherwise the tree is
 // done), split as expand_level splits a node; its children scored next when
@@ -320,6 +331,7 @@ __device__ __forceinline__ bool pops_first(float gain, int nid, float best_gain,
 __global__ void __launch_bounds__(1024) expand_best(const SplitRecord* __restrict__ scored,
                                                     const long long* __restrict__ scored_left,
                                                     const long long* __restrict__ scored_right,
+                                                    const uint32_t* __restrict__ scored_sets,
                                                     SplitRecord* __restrict__ recs, int32_t* __restrict__ queued,
                                                     long long* __restrict__ slot_left,
                                                     long long* __restrict__ slot_right,
@@ -353,6 +365,9 @@ __global__ void __launch_bounds__(1024) expand_best(const SplitRecord* __restric
     slot_right[2 * s] = scored_right[2 * i];
     slot_right[2 * s + 1] = scored_right[2 * i + 1];
     queued[nid] = (double)r.gain > kRtEps ? 1 : 0;
+    // Its categories, kept by node id until it is split (b.category_sets is written here only).
+    uint32_t* kept = b.category_sets + nid * b.category_words;
+    for (int w = 0; w < b.category_words; ++w) kept[w] = scored_sets[(long long)i * b.category_words + w];
   }
   __syncthreads();
 
@@ -429,7 +444,8 @@ __global__ void __launch_bounds__(1024) expand_best(const SplitRecord* __restric
       part_info[part_at.left_id] = lid;
       part_info[part_at.right_id] = rid;
       part_info[part_at.row_offset] = 0;
-      part_info[part_at.category_row] = -1;  // numeric
+      part_info[part_at.category_row] = r.categorical ? nid : -1;  // b.category_sets by node id
+      if (r.categorical) t.set_categories(nid, b.category_sets + nid * b.category_words, b.category_words);
       segs[2 * lid] = s0;
       segs[2 * lid + 1] = 0;
       segs[2 * rid] = s0;

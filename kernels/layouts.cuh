@@ -112,6 +112,7 @@ struct SplitInputs {
   const float* cut_values;
   const float* min_values;
   const uint8_t* feature_mask;
+  const uint8_t* categorical;
   const double* scale;
   const long long* k_live;
   int total_bins;
@@ -120,7 +121,7 @@ struct SplitInputs {
   int mask_stride;
   int k_static;
 };
-static_assert(sizeof(SplitInputs) == 88, "SplitInputs: size");
+static_assert(sizeof(SplitInputs) == 96, "SplitInputs: size");
 
 // a split launch's records, children's sums and scratch
 struct SplitOutputs {
@@ -132,6 +133,20 @@ struct SplitOutputs {
 };
 static_assert(sizeof(SplitOutputs) == 40, "SplitOutputs: size");
 
+// a split launch's categorical features, their candidates and sets
+struct CategoricalArgs {
+  const int32_t* features;
+  Candidate* candidates;
+  uint32_t* sets;
+  uint32_t* node_sets;
+  int n_categorical;
+  int set_words;
+  int max_cat_to_onehot;
+  int max_cat_threshold;
+  int sort_size;
+};
+static_assert(sizeof(CategoricalArgs) == 56, "CategoricalArgs: size");
+
 // a device-grown tree's words, state, segments and launch inputs
 struct TreeBuffers {
   int* tree;
@@ -140,11 +155,13 @@ struct TreeBuffers {
   long long* part_info;
   long long* child_info;
   long long* hist_tiles;
+  uint32_t* category_sets;
   long long tile_rows;
   int cap;
   int part_stride;
+  int category_words;
 };
-static_assert(sizeof(TreeBuffers) == 64, "TreeBuffers: size");
+static_assert(sizeof(TreeBuffers) == 80, "TreeBuffers: size");
 
 #ifndef __CUDACC_RTC__
 static_assert(__builtin_offsetof(SplitRecord, left_grad) == 0, "SplitRecord.left_grad: offset");
@@ -200,27 +217,39 @@ static_assert(__builtin_offsetof(SplitInputs, ptrs) == 16, "SplitInputs.ptrs: of
 static_assert(__builtin_offsetof(SplitInputs, cut_values) == 24, "SplitInputs.cut_values: offset");
 static_assert(__builtin_offsetof(SplitInputs, min_values) == 32, "SplitInputs.min_values: offset");
 static_assert(__builtin_offsetof(SplitInputs, feature_mask) == 40, "SplitInputs.feature_mask: offset");
-static_assert(__builtin_offsetof(SplitInputs, scale) == 48, "SplitInputs.scale: offset");
-static_assert(__builtin_offsetof(SplitInputs, k_live) == 56, "SplitInputs.k_live: offset");
-static_assert(__builtin_offsetof(SplitInputs, total_bins) == 64, "SplitInputs.total_bins: offset");
-static_assert(__builtin_offsetof(SplitInputs, n_features) == 68, "SplitInputs.n_features: offset");
-static_assert(__builtin_offsetof(SplitInputs, n_cut_values) == 72, "SplitInputs.n_cut_values: offset");
-static_assert(__builtin_offsetof(SplitInputs, mask_stride) == 76, "SplitInputs.mask_stride: offset");
-static_assert(__builtin_offsetof(SplitInputs, k_static) == 80, "SplitInputs.k_static: offset");
+static_assert(__builtin_offsetof(SplitInputs, categorical) == 48, "SplitInputs.categorical: offset");
+static_assert(__builtin_offsetof(SplitInputs, scale) == 56, "SplitInputs.scale: offset");
+static_assert(__builtin_offsetof(SplitInputs, k_live) == 64, "SplitInputs.k_live: offset");
+static_assert(__builtin_offsetof(SplitInputs, total_bins) == 72, "SplitInputs.total_bins: offset");
+static_assert(__builtin_offsetof(SplitInputs, n_features) == 76, "SplitInputs.n_features: offset");
+static_assert(__builtin_offsetof(SplitInputs, n_cut_values) == 80, "SplitInputs.n_cut_values: offset");
+static_assert(__builtin_offsetof(SplitInputs, mask_stride) == 84, "SplitInputs.mask_stride: offset");
+static_assert(__builtin_offsetof(SplitInputs, k_static) == 88, "SplitInputs.k_static: offset");
 static_assert(__builtin_offsetof(SplitOutputs, partial) == 0, "SplitOutputs.partial: offset");
 static_assert(__builtin_offsetof(SplitOutputs, counters) == 8, "SplitOutputs.counters: offset");
 static_assert(__builtin_offsetof(SplitOutputs, records) == 16, "SplitOutputs.records: offset");
 static_assert(__builtin_offsetof(SplitOutputs, left) == 24, "SplitOutputs.left: offset");
 static_assert(__builtin_offsetof(SplitOutputs, right) == 32, "SplitOutputs.right: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, features) == 0, "CategoricalArgs.features: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, candidates) == 8, "CategoricalArgs.candidates: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, sets) == 16, "CategoricalArgs.sets: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, node_sets) == 24, "CategoricalArgs.node_sets: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, n_categorical) == 32, "CategoricalArgs.n_categorical: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, set_words) == 36, "CategoricalArgs.set_words: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, max_cat_to_onehot) == 40, "CategoricalArgs.max_cat_to_onehot: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, max_cat_threshold) == 44, "CategoricalArgs.max_cat_threshold: offset");
+static_assert(__builtin_offsetof(CategoricalArgs, sort_size) == 48, "CategoricalArgs.sort_size: offset");
 static_assert(__builtin_offsetof(TreeBuffers, tree) == 0, "TreeBuffers.tree: offset");
 static_assert(__builtin_offsetof(TreeBuffers, state) == 8, "TreeBuffers.state: offset");
 static_assert(__builtin_offsetof(TreeBuffers, segs) == 16, "TreeBuffers.segs: offset");
 static_assert(__builtin_offsetof(TreeBuffers, part_info) == 24, "TreeBuffers.part_info: offset");
 static_assert(__builtin_offsetof(TreeBuffers, child_info) == 32, "TreeBuffers.child_info: offset");
 static_assert(__builtin_offsetof(TreeBuffers, hist_tiles) == 40, "TreeBuffers.hist_tiles: offset");
-static_assert(__builtin_offsetof(TreeBuffers, tile_rows) == 48, "TreeBuffers.tile_rows: offset");
-static_assert(__builtin_offsetof(TreeBuffers, cap) == 56, "TreeBuffers.cap: offset");
-static_assert(__builtin_offsetof(TreeBuffers, part_stride) == 60, "TreeBuffers.part_stride: offset");
+static_assert(__builtin_offsetof(TreeBuffers, category_sets) == 48, "TreeBuffers.category_sets: offset");
+static_assert(__builtin_offsetof(TreeBuffers, tile_rows) == 56, "TreeBuffers.tile_rows: offset");
+static_assert(__builtin_offsetof(TreeBuffers, cap) == 64, "TreeBuffers.cap: offset");
+static_assert(__builtin_offsetof(TreeBuffers, part_stride) == 68, "TreeBuffers.part_stride: offset");
+static_assert(__builtin_offsetof(TreeBuffers, category_words) == 72, "TreeBuffers.category_words: offset");
 #endif
 
 // a device-grown tree's rows of words (TREE_FIELDS)

@@ -10,38 +10,6 @@
 #include "common.cuh"
 #include "split_math.cuh"
 
-// A candidate (layouts.py CANDIDATE: its loss change, where it lies in the visiting order --
-// forward bin b: b; backward bin b: n_bins + (n_bins - 1 - b) -- and its children's sums)
-// beats another: the larger loss change, ties to the earlier in the visiting order.
-__device__ __forceinline__ bool beats(const Candidate& c, const Candidate& o) {
-  if (c.loss != o.loss) return c.loss > o.loss;
-  return c.feature != o.feature ? c.feature < o.feature : c.order < o.order;
-}
-
-__device__ __forceinline__ Candidate shfl_down(const Candidate& c, int delta) {
-  Candidate o;
-  o.loss = __shfl_down_sync(0xffffffffu, c.loss, delta);
-  o.feature = __shfl_down_sync(0xffffffffu, c.feature, delta);
-  o.order = __shfl_down_sync(0xffffffffu, c.order, delta);
-  o.left_g = __shfl_down_sync(0xffffffffu, c.left_g, delta);
-  o.left_h = __shfl_down_sync(0xffffffffu, c.left_h, delta);
-  o.right_g = __shfl_down_sync(0xffffffffu, c.right_g, delta);
-  o.right_h = __shfl_down_sync(0xffffffffu, c.right_h, delta);
-  return o;
-}
-
-// Loss change of a split into (left, right), or -inf where split/reference.py's evaluate_splits
-// rejects it (a child below min_child_weight, or a non-finite loss change).
-__device__ __forceinline__ float loss_change(long long lg, long long lh, long long rg, long long rh, double scale_g,
-                                             double scale_h, float root_gain, const SplitParams& p) {
-  const double dlg = (double)lg * scale_g, dlh = (double)lh * scale_h;
-  const double drg = (double)rg * scale_g, drh = (double)rh * scale_h;
-  const float gain = child_gain(dlg, dlh, p) + child_gain(drg, drh, p);
-  const float loss = gain - root_gain;
-  const bool ok = dlh >= p.min_child_weight && drh >= p.min_child_weight && isfinite(loss);
-  return ok ? loss : neg_inf();
-}
-
 constexpr int kSplitWarps = kSplitThreads / 32;
 
 // A candidate parked in global memory for the node's last block, through L2 (L1 is not
@@ -65,6 +33,8 @@ __device__ __forceinline__ Candidate load_candidate(const Candidate* src) {
 // on the device, the multipliers from fixed point to double; feature_mask: uint8, node i may
 // split on feature f when feature_mask[i * mask_stride + f] is set (mask_stride 0: one
 // (n_features,) mask for all nodes; n_features: a (k, n_features) mask, a row per node).
+// categorical: null, or uint8 (n_features,), set for the categorical features, which this
+// kernel skips (categorical.cu evaluates them and merges its best into the records).
 // o (SplitOutputs): records: (k,) SplitRecord; left / right: (k, 2) int64 sums of the chosen
 // children (zero where no split was found), as split/reference.py's evaluate_splits returns them.
 // k: the number of nodes, k_static, or where k_static < 0, *k_live (written on the device by
@@ -82,6 +52,7 @@ __global__ void evaluate_splits(const SplitInputs in, const SplitParams p, const
   const float* __restrict__ cut_values = in.cut_values;
   const float* __restrict__ min_values = in.min_values;
   const uint8_t* __restrict__ feature_mask = in.feature_mask;
+  const uint8_t* __restrict__ categorical = in.categorical;
   const double* __restrict__ scale = in.scale;
   const int total_bins = in.total_bins, n_features = in.n_features, n_cut_values = in.n_cut_values;
   const int mask_stride = in.mask_stride;
@@ -104,7 +75,9 @@ __global__ void evaluate_splits(const SplitInputs in, const SplitParams p, const
   // What argmax returns when every candidate is -inf: the first one.
   Candidate best{neg_inf(), 0, 0, 0, 0, 0, 0};
   for (int f = warp + kSplitWarps * blockIdx.y; f < n_features; f += kSplitWarps * gridDim.y) {
-    if (!node_mask[f]) continue;  // all of its candidates are -inf: none can win
+    // A masked feature's candidates are all -inf: none can win. A categorical feature's are
+    // categorical.cu's.
+    if (!node_mask[f] || (categorical != nullptr && categorical[f])) continue;
     const int lo = ptrs[f];
     const int n_bins = ptrs[f + 1] - lo;
     long long tg = 0, th = 0;

@@ -9,6 +9,7 @@ category sets, and predictions within 1e-5.
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -70,14 +71,17 @@ def assert_same_trees(ours, theirs_json):
     ("reg:squarederror", {"grow_policy": "lossguide", "max_leaves": 12, "max_depth": 0}),
     ("multi:softprob", {"num_class": 3}),
 ])
-def test_categorical_splits_equal_xgboost_hist(objective, params):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_categorical_splits_equal_xgboost_hist(objective, params, device):
     kind = {"reg:squarederror": "reg", "binary:logistic": "binary", "multi:softprob": "multi"}[objective]
     X, y, types = make_data(11 + len(params), objective=kind)
     p = {"objective": objective, "max_depth": 5, "learning_rate": 0.3, "max_bin": 256, **params}
     dx = xgb.DMatrix(X, y, feature_types=types, enable_categorical=True)
     bx = xgb.train({**p, "tree_method": "hist", "nthread": 1}, dx, 8)
-    dm = daskgb.QuantileMatrix(X, y, feature_types=types, enable_categorical=True, device="cpu")
-    bd = daskgb.train({**p, "device": "cpu"}, dm, 8, verbose_eval=False)
+    dm = daskgb.QuantileMatrix(X, y, feature_types=types, enable_categorical=True, device=device)
+    bd = daskgb.train({**p, "device": device}, dm, 8, verbose_eval=False)
+    if device == "cuda":  # the trees grew on the device, rounds replayed as graphs
+        assert bd.attr("training_path") == "cuda-graphs", bd.attr("training_path_refused")
     assert_same_trees(bd, xgb_trees(bx))
     split_features = {int(t.feature[n]) for t in bd.trees for n in t.categories}
     assert {0, 2} <= split_features  # one-hot and partition splits were both made
@@ -180,16 +184,63 @@ def test_bad_categorical_inputs_are_named():
 
 
 @pytest.mark.gpu
-def test_categorical_training_on_the_gpu_is_refused_saying_why_and_prediction_walks_on_the_host():
+@pytest.mark.parametrize("params", [
+    {"objective": "binary:logistic", "max_depth": 6},
+    {"objective": "reg:squarederror", "max_depth": 4, "max_cat_threshold": 6, "colsample_bylevel": 0.7},
+    {"objective": "reg:squarederror", "grow_policy": "lossguide", "max_leaves": 20, "max_depth": 0},
+    {"objective": "multi:softprob", "num_class": 3, "max_depth": 5},
+], ids=["binary", "threshold-bylevel", "lossguide", "multi"])
+def test_device_grown_categorical_trees_equal_host_grown_ones(params, settings):
+    """Every GPU path grows the host grower's trees (growth/host.py on the CUDA backend, the
+    reference of growth.cu), categories and all; eval sets and predictions read them alike."""
     cupy = pytest.importorskip("cupy")
-    X, y, types = make_data(2)
-    with pytest.raises(ValueError, match="categorical features train on CPU workers only"):
-        daskgb.train({"device": "cuda"}, daskgb.QuantileMatrix(X, y, feature_types=types, device="cuda"), 1)
-    bd = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu"), 3,
-                      verbose_eval=False)
-    got = bd.predict(cupy.asarray(X))
+    kind = {"binary:logistic": "binary", "reg:squarederror": "reg", "multi:softprob": "multi"}[params["objective"]]
+    X, y, types = make_data(21, n=6000, cardinalities=(3, 12, 90, 700), objective=kind)
+    dm = daskgb.QuantileMatrix(cupy.asarray(X), cupy.asarray(y), feature_types=types, device="cuda")
+    models, histories = [], []
+    for device_growth in (True, False):
+        settings({"training.device-growth": device_growth})
+        res = {}
+        models.append(daskgb.train({**params, "device": "cuda", "seed": 5}, dm, 6, evals=[(dm, "train")],
+                                   evals_result=res, verbose_eval=False))
+        histories.append(res["train"])
+    on_device, on_host = models
+    assert on_host.attr("training_path") == "host-levels"
+    assert on_device.attr("training_path") != "host-levels"
+    assert any(t.categories for t in on_device.trees)
+    for i, (a, b) in enumerate(zip(on_device.trees, on_host.trees)):
+        for name in ("left", "right", "feature", "bin", "threshold", "default_left", "value", "gain", "cover"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"tree {i} {name}")
+        assert sorted(a.categories) == sorted(b.categories)
+        for n in a.categories:
+            np.testing.assert_array_equal(a.categories[n], b.categories[n], err_msg=f"tree {i} node {n}")
+    assert histories[0] == histories[1]
+    got = on_device.predict(cupy.asarray(X), output_margin=True)
     assert isinstance(got, cupy.ndarray)
-    np.testing.assert_allclose(cupy.asnumpy(got), bd.predict(X), atol=1e-6)
+    # The host walks the same trees (device='cpu' predicts with the numpy oracle).
+    on_cpu = pickle.loads(pickle.dumps(on_device))
+    on_cpu.set_param("device", "cpu")
+    np.testing.assert_allclose(cupy.asnumpy(got), on_cpu.predict(X, output_margin=True), atol=1e-5)
+    np.testing.assert_allclose(cupy.asnumpy(on_device.predict(dm, output_margin=True)), cupy.asnumpy(got), atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_features_of_too_many_categories_for_the_device_sort_grow_by_host_levels():
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(4)
+    n = 40000
+    c = rng.integers(0, 20000, n).astype(np.float32)
+    x = rng.normal(size=n).astype(np.float32)
+    y = (np.sin(c) + x + rng.normal(size=n) * 0.1).astype(np.float32)
+    X = np.stack([c, x], axis=1)
+    dm = daskgb.QuantileMatrix(X, y, feature_types=["c", "q"], device="cuda")
+    bd = daskgb.train({"device": "cuda", "max_depth": 3}, dm, 2, verbose_eval=False)
+    assert bd.attr("training_path") == "host-levels"
+    assert "categories (the device sorts at most 16384" in bd.attr("training_path_refused")
+    assert any(t.categories for t in bd.trees)
+    cpu = daskgb.train({"device": "cpu", "max_depth": 3},
+                       daskgb.QuantileMatrix(X, y, feature_types=["c", "q"], device="cpu"), 2, verbose_eval=False)
+    np.testing.assert_allclose(cupy.asnumpy(bd.predict(cupy.asarray(X))), cpu.predict(X), atol=1e-4)
 
 
 def test_estimators_take_categorical_dataframes_as_xgboost_does():

@@ -20,14 +20,14 @@ from daskgb.training.plan import Path, PlanFacts, RoundPlan, plan_rounds
 
 
 def facts(device="cuda", paged=False, comm=None, n_trees=1, custom_objective=False, refits_leaves=False,
-          custom_metric=False, writing_callbacks=False, interaction=None, monotone=None,
+          custom_metric=False, writing_callbacks=False, interaction=None, monotone=None, widest_categorical=0,
           **params):
     """The facts of a fit that nothing keeps off the fastest path, but what is given."""
     p = TrainParams.from_dict({"max_depth": 6, **params})
     return PlanFacts.of(p, device=device, paged=paged, n_trees_per_round=n_trees, custom_objective=custom_objective,
                         refits_leaves=refits_leaves, custom_metric=custom_metric, writing_callbacks=writing_callbacks,
                         interaction=interaction, monotone=monotone,
-                        comm=comm or LocalCommunicator())
+                        comm=comm or LocalCommunicator(), widest_categorical=widest_categorical)
 
 
 class _HostComm(Communicator):
@@ -94,8 +94,9 @@ def test_the_cpu_backend_grows_by_host_levels():
     (dict(monotone=np.ones(4)), "monotone_constraints are set"),
     (dict(colsample_bynode=0.5), "colsample_bynode=0.5 (features drawn per node)"),
     (dict(comm=_HostComm()), "the workers sum histograms through the host (Dask comms between CPU workers)"),
+    (dict(widest_categorical=20000), "a categorical feature has 20000 categories (the device sorts at most 16384"),
 ], ids=["lossguide-unlimited", "lossguide-too-many-leaves", "lossguide-bylevel", "max_depth-0", "too-deep",
-        "max_leaves", "interaction", "monotone", "bynode", "host-allreduce"])
+        "max_leaves", "interaction", "monotone", "bynode", "host-allreduce", "too-many-categories"])
 def test_each_refusal_of_device_levels_grows_by_host_levels(change, why):
     plan = plan_rounds(facts(**change))
     assert plan.path is Path.HOST_LEVELS and not plan.device_levels

@@ -26,7 +26,7 @@ from ..predict.cuda import add_leaf_values, predict_margin
 from ..sampling.cuda import mvs_apply, mvs_rows
 from ..sketch import cuda as _sketch_cuda
 from ..sketch import reference as _sketch
-from ..split.cuda import evaluate_splits
+from ..split.cuda import evaluate_categorical, evaluate_splits
 
 name = "cuda"
 xp = cupy
@@ -34,8 +34,8 @@ xp = cupy
 histogram_dtype = np.dtype(np.int64)
 # growth/device.py grows depthwise trees on the device (training/plan.py decides when).
 grows_on_device = True
-# Categorical splits have no kernels yet: fits with categorical features run on the host.
-splits_by_category = False
+# Categorical splits: categorical.cu evaluates them, partition.cu and predict.cu route rows by them.
+splits_by_category = True
 
 
 def to_device(a):

@@ -19,6 +19,7 @@ from .contract import offered_names
 from ..predict.reference import add_leaf_values, predict_margin
 from ..sampling.reference import mvs_apply, mvs_rows
 from ..sketch import reference as _sketch
+from ..split.reference import evaluate_categorical
 from ..split.reference import evaluate_splits_grouped as evaluate_splits
 
 name = "cpu"

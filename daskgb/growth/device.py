@@ -83,6 +83,20 @@ def root_tiles(ell, setup):
     return hit
 
 
+def _categories(ell, params):
+    """(words of a category set, the categorical rules for split.launch_evaluate) of a tree on
+    ell: (0, None) without categorical features."""
+    words = split.category_set_words(ell.cuts)
+    return (words, (int(params.max_cat_to_onehot), int(params.max_cat_threshold))) if words else (0, None)
+
+
+def _tree_words(cap: int, set_words: int):
+    """A tree's words in growth.cu's layout: its field rows, the count row, and set_words rows of
+    category-set words, zero (a node's set is written only where it splits by category)."""
+    shape = (len(TREE_FIELDS) + 1 + set_words, cap)
+    return cupy.zeros(shape, dtype=cupy.int32) if set_words else cupy.empty(shape, dtype=cupy.int32)
+
+
 def _grow_root(ell, gpair, scale, p, comm, root_from_bins: bool, setup, ridx, hist, buffers):
     """Both growers' first step, queued: the root's histogram into hist (all rows, summed
     across workers), its gradient sums, and node 0 written by grow_root. Returns (hist, sums)."""
@@ -97,7 +111,7 @@ def _grow_root(ell, gpair, scale, p, comm, root_from_bins: bool, setup, ridx, hi
     kernels.function("growth.cu", _KERNELS, "grow_root")(
         (1,), (1,), (sums, split.device_scale(scale), p, np.int64(ell.n_rows),
                      kernel_args(TREE_BUFFERS, part_info=None, child_info=None, hist_tiles=None, tile_rows=0,
-                                 part_stride=0, **buffers)))
+                                 part_stride=0, category_sets=None, **buffers)))
     return hist, sums
 
 
@@ -220,7 +234,8 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     p = split.split_params_args(sp, params.learning_rate)
     setup = histogram.histogram_setup(ell)
     total_bins = int(ell.cuts.total_bins)
-    words = cupy.empty((len(TREE_FIELDS) + 1, cap), dtype=cupy.int32)  # growth.cu's layout
+    set_words, categorical = _categories(ell, params)
+    words = _tree_words(cap, set_words)
     state = cupy.empty(len(GROWTH_STATE), dtype=cupy.int64)
     candidates = GROWTH_STATE.index("candidates")
     k_live = state[candidates : candidates + 1]  # the nodes split.cu evaluates
@@ -233,10 +248,10 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
     arena = _HistogramArena(max_depth, total_bins)
 
     # The root: its histogram, sums, node and best split.
-    buffers = dict(tree=words, state=state, segs=segs, cap=cap)
+    buffers = dict(tree=words, state=state, segs=segs, cap=cap, category_words=set_words)
     hist, sums = _grow_root(ell, gpair, scale, p, comm, root_from_bins, setup, ridx, arena.hist(0), buffers)
-    recs, left, right = split.launch_evaluate(ell.cuts, hist, sums, scale, sp, None if masks is None else masks[0], 1,
-                                           k_live)
+    recs, left, right, sets = split.launch_evaluate(ell.cuts, hist, sums, scale, sp,
+                                                    None if masks is None else masks[0], 1, k_live, categorical)
 
     part_tiles = -(-n // PARTITION_TILE_ROWS)
     for depth in range(max_depth):
@@ -254,10 +269,10 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
         else:
             tile_rows, hist_grid, hist_tiles = 1, 0, child_info  # not written
         level = kernel_args(TREE_BUFFERS, part_info=part_info, child_info=child_info, hist_tiles=hist_tiles,
-                            tile_rows=tile_rows, part_stride=k_max, **buffers)
+                            tile_rows=tile_rows, part_stride=k_max, category_sets=sets, **buffers)
         kern("expand_level")((1,), (_PLAN_THREADS,), (recs, np.int32(depth), np.int32(grow_children), p, level))
         n_left = cupy.empty(k_max, dtype=cupy.int64)
-        partition.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left)
+        partition.launch_partition(ell, ridx, scratch, part_info, k_max, part_tiles + k_max, segs, n_left, sets)
         if not grow_children:
             break
         mark(HISTOGRAM)
@@ -273,8 +288,9 @@ def grow_tree(ell, gpair, scale, params, comm, root_from_bins: bool, tree_index:
         hist = children
         del built
         mark(SPLIT)
-        recs, left, right = split.launch_evaluate(ell.cuts, hist, sums, scale, sp,
-                                               None if masks is None else masks[depth + 1], 2 * k_max, k_live)
+        recs, left, right, sets = split.launch_evaluate(ell.cuts, hist, sums, scale, sp,
+                                                        None if masks is None else masks[depth + 1], 2 * k_max,
+                                                        k_live, categorical)
     del hist, arena
 
     leaves = 2**max_depth
@@ -299,8 +315,8 @@ def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, t
     setup = histogram.histogram_setup(ell)
     total_bins = int(ell.cuts.total_bins)
     row_len = 2 * total_bins
-
-    words = cupy.empty((len(TREE_FIELDS) + 1, cap), dtype=cupy.int32)  # growth.cu's layout
+    set_words, categorical = _categories(ell, params)
+    words = _tree_words(cap, set_words)
     state = cupy.empty(len(GROWTH_STATE), dtype=cupy.int64)
     candidates = GROWTH_STATE.index("candidates")
     k_live = state[candidates : candidates + 1]  # the children split.cu scores: 0 or 2
@@ -320,11 +336,15 @@ def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, t
     children = cupy.empty((2, total_bins, 2), dtype=cupy.int64)
     child_sums = cupy.empty((2, 2), dtype=cupy.int64)
 
+    # A scored leaf's category set, by node id, until it is split (growth.cu expand_best).
+    node_sets = cupy.empty((cap, max(set_words, 1)), dtype=cupy.uint32)
+
     # The root: its histogram (slot 0), sums, node and best split.
-    buffers = dict(tree=words, state=state, segs=segs, cap=cap)
+    buffers = dict(tree=words, state=state, segs=segs, cap=cap, category_words=set_words)
     root, sums = _grow_root(ell, gpair, scale, p, comm, root_from_bins, setup, ridx, slots[:1], buffers)
     kern("start_lossguide")((1,), (1,), (lg, slot_of))
-    scored, scored_left, scored_right = split.launch_evaluate(ell.cuts, root, sums, scale, sp, None, 1)
+    scored, scored_left, scored_right, scored_sets = split.launch_evaluate(ell.cuts, root, sums, scale, sp, None, 1,
+                                                                           categorical=categorical)
 
     # Every expansion's launches, sized for a leaf of all rows.
     part_tiles = -(-n // PARTITION_TILE_ROWS)
@@ -334,14 +354,16 @@ def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, t
     hist_grid = -(-n // tile_rows) + 1
     hist_tiles = cupy.empty(len(HISTOGRAM_TILE_COLUMNS) * (hist_grid + 1), dtype=cupy.int64)
     level = kernel_args(TREE_BUFFERS, part_info=part_info, child_info=child_info, hist_tiles=hist_tiles,
-                        tile_rows=tile_rows, part_stride=1, **buffers)
+                        tile_rows=tile_rows, part_stride=1, category_sets=node_sets, **buffers)
     expand_best, store_children = kern("expand_best"), kern("store_children")
     limits = (np.int32(max_depth), np.int32(max_leaves))
     for _ in range(max_leaves - 1):
         mark(SPLIT)
-        expand_best((1,), (_EXPAND_THREADS,), (scored, scored_left, scored_right, recs, queued, slot_left, slot_right,
-                                               slot_of, lg, *limits, p, level))
-        partition.launch_partition(ell, ridx, scratch, part_info, 1, part_tiles + 1, segs, n_left)
+        expand_best((1,), (_EXPAND_THREADS,), (scored, scored_left, scored_right,
+                                               node_sets if scored_sets is None else scored_sets, recs, queued,
+                                               slot_left, slot_right, slot_of, lg, *limits, p, level))
+        partition.launch_partition(ell, ridx, scratch, part_info, 1, part_tiles + 1, segs, n_left,
+                                   node_sets if set_words else None)
         mark(HISTOGRAM)
         built.fill(0)
         histogram.launch_histograms(ell, gpair, ridx, segs, hist_tiles, hist_grid, tile_rows, built, setup)
@@ -351,8 +373,8 @@ def grow_lossguide_tree(ell, gpair, scale, params, comm, root_from_bins: bool, t
         histogram.launch_children(slots, built, slot_left, slot_right, child_info, 1, 1, children, child_sums)
         kernels.launch_1d(store_children, 2 * row_len, (children, slots, slot_of, lg, np.int64(row_len)))
         mark(SPLIT)
-        scored, scored_left, scored_right = split.launch_evaluate(ell.cuts, children, child_sums, scale, sp, None, 2,
-                                                                  k_live)
+        scored, scored_left, scored_right, scored_sets = split.launch_evaluate(
+            ell.cuts, children, child_sums, scale, sp, None, 2, k_live, categorical)
 
     chunks = int(min(256, max(1, -(-n // (max_leaves * _LABEL_ROWS)))))
     kern("label_leaves")((cap, chunks), (256,), (level, ridx, np.int32(n_trees), np.int32(tree), positions))

@@ -20,7 +20,7 @@ from ..feature_sets import NodeFeatures
 from ..monotone import NodeBounds
 from ..phases import ALLREDUCE, HISTOGRAM, OTHER, SPLIT, mark
 from ..category_sets import categories_of
-from ..split import calc_weight, categorical
+from ..split import calc_weight
 from ..tree import Tree, TreeBuilder
 from .driver import Candidate, Driver, records
 
@@ -176,9 +176,9 @@ class _Growth:
         loss change wins, a tie the lower feature. Returns the children's sums and each node's
         categories going right (None for a numeric split)."""
         xp = self.backend.xp
-        loss, feature, default_left, c_left, c_right, bits = categorical.evaluate_categorical(
-            xp, hist, sums, self.scale, to_host(cuts.ptrs), np.flatnonzero(cuts.categorical), self.split_params,
-            self.params.max_cat_to_onehot, self.params.max_cat_threshold, mask)
+        loss, feature, default_left, c_left, c_right, bits = self.backend.evaluate_categorical(
+            cuts, hist, sums, self.scale, self.split_params, self.params.max_cat_to_onehot,
+            self.params.max_cat_threshold, mask)
         found = feature >= 0
         wins = found & ((loss > recs["gain"]) | ((loss == recs["gain"]) & ((recs["feature"] < 0) |
                                                                         (feature < recs["feature"]))))

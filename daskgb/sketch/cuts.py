@@ -49,6 +49,13 @@ class Cuts:
         return int(self._host_ptrs[-1])
 
     @cached_property
+    def widest_categorical(self) -> int:
+        """The most categories (bins) of a categorical feature; 0 without one."""
+        if not self.has_categorical:
+            return 0
+        return int(np.diff(self._host_ptrs)[np.asarray(self.categorical, dtype=bool)].max())
+
+    @cached_property
     def max_bins_per_feature(self) -> int:
         return int(np.diff(self._host_ptrs).max(initial=0))
 

@@ -15,10 +15,14 @@ import numpy as np
 from .. import config
 from ..arrays import to_host
 from ..backend import kernels
-from ..layouts import CANDIDATE, SPLIT_DTYPE, SPLIT_INPUTS, SPLIT_OUTPUTS, SPLIT_PARAMS, SPLIT_THREADS, kernel_args
+from ..category_sets import n_words
+from ..layouts import (CANDIDATE, CATEGORICAL_ARGS, MAX_SORTED_CATEGORIES, SPLIT_DTYPE, SPLIT_INPUTS, SPLIT_OUTPUTS, SPLIT_PARAMS,
+                       SPLIT_THREADS, kernel_args)
 from . import reference
 
 _KERNELS = kernels.declare("split.cu", ("evaluate_splits",))
+_CATEGORICAL_KERNELS = kernels.declare("categorical.cu", ("categorical_candidates", "merge_categorical"))
+_CATEGORICAL_THREADS = 512
 
 
 
@@ -32,6 +36,21 @@ class _CutsArrays:
             np.asarray(to_host(cuts.min_values), dtype=np.float32),
         )
         self._device = None
+        flags = None if cuts.categorical is None else np.asarray(cuts.categorical, dtype=bool)
+        self.categorical = flags if flags is not None and flags.any() else None
+        self._categorical_device = None
+
+    @property
+    def categorical_device(self):
+        """(uint8 (n_features,) flags, int32 categorical features) on the current device."""
+        if self._categorical_device is None:
+            self._categorical_device = (cupy.asarray(self.categorical.astype(np.uint8)),
+                                        cupy.asarray(np.flatnonzero(self.categorical).astype(np.int32)))
+        return self._categorical_device
+
+    def bins(self, features) -> np.ndarray:
+        ptrs = self.host[0]
+        return ptrs[np.asarray(features) + 1] - ptrs[np.asarray(features)]
 
     @property
     def device(self):
@@ -113,7 +132,7 @@ def evaluate_splits(cuts, hist, parent, scale, params, feature_mask=None, monoto
         mask = cupy.asarray(np.asarray(to_host(feature_mask)).astype(np.uint8))
         if mask.shape not in ((n_features,), (k, n_features)):
             raise ValueError(f"feature_mask must have shape ({n_features},) or ({k}, {n_features}), got {mask.shape}")
-    records, left, right = launch_evaluate(cuts, hist, parent, scale, params, mask, k, k_live=None)
+    records, left, right, _ = launch_evaluate(cuts, hist, parent, scale, params, mask, k, k_live=None)
     return to_host(records).view(SPLIT_DTYPE), left, right
 
 _NO_LIVE_COUNT: dict = {}
@@ -134,10 +153,14 @@ def device_scale(scale):
             _SCALES.popitem(last=False)
     return hit
 
-def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_live=None):
-    """kernels/split.cu over k_bound nodes: (records as SplitRecord bytes, left, right) on the
-    device. mask: None, a (n_features,) uint8 mask for all nodes, or (k_bound, n_features).
-    k_live: None (k_bound nodes), or a device int64 holding the number of nodes (<= k_bound)."""
+def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_live=None, categorical=None):
+    """kernels/split.cu over k_bound nodes: (records as SplitRecord bytes, left, right, node_sets)
+    on the device. mask: None, a (n_features,) uint8 mask for all nodes, or (k_bound, n_features).
+    k_live: None (k_bound nodes), or a device int64 holding the number of nodes (<= k_bound).
+    categorical: None, or (max_cat_to_onehot, max_cat_threshold) where the cuts have
+    categorical features: their splits are categorical.cu's, merged into the records, and
+    node_sets ((k_bound, set_words) uint32) holds each node's categories going right (zero for
+    a numeric split); else node_sets is None."""
     arrays = _cuts_arrays(cuts)
     n_features = len(arrays.host[0]) - 1
     ptrs, values, min_values = arrays.device
@@ -162,14 +185,112 @@ def launch_evaluate(cuts, hist, parent, scale, params, mask, k_bound: int, k_liv
     partial = cupy.empty(k_bound * n_chunks * CANDIDATE.dtype.itemsize, dtype=cupy.uint8) if n_chunks > 1 else records
     left = cupy.empty((k_bound, 2), dtype=cupy.int64)
     right = cupy.empty((k_bound, 2), dtype=cupy.int64)
+    with_categories = categorical is not None and arrays.categorical is not None
     inputs = kernel_args(SPLIT_INPUTS, hist=hist, parent=parent, ptrs=ptrs, cut_values=values, min_values=min_values,
-                         feature_mask=mask, scale=device_scale(scale), k_live=k_live, total_bins=hist.shape[1],
+                         feature_mask=mask, categorical=arrays.categorical_device[0] if with_categories else None,
+                         scale=device_scale(scale), k_live=k_live, total_bins=hist.shape[1],
                          n_features=n_features, n_cut_values=values.size, mask_stride=mask_stride, k_static=k_static)
     outputs = kernel_args(SPLIT_OUTPUTS, partial=partial, counters=split_counters(k_bound), records=records, left=left,
                           right=right)
     fn = kernels.function("split.cu", _KERNELS, "evaluate_splits")
     fn((k_bound, n_chunks), (SPLIT_THREADS,), (inputs, split_params_args(params), outputs))
-    return records, left, right
+    node_sets = None
+    if with_categories:
+        node_sets = _launch_categorical(arrays, inputs, outputs, params, k_bound, *categorical)
+    return records, left, right, node_sets
+
+
+def categorical_on_device(cuts) -> bool:
+    """Whether categorical.cu evaluates these cuts' categorical features: each has at most
+    MAX_SORTED_CATEGORIES categories."""
+    arrays = _cuts_arrays(cuts)
+    return arrays.categorical is None or int(arrays.bins(np.flatnonzero(arrays.categorical)).max()) <= \
+        MAX_SORTED_CATEGORIES
+
+
+def category_set_words(cuts) -> int:
+    """Words of a category set of these cuts' widest categorical feature (0 without one)."""
+    arrays = _cuts_arrays(cuts)
+    if arrays.categorical is None:
+        return 0
+    return n_words(int(arrays.bins(np.flatnonzero(arrays.categorical)).max()))
+
+
+def _launch_categorical(arrays, inputs, outputs, params, k_bound: int, max_cat_to_onehot: int,
+                        max_cat_threshold: int):
+    """categorical.cu after split.cu's launch (its inputs and outputs): the records merged, and
+    the nodes' (k_bound, set_words) category sets."""
+    features = np.flatnonzero(arrays.categorical)
+    bins = arrays.bins(features)
+    partition = bins[bins >= max_cat_to_onehot]
+    sort_size = 0 if partition.size == 0 else 1 << int(partition.max() - 1).bit_length()
+    if sort_size > MAX_SORTED_CATEGORIES:
+        raise ValueError(f"a categorical feature has {int(partition.max())} categories; categorical.cu sorts at most "
+                         f"{MAX_SORTED_CATEGORIES} (split/categorical.py evaluates wider ones)")
+    words = n_words(int(bins.max()))
+    flags, features_d = arrays.categorical_device
+    n_cat = features.size
+    candidates = cupy.empty(k_bound * n_cat * CANDIDATE.dtype.itemsize, dtype=cupy.uint8)
+    sets = cupy.empty((k_bound, n_cat, words), dtype=cupy.uint32)
+    node_sets = cupy.empty((k_bound, words), dtype=cupy.uint32)
+    args = kernel_args(CATEGORICAL_ARGS, features=features_d, candidates=candidates, sets=sets, node_sets=node_sets,
+                       n_categorical=n_cat, set_words=words, max_cat_to_onehot=int(max_cat_to_onehot),
+                       max_cat_threshold=int(max_cat_threshold), sort_size=sort_size)
+    find = kernels.function("categorical.cu", _CATEGORICAL_KERNELS, "categorical_candidates")
+    smem = 8 * sort_size
+    if smem > 48 * 1024:
+        find.max_dynamic_shared_size_bytes = smem
+    find((k_bound, n_cat), (_CATEGORICAL_THREADS,), (inputs, split_params_args(params), args), shared_mem=smem)
+    merge = kernels.function("categorical.cu", _CATEGORICAL_KERNELS, "merge_categorical")
+    merge((k_bound,), (128,), (inputs, args, outputs))
+    return node_sets
+
+
+def evaluate_categorical(cuts, hist, parent, scale, params, max_cat_to_onehot: int, max_cat_threshold: int,
+                         feature_mask=None):
+    """split/categorical.py's evaluate_categorical over all the cuts' categorical features, by
+    categorical.cu where they fit it (else that array code, on the device). Returns (loss (k,)
+    float32, feature (k,) int64 (-1: none beats 0), default_left (k,) bool, left (k, 2),
+    right (k, 2) int64 on the device, bits (k, W) uint32 of the categories going right), the
+    host's results as numpy arrays."""
+    arrays = _cuts_arrays(cuts)
+    k = hist.shape[0]
+    features = np.flatnonzero(arrays.categorical) if arrays.categorical is not None else np.zeros(0, np.int64)
+    if (not categorical_on_device(cuts) or hist.dtype != cupy.int64 or k == 0 or features.size == 0
+            or not config.get("training.split-kernel")):
+        from . import categorical
+
+        return categorical.evaluate_categorical(cupy, hist, parent, scale, arrays.host[0], features, params,
+                                                max_cat_to_onehot, max_cat_threshold, feature_mask)
+    n_features = len(arrays.host[0]) - 1
+    ptrs, values, min_values = arrays.device
+    if feature_mask is None:
+        mask, mask_stride = _all_features(n_features), 0
+    else:
+        host_mask = np.asarray(to_host(feature_mask)).astype(np.uint8)
+        mask, mask_stride = cupy.asarray(host_mask), (0 if host_mask.ndim == 1 else n_features)
+    device = cupy.cuda.runtime.getDevice()
+    k_live = _NO_LIVE_COUNT.get(device)
+    if k_live is None:
+        k_live = _NO_LIVE_COUNT[device] = cupy.zeros(1, dtype=cupy.int64)  # never read
+    hist = cupy.ascontiguousarray(hist)
+    # Records with no split (gain 0): merge_categorical puts a categorical best in each where
+    # one beats 0, as the array code's choice does.
+    records = cupy.zeros(k * SPLIT_DTYPE.itemsize, dtype=cupy.uint8)
+    left = cupy.zeros((k, 2), dtype=cupy.int64)
+    right = cupy.zeros((k, 2), dtype=cupy.int64)
+    inputs = kernel_args(SPLIT_INPUTS, hist=hist, parent=cupy.ascontiguousarray(parent, dtype=cupy.int64), ptrs=ptrs,
+                         cut_values=values, min_values=min_values, feature_mask=mask, categorical=None,
+                         scale=device_scale(scale), k_live=k_live, total_bins=hist.shape[1], n_features=n_features,
+                         n_cut_values=values.size, mask_stride=mask_stride, k_static=k)
+    outputs = kernel_args(SPLIT_OUTPUTS, partial=records, counters=split_counters(k), records=records, left=left,
+                          right=right)
+    node_sets = _launch_categorical(arrays, inputs, outputs, params, k, max_cat_to_onehot, max_cat_threshold)
+    recs = to_host(records).view(SPLIT_DTYPE)
+    found = recs["categorical"] == 1
+    loss = np.where(found, recs["gain"], np.float32(0)).astype(np.float32)
+    feature = np.where(found, recs["feature"], -1).astype(np.int64)
+    return loss, feature, recs["default_left"] == 1, left, right, to_host(node_sets)
 
 
 _PARAMS: OrderedDict = OrderedDict()

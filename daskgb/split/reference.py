@@ -12,6 +12,7 @@ import numpy as np
 
 from ..arrays import to_host
 from ..layouts import SPLIT_DTYPE
+from . import categorical
 from .rules import SplitParams, calc_weight, child_gain
 
 def evaluate_splits(xp, hist, parent, scale, cut_ptrs, cut_values, min_values, p: SplitParams, feature_mask=None,
@@ -205,3 +206,12 @@ def _width_groups(cuts):
             groups.append((feats, bins, sub_ptrs, values[bins], min_values[feats]))
     cuts.__dict__["_width_groups"] = groups
     return groups
+
+
+def evaluate_categorical(cuts, hist, parent, scale, params, max_cat_to_onehot: int, max_cat_threshold: int,
+                         feature_mask=None):
+    """The best categorical split of each node over all the cuts' categorical features
+    (split/categorical.py's evaluate_categorical, whose results it returns)."""
+    features = np.flatnonzero(cuts.categorical) if cuts.categorical is not None else np.zeros(0, np.int64)
+    return categorical.evaluate_categorical(np, hist, parent, scale, to_host(cuts.ptrs), features, params,
+                                            max_cat_to_onehot, max_cat_threshold, feature_mask)

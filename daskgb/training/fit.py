@@ -32,8 +32,7 @@ class Fit:
         self.device = resolve_device(p.device)
         self.backend = backend = get_backend(self.device)
         if getattr(dtrain, "feature_types", None) is not None and not backend.splits_by_category:
-            raise ValueError("categorical features train on CPU workers only for now (device='cpu'); the GPU "
-                             "kernels for categorical splits are not written yet")
+            raise ValueError(f"categorical features do not train on the {backend.name} backend")
         self.xp = xp = backend.xp
         self.dtrain = dtrain = dtrain.on(self.device)
         # One objective object for the whole fit: prepare() may keep per-data state in it.
@@ -133,7 +132,8 @@ class Fit:
                              refits_leaves=options.refits_leaves,
                              custom_metric=bool(self.evals) and options.custom_metric is not None,
                              writing_callbacks=not only_read(self.callbacks),
-                             interaction=self.interaction, monotone=self.monotone, comm=self.comm)
+                             interaction=self.interaction, monotone=self.monotone, comm=self.comm,
+                             widest_categorical=self.dtrain.cuts.widest_categorical)
         plan = plan_rounds(facts)
         if self.comm.rank == 0 and logger.isEnabledFor(logging.DEBUG):
             logger.debug("daskgb training path: %s", plan.describe())

@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass, field
 
 from .. import config
-from ..layouts import MAX_DEVICE_DEPTH, MAX_DEVICE_LEAVES
+from ..layouts import MAX_DEVICE_DEPTH, MAX_DEVICE_LEAVES, MAX_SORTED_CATEGORIES
 
 logger = logging.getLogger("daskgb.training")
 
@@ -76,11 +76,12 @@ class PlanFacts:
     interaction_constraints: bool
     monotone_constraints: bool
     allreduce_on_device: bool  # one process, or NCCL: histograms are summed where they are
+    widest_categorical: int = 0  # the most categories of a categorical feature (0: none)
 
     @classmethod
     def of(cls, params, *, device: str, paged: bool, n_trees_per_round: int, custom_objective: bool,
            refits_leaves: bool, custom_metric: bool, writing_callbacks: bool, interaction,
-           monotone, comm) -> "PlanFacts":
+           monotone, comm, widest_categorical: int = 0) -> "PlanFacts":
         return cls(device=device, paged=paged, grow_policy=params.grow_policy, max_depth=int(params.max_depth),
                    max_leaves=int(params.max_leaves), colsample_bytree=float(params.colsample_bytree),
                    colsample_bylevel=float(params.colsample_bylevel),
@@ -89,7 +90,8 @@ class PlanFacts:
                    refits_leaves=refits_leaves, custom_metric=custom_metric, writing_callbacks=writing_callbacks,
                    interaction_constraints=interaction is not None,
                    monotone_constraints=monotone is not None,
-                   allreduce_on_device=comm.world_size == 1 or bool(getattr(comm, "reduces_on_device", False)))
+                   allreduce_on_device=comm.world_size == 1 or bool(getattr(comm, "reduces_on_device", False)),
+                   widest_categorical=int(widest_categorical))
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,9 @@ def device_levels_refusal(facts: PlanFacts, *, in_core_matrix: bool = True) -> s
         return f"colsample_bynode={facts.colsample_bynode} (features drawn per node)"
     if not facts.allreduce_on_device:
         return "the workers sum histograms through the host (Dask comms between CPU workers)"
+    if facts.widest_categorical > MAX_SORTED_CATEGORIES:
+        return (f"a categorical feature has {facts.widest_categorical} categories (the device sorts at most "
+                f"{MAX_SORTED_CATEGORIES} a node)")
     return None
 
 
