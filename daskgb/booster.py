@@ -236,8 +236,8 @@ class Booster:
         on_gpu = features.xp is not np
         device = "cuda" if on_gpu else resolve_device(self.params.device)
         if self.has_categorical_splits and not get_backend(device).splits_by_category:
-            # Categorical splits have no GPU kernel yet: the host walks them, and the result
-            # goes back to the caller's device.
+            # A backend whose stages do not route categorical splits: the host walks them, and
+            # the result goes back to the caller's device.
             out = self.predict(features.to(np).densify(missing), output_margin, iteration_range, missing,
                                None if base_margin is None else to_host(base_margin), pred_leaf=pred_leaf,
                                pred_contribs=pred_contribs, approx_contribs=approx_contribs,
@@ -267,22 +267,17 @@ class Booster:
             nodes, offsets = packed
             cats = self._cached(("categories", start, end, group), lambda: category_sets.pack(
                 [t for t, g in zip(self.trees[start:end], self.tree_info[start:end]) if g == group], offsets))
-            if cats is not None:  # the host's walk (above): numpy only
-                column = margin if margin.ndim == 1 else np.ascontiguousarray(margin[:, group])
-                backend.predict_margin(X, nodes, offsets, column, float(missing), categories=cats)
-                if margin.ndim != 1:
-                    margin[:, group] = column
-            elif margin.ndim == 1:
-                backend.predict_margin(X, nodes, offsets, margin, float(missing))
+            if margin.ndim == 1:
+                backend.predict_margin(X, nodes, offsets, margin, float(missing), categories=cats)
             elif xp is np:
                 column = np.ascontiguousarray(margin[:, group])
-                backend.predict_margin(X, nodes, offsets, column, float(missing))
+                backend.predict_margin(X, nodes, offsets, column, float(missing), categories=cats)
                 margin[:, group] = column
             else:  # daskgb's copies: CuPy's strided ones would be compiled at first use
                 from . import device_arrays
 
                 column = device_arrays.contiguous_float32(margin[:, group])
-                backend.predict_margin(X, nodes, offsets, column, float(missing))
+                backend.predict_margin(X, nodes, offsets, column, float(missing), categories=cats)
                 device_arrays.copy_into(margin[:, group], column)
         out = margin if output_margin else self.objective.transform(xp, margin)
         return out if on_gpu else to_host(out)

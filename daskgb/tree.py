@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layouts import PREDICT_NODE_DTYPE, TREE_FIELDS
+from .category_sets import bitset_of, categories_of
+from .layouts import PREDICT_NODE_DTYPE, TREE_CATEGORY_ROW, TREE_FIELDS
 
 # The fields of a tree and their types, in layouts.TREE_FIELDS' order (growth.cu's rows).
 _TYPES = {
@@ -61,24 +62,40 @@ class Tree:
             out[name] = getattr(self, name)
         return out
 
-    def words(self) -> np.ndarray:
-        """The tree in growth.cu's device layout: (len(TREE_FIELDS) + 1, n_nodes) int32, a
-        row per field (floats as their bits), the last row's first word the node count."""
-        out = np.zeros((len(TREE_FIELDS) + 1, max(self.n_nodes, 1)), dtype=np.int32)
+    def words(self, category_words: int | None = None) -> np.ndarray:
+        """The tree in growth.cu's device layout: (len(TREE_FIELDS) + 1 + W, n_nodes) int32, a
+        row per field (floats as their bits), the count row (its first word the node count),
+        then W rows of category-set words (layouts.py: word w of node n's set in row
+        TREE_CATEGORY_ROW + w, column n; zero for numeric nodes). W: category_words, or the
+        fewest words that hold the tree's sets (0 when it has none)."""
+        sets = {node: bitset_of(cats) for node, cats in self.categories.items()}
+        needed = max((b.size for b in sets.values()), default=0)
+        n_words = needed if category_words is None else int(category_words)
+        if n_words < needed:
+            raise ValueError(f"the tree's category sets need {needed} words a set, not {n_words}")
+        out = np.zeros((TREE_CATEGORY_ROW + n_words, max(self.n_nodes, 1)), dtype=np.int32)
         for i, name in enumerate(TREE_FIELDS):
             row = getattr(self, name)
             out[i, : self.n_nodes] = row.view(np.int32) if FIELDS[name] == np.float32 else row
-        out[-1, 0] = self.n_nodes
+        out[len(TREE_FIELDS), 0] = self.n_nodes
+        for node, bits in sets.items():
+            out[TREE_CATEGORY_ROW : TREE_CATEGORY_ROW + bits.size, node] = bits.view(np.int32)
         return out
 
     @classmethod
     def from_words(cls, words: np.ndarray) -> "Tree":
-        """The Tree of growth.cu's device layout (copied to the host): words() read back."""
-        n_nodes = int(words[-1, 0])
+        """The Tree of growth.cu's device layout (copied to the host): words() read back. A
+        split node whose set words are not all zero is a categorical split (layouts.py: such a
+        split's set is never empty)."""
+        n_nodes = int(words[len(TREE_FIELDS), 0])
         fields = {}
         for i, name in enumerate(TREE_FIELDS):
             row, dtype = words[i, :n_nodes], FIELDS[name]
             fields[name] = row.view(np.float32).copy() if dtype == np.float32 else row.astype(dtype)
+        sets = np.ascontiguousarray(words[TREE_CATEGORY_ROW:, :n_nodes]).view(np.uint32)
+        split = fields["left"] >= 0
+        fields["categories"] = {int(n): categories_of(sets[:, n])
+                                for n in np.flatnonzero(split & sets.any(axis=0)).tolist()}
         return cls(**fields)
 
     def to_dict(self) -> dict:

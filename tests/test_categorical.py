@@ -282,3 +282,63 @@ def test_training_goes_on_from_a_categorical_model():
                             xgb_model=os.path.join(d, "m.json"))
     whole = daskgb.train(p, daskgb.QuantileMatrix(X, y, feature_types=types), 5, verbose_eval=False)
     np.testing.assert_allclose(more.predict(X), whole.predict(X), atol=1e-5)
+
+
+@pytest.fixture
+def gpu_routes_categories(monkeypatch):
+    """cupy_backend as it will be once its stages route categorical splits
+    (splits_by_category), with its predict_margin and add_leaf_values counted: the calls
+    that carry category sets, and all calls."""
+    pytest.importorskip("cupy")
+    from daskgb.arrays import cuda_available
+
+    if not cuda_available():
+        pytest.skip("needs a CUDA GPU")
+    from daskgb.backend import cupy_backend
+
+    calls = {"predict_margin": 0, "categorical predict_margin": 0, "add_leaf_values": 0}
+    predict_margin, add_leaf_values = cupy_backend.predict_margin, cupy_backend.add_leaf_values
+
+    def counted_predict_margin(*args, categories=None, **kw):
+        calls["predict_margin"] += 1
+        calls["categorical predict_margin"] += categories is not None
+        return predict_margin(*args, categories=categories, **kw)
+
+    def counted_add_leaf_values(*args):
+        calls["add_leaf_values"] += 1
+        return add_leaf_values(*args)
+
+    monkeypatch.setattr(cupy_backend, "splits_by_category", True)
+    monkeypatch.setattr(cupy_backend, "predict_margin", counted_predict_margin)
+    monkeypatch.setattr(cupy_backend, "add_leaf_values", counted_add_leaf_values)
+    return calls
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("objective,params", [("reg:squarederror", {}), ("multi:softprob", {"num_class": 3})])
+def test_a_categorical_model_predicts_on_the_gpu_as_on_the_host(gpu_routes_categories, objective, params):
+    """Raw cupy rows (unseen and non-integer categories too) and a QuantileMatrix on the GPU:
+    the device walks the categorical splits, and gives the host's predictions."""
+    import cupy
+
+    kind = {"reg:squarederror": "reg", "multi:softprob": "multi"}[objective]
+    X, y, types = make_data(12, objective=kind)
+    dm = daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu")
+    bd = daskgb.train({"objective": objective, "max_depth": 5, "device": "cpu", **params}, dm, 6,
+                      verbose_eval=False)
+    assert bd.has_categorical_splits
+    T = X.copy()
+    T[::7, 2] = 500.0  # above every training category
+    T[::5, 1] = 2.7  # truncated, as XGBoost does
+    expected = bd.predict(T, output_margin=True)
+    got = bd.predict(cupy.asarray(T), output_margin=True)
+    assert isinstance(got, cupy.ndarray) and got.shape == expected.shape
+    np.testing.assert_allclose(cupy.asnumpy(got), expected, rtol=1e-6, atol=1e-6)
+    groups_with_sets = sum(any(t.categories for t, g in zip(bd.trees, bd.tree_info) if g == k)
+                           for k in range(bd.n_groups))
+    assert groups_with_sets > 0 and gpu_routes_categories["categorical predict_margin"] == groups_with_sets
+    # The training matrix by its bins, on the GPU.
+    on_host = bd.predict(dm, output_margin=True)
+    bd.set_param("device", "cuda")
+    np.testing.assert_allclose(bd.predict(dm, output_margin=True), on_host, rtol=1e-6, atol=1e-6)
+    assert gpu_routes_categories["add_leaf_values"] == len(bd.trees)

@@ -1,7 +1,8 @@
 """The predict stage (daskgb/predict/): margins from trees, for raw features or rows binned with the training cuts.
 
 predict_margin walks raw values down each tree (a value < the threshold goes left, a missing
-one takes default_left); add_leaf_values routes binned rows as training's partition does.
+one takes default_left; at a categorical split a value goes right when its category is in the
+node's set); add_leaf_values routes binned rows as training's partition does.
 Tests taking `backend` run on every backend against rows walked by hand or routed by the
 partition stage; tests taking `cb` (marked gpu) run the oracle and the CUDA backend on the
 same input and compare.
@@ -134,4 +135,213 @@ def test_add_leaf_values_reads_a_tree_where_the_device_grew_it(oracle, cb, layou
         oracle.add_leaf_values(ell_n, tree, expected[:, 2])
         got = cupy.asarray(base)
         cb.add_leaf_values(ell_c, cupy.asarray(words), got[:, 2])
+        np.testing.assert_array_equal(to_host(got), expected)
+
+
+# --------------------------------------------------------------------------- categorical splits
+# Models trained on the host (the numpy backend routes categories) on categorical columns of
+# 4, 40 and 150 categories (sets of 1 to 5 words) beside two numeric ones, and raw rows that
+# hold every kind of value a categorical split must place: missing, unseen categories (within
+# and past the sets' words), non-integers (truncated), negative ones and ones at or past 2**24
+# (in no set).
+CARDINALITIES = (4, 40, 150)
+
+
+def categorical_data(rng, n_rows: int):
+    """(X, y, feature_types): codes of CARDINALITIES' columns (some missing), two numeric columns."""
+    cols = [rng.integers(0, c, n_rows).astype(np.float32) for c in CARDINALITIES]
+    score = sum(rng.normal(size=c)[col.astype(int)] for c, col in zip(CARDINALITIES, cols))
+    x1 = (rng.integers(0, 40, n_rows) * 0.5).astype(np.float32)
+    x2 = rng.normal(size=n_rows).round(1).astype(np.float32)
+    X = np.stack(cols + [x1, x2], axis=1)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (score + 0.1 * x1 - x2 + rng.normal(size=n_rows) * 0.3).astype(np.float32)
+    return X, y, ["c"] * len(CARDINALITIES) + ["q", "q"]
+
+
+def categorical_model(seed: int, n_rows: int = 1500, rounds: int = 6, **params):
+    """(booster, X, y, types, matrix): a host-trained model with categorical splits, and its training data."""
+    import daskgb
+
+    rng = np.random.default_rng(seed)
+    X, y, types = categorical_data(rng, n_rows)
+    if params.get("objective") == "multi:softprob":
+        y = np.digitize(y, np.quantile(y, [0.33, 0.66])).astype(np.float32)
+    m = daskgb.QuantileMatrix(X, y, feature_types=types, device="cpu")
+    p = {"max_depth": 5, "learning_rate": 0.3, "max_cat_to_onehot": 8, "device": "cpu", **params}
+    booster = daskgb.train(p, m, rounds, verbose_eval=False)
+    assert booster.has_categorical_splits
+    return booster, X, y, types, m
+
+
+def odd_categories(rng, X, missing: float):
+    """X's rows with categorical values of every kind: unseen (past every set's words, or
+    within them), non-integer, negative, at or past 2**24, infinite, and missing."""
+    X = X.copy()
+    odd = np.array([151, 1000, 2.7, 39.99, 0.5, -0.5, -1, -40, 2 ** 24, 2 ** 24 - 1, 3e9, np.inf, -np.inf, np.nan],
+                   dtype=np.float32)
+    cat = X[:, : len(CARDINALITIES)]
+    hit = rng.random(cat.shape) < 0.3
+    cat[hit] = rng.choice(odd, int(hit.sum()))
+    if not np.isnan(missing):
+        cat[rng.random(cat.shape) < 0.05] = missing
+    return X
+
+
+def test_a_tree_and_its_device_layout_keep_its_category_sets():
+    from daskgb.category_sets import bitset_of
+    from daskgb.layouts import TREE_CATEGORY_ROW
+
+    booster = categorical_model(46, n_rows=600, rounds=3)[0]
+    for tree in booster.trees:
+        fewest = max((bitset_of(c).size for c in tree.categories.values()), default=0)
+        assert tree.words().shape == (TREE_CATEGORY_ROW + fewest, tree.n_nodes)
+        assert tree.words(category_words=6).shape == (TREE_CATEGORY_ROW + 6, tree.n_nodes)
+        for words in (tree.words(), tree.words(category_words=6)):
+            numeric = np.setdiff1d(np.arange(tree.n_nodes), list(tree.categories))
+            assert not words[TREE_CATEGORY_ROW:, numeric].any()  # layouts.py: other nodes' words are zero
+            back = Tree.from_words(words)
+            for name in FIELDS:
+                np.testing.assert_array_equal(getattr(back, name), getattr(tree, name))
+            assert sorted(back.categories) == sorted(tree.categories)
+            for node, cats in tree.categories.items():
+                np.testing.assert_array_equal(back.categories[node], cats)
+                assert back.categories[node].dtype == np.int32
+    assert any(tree.words().shape[0] > TREE_CATEGORY_ROW + 1 for tree in booster.trees)  # sets of several words
+    with pytest.raises(ValueError, match="need"):
+        next(t for t in booster.trees if t.words().shape[0] > TREE_CATEGORY_ROW + 1).words(category_words=1)
+
+
+def test_a_numeric_tree_has_no_category_rows_unless_asked():
+    from daskgb.layouts import TREE_CATEGORY_ROW
+
+    rng = np.random.default_rng(47)
+    tree = random_binned_tree(rng, make_cuts(rng, 5, 30), 5)
+    assert tree.words().shape[0] == TREE_CATEGORY_ROW
+    words = tree.words(category_words=2)
+    assert words.shape[0] == TREE_CATEGORY_ROW + 2 and not words[TREE_CATEGORY_ROW:].any()
+    assert Tree.from_words(words).categories == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("missing", [np.nan, MISSING_SENTINEL], ids=["nan", "sentinel"])
+def test_predict_margin_with_categorical_splits(oracle, cb, missing):
+    import cupy
+
+    from daskgb.category_sets import pack
+
+    booster, X, _, _, _ = categorical_model(48)
+    rng = np.random.default_rng(49)
+    X = odd_categories(rng, X, missing)
+    nodes, offsets = booster._packed_trees(booster.trees)
+    cats = pack(booster.trees, offsets)
+    base = rng.normal(size=X.shape[0]).astype(np.float32)
+    expected = oracle.predict_margin(X, nodes, offsets, base.copy(), missing, categories=cats)
+    for _ in range(2):  # the second call reads the cached device records and sets
+        out = cupy.asarray(base)
+        assert cb.predict_margin(cupy.asarray(X), nodes, offsets, out, missing, categories=cats) is out
+        np.testing.assert_allclose(to_host(out), expected, rtol=1e-6, atol=1e-6)
+    # The same nodes without their sets: the numeric walk (thresholds of 0 at categorical nodes).
+    numeric = oracle.predict_margin(X, nodes, offsets, base.copy(), missing)
+    out = cupy.asarray(base)
+    cb.predict_margin(cupy.asarray(X), nodes, offsets, out, missing)
+    np.testing.assert_allclose(to_host(out), numeric, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(numeric, expected, rtol=1e-6, atol=1e-6)
+
+
+def categorical_ellpacks(matrix, X, layout: str, rng):
+    """(ell_numpy, ell_cupy) of X's rows binned with matrix's (categorical) cuts, with unseen
+    and non-integer categories: as they are ("dense_missing"), missing values filled ("dense"),
+    or as a CSR matrix ("sparse")."""
+    import daskgb
+    import scipy.sparse
+
+    X = X.copy()
+    cat = X[:, : len(CARDINALITIES)]
+    hit = rng.random(cat.shape) < 0.2
+    cat[hit] = rng.choice(np.array([151, 1000, 2.7, 39.99, 0.5], dtype=np.float32), int(hit.sum()))
+    if layout != "dense_missing":
+        X = np.where(np.isnan(X), rng.integers(0, 4, X.shape).astype(np.float32), X)
+    if layout == "sparse":
+        X[rng.random(X.shape) < 0.4] = 0.0
+        X = scipy.sparse.csr_matrix(X)
+    m = daskgb.QuantileMatrix(X, ref=matrix, device="cpu")
+    ell_n, ell_c = m.ellpack, m.on("cuda").ellpack
+    assert ell_n.cuts.has_categorical and ell_n.is_dense == (layout != "sparse")
+    return ell_n, ell_c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_add_leaf_values_with_categorical_splits(oracle, cb, layout):
+    """Host trees, and the same trees in growth.cu's layout with category rows (wider than
+    their sets need, a wider cap, as grown), against the oracle; a margin column of a
+    two-output matrix (a stride)."""
+    import copy
+
+    import cupy
+
+    from daskgb.layouts import TREE_CATEGORY_ROW
+
+    booster, X, _, _, matrix = categorical_model(50)
+    rng = np.random.default_rng(51)
+    ell_n, ell_c = categorical_ellpacks(matrix, X, layout, rng)
+    rows = max(t.words().shape[0] for t in booster.trees) - TREE_CATEGORY_ROW + 1
+    for tree in booster.trees:
+        base = rng.normal(size=(ell_n.n_rows, 2)).astype(np.float32)
+        expected = base.copy()
+        oracle.add_leaf_values(ell_n, tree, expected[:, 1])
+        got = cupy.asarray(base)
+        cb.add_leaf_values(ell_c, tree, got[:, 1])
+        np.testing.assert_array_equal(to_host(got), expected)
+        words = np.full((TREE_CATEGORY_ROW + rows, tree.n_nodes + 9), -7, dtype=np.int32)
+        words[:, : tree.n_nodes] = tree.words(category_words=rows)
+        got = cupy.asarray(base)
+        cb.add_leaf_values(ell_c, cupy.asarray(words), got[:, 1])
+        np.testing.assert_array_equal(to_host(got), expected)
+    # A numeric split on a categorical feature (a model trained without the feature's type):
+    # the host tree is routed by bin as the oracle routes it.
+    tree = copy.deepcopy(next(t for t in booster.trees if t.categories))
+    for node in list(tree.categories)[::2]:
+        del tree.categories[node]
+        f = int(tree.feature[node])
+        tree.bin[node] = rng.integers(-1, int(ell_n.cuts.ptrs[f + 1] - ell_n.cuts.ptrs[f]))
+    base = rng.normal(size=ell_n.n_rows).astype(np.float32)
+    expected = base.copy()
+    oracle.add_leaf_values(ell_n, tree, expected)
+    got = cupy.asarray(base)
+    cb.add_leaf_values(ell_c, tree, got)
+    np.testing.assert_array_equal(to_host(got), expected)
+
+
+@pytest.mark.gpu
+def test_add_leaf_values_refuses_a_categorical_split_on_a_feature_the_cuts_call_numeric(cb):
+    import cupy
+
+    booster = categorical_model(52, n_rows=400, rounds=2)[0]
+    tree = next(t for t in booster.trees if t.categories)
+    rng = np.random.default_rng(53)
+    cuts = make_cuts(rng, 5, 30)
+    ell = random_ellpack(cb, rng, cuts, "dense", 50)
+    with pytest.raises(ValueError, match="by category"):
+        cb.add_leaf_values(ell, tree, cupy.zeros(50, dtype=cupy.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_numeric_trees_on_categorical_cuts_take_the_numeric_walk(oracle, cb, layout):
+    """A tree without categorical splits (its words have no category rows) on a matrix with
+    categorical features: every split, on categorical features too, routes by bin, as the oracle's."""
+    import cupy
+
+    booster, X, _, _, matrix = categorical_model(54, n_rows=600, rounds=2)
+    rng = np.random.default_rng(55)
+    ell_n, ell_c = categorical_ellpacks(matrix, X, layout, rng)
+    for _ in range(3):
+        tree = random_binned_tree(rng, ell_n.cuts, 6)
+        base = rng.normal(size=ell_n.n_rows).astype(np.float32)
+        expected = base.copy()
+        oracle.add_leaf_values(ell_n, tree, expected)
+        got = cupy.asarray(base)
+        cb.add_leaf_values(ell_c, tree, got)
         np.testing.assert_array_equal(to_host(got), expected)
