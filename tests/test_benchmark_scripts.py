@@ -50,6 +50,7 @@ CPU_RUNS = [
                                         "--paths", "both"], "| out of core | 0.5 | 13 | stream |"),
     ("examples/benchmark_external.py", ["--rows", "4000", "--rounds", "2", "--device", "cpu", "--rates", "0.5",
                                         "--dask", "2"], "through Dask (2 workers, device cpu)"),
+    ("examples/benchmark_categorical.py", ["--device", "cpu", "--smoke"], "ratio daskgb / XGBoost: first fit"),
 ]
 # examples/quickstart.py is left out: it has no smaller size, and its fit (200,000 rows, 100
 # rounds on 2 CPU workers) takes about 30 s on a 2-core machine.
@@ -83,6 +84,7 @@ GPU_RUNS = [
                                "--skip-xgboost", "--out", "{tmp}"], "| higgs | 2,000 x 28 |"),
     ("examples/benchmark_external.py", ["--rows", "20000", "--rounds", "2", "--device", "cuda", "--rates", "0.5"],
      "| out of core | 0.5 |"),
+    ("examples/benchmark_categorical.py", ["--smoke"], "| daskgb |"),
 ]
 
 
