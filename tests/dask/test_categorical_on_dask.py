@@ -99,3 +99,41 @@ def test_bad_category_codes_in_a_partition_are_named(client):
         dgb.DaskQuantileMatrix(client, on_workers(client, X, [200, 200], [0, 1]),
                                on_workers(client, y, [200, 200], [0, 1]), feature_types=["q", "c", "q"],
                                device="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_gpu_workers_grow_the_categorical_trees_of_one_gpu(n_workers):
+    """GPU workers (dask-cuda, a worker per GPU) train a dask frame's category columns on the
+    device, with the union's codes, and grow the trees one GPU grows in process."""
+    cupy = pytest.importorskip("cupy")
+    if cupy.cuda.runtime.getDeviceCount() < n_workers:
+        pytest.skip(f"needs {n_workers} GPUs")
+    dask_cuda = pytest.importorskip("dask_cuda")
+
+    parts = [_frame(11, 3000, "abc"), _frame(12, 3000, "bcd"), _frame(13, 2000, "cde")]
+    y = np.concatenate([_target(p, 5) for p in parts])
+    X = dd.concat([dd.from_pandas(p, npartitions=1) for p in parts])
+    dy = dd.concat([dd.from_pandas(pd.Series(y[a:b]), npartitions=1) for a, b in ((0, 3000), (3000, 6000),
+                                                                                  (6000, 8000))])
+    params = {"max_depth": 5, "device": "cuda", "max_cat_threshold": 16}
+    devices = ",".join(str(i) for i in range(n_workers))
+    with dask_cuda.LocalCUDACluster(n_workers=n_workers, CUDA_VISIBLE_DEVICES=devices,
+                                    dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        dm = dgb.DaskQuantileMatrix(client, X, dy, enable_categorical=True)
+        out = dgb.train(client, params, dm, 6)
+        union = dm.categories
+        whole = pd.concat([p.astype({"small": object, "big": object}) for p in parts], ignore_index=True)
+        for i, name in enumerate(["small", "big"]):
+            whole[name] = pd.Categorical(whole[name], categories=union[i])
+        lazy = dgb.predict(client, out["booster"], X).compute()
+    ours = out["booster"]
+    assert ours.attr("training_path") == "cuda-graphs"
+    single = daskgb.train(params, daskgb.QuantileMatrix(whole, y, enable_categorical=True, device="cuda"), 6,
+                          verbose_eval=False)
+    assert any(t.categories for t in ours.trees)
+    for i, (a, b) in enumerate(zip(ours.trees, single.trees)):
+        for name in ("left", "right", "feature", "bin", "default_left", "value", "cover"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"tree {i} {name}")
+        assert {k: v.tolist() for k, v in a.categories.items()} == {k: v.tolist() for k, v in b.categories.items()}
+    np.testing.assert_allclose(np.asarray(lazy), np.asarray(single.predict(whole)), atol=1e-6)
