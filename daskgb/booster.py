@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -17,20 +20,32 @@ from .objectives import get_objective
 from .params import TrainParams
 from .predict import add_tree_binned
 from .tree import Tree
+from . import ubjson
 
 MODEL_FORMAT = "daskgb-model"
 # Version 2 adds num_parallel_tree (trees per output group a round); a model of one tree a
 # group is written as version 1, which daskgb releases before it read as well.
 MODEL_VERSION = 2
+# XGBoost's feature types: "c" categorical, the rest numeric.
+_FEATURE_TYPES = ("q", "c", "float", "int", "i")
 
 
 class Booster:
     """A trained gradient-boosted tree ensemble."""
 
     def __init__(self, params: dict | None = None, trees=None, base_score=0.5, n_features: int = 0,
-                 feature_names=None, tree_info=None, feature_types=None, categories=None):
-        self.params = TrainParams.from_dict(params or {})
-        self._raw_params = dict(params or {})
+                 feature_names=None, tree_info=None, feature_types=None, categories=None, *, model_file=None,
+                 cache=None):
+        """A booster of params (XGBoost's names) and trees. As xgboost.Booster: model_file= a
+        model to load (a path, the bytes save_raw gives, or a Booster to copy), and cache= the
+        matrices (a list of QuantileMatrix) whose features an empty booster takes, as
+        Booster(params, [dtrain]) before update() rounds; a list of matrices as the second
+        positional argument is read as cache."""
+        if trees and all(isinstance(t, QuantileMatrix) for t in trees):
+            cache, trees = trees, None
+        params = _param_dict(params)
+        self.params = TrainParams.from_dict(params)
+        self._raw_params = params
         self.trees: list[Tree] = list(trees or [])
         # Output group of each tree: its class for multiclass models (K trees per round, in class order).
         self.tree_info: list[int] = list(tree_info) if tree_info is not None else [0] * len(self.trees)
@@ -39,30 +54,151 @@ class Booster:
         # One number, or for multiclass the K class margins.
         self.base_score = float(base_score) if np.ndim(base_score) == 0 else [float(v) for v in base_score]
         self.n_features = int(n_features)
-        self.feature_names = feature_names
-        # "q" / "c" per feature (None: all numeric), and a dataframe's categories by feature
-        # (category names in code order), with which predict recodes a dataframe's categories.
-        self.feature_types = feature_types
+        self._feature_names = None if feature_names is None else list(feature_names)
+        # A type per feature (None: all numeric): "c" categorical, else XGBoost's numeric types
+        # ("q", "float", "int", "i"); and a dataframe's categories by feature (category names in
+        # code order), with which predict recodes a dataframe's categories.
+        self._feature_types = None if feature_types is None else list(feature_types)
         self.categories = categories
         self.best_iteration: int | None = None
         self.best_score: float | None = None
         # XGBoost's string attributes: the user's (set_attr) and training's ("training_path").
         self._attributes: dict[str, str] = {}
         self._packed = None  # (n_trees, {(start, end, group): (nodes, offsets)}): _packed_group's packs
+        for m in cache or ():
+            if not isinstance(m, QuantileMatrix):
+                raise TypeError(f"Invalid cache item: {type(m).__name__} (cache holds QuantileMatrix objects)")
+            if not self.trees and not self.n_features:
+                self.n_features, self._feature_names = m.n_features, m.feature_names
+                self._feature_types, self.categories = m.feature_types, m.categories
+        if model_file is not None:
+            if isinstance(model_file, Booster):
+                self.__dict__.update(model_file.copy().__dict__)
+            elif isinstance(model_file, (str, os.PathLike, bytes, bytearray)):
+                self.load_model(model_file)
+            else:
+                raise TypeError(f"model_file must be a path, the bytes of a model or a Booster, got "
+                                f"{type(model_file).__name__}")
+            if params:
+                self.set_param(params)
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_packed"] = None  # a cache: a pickled model (sent to Dask workers) travels without it
         return state
 
+    def __setstate__(self, state):
+        for name in ("feature_names", "feature_types"):  # pickled before they were properties
+            if name in state:
+                state["_" + name] = state.pop(name)
+        self.__dict__.update(state)
+
+    # ------------------------------------------------------------------ copies and slices (XGBoost's)
+    def __copy__(self) -> "Booster":
+        return self.__deepcopy__({})
+
+    def __deepcopy__(self, memo) -> "Booster":
+        """A copy that shares nothing with this booster (XGBoost's copies are all deep)."""
+        out = object.__new__(Booster)
+        out.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        return out
+
+    def copy(self) -> "Booster":
+        """A copy of the booster (xgboost.Booster.copy)."""
+        return self.__deepcopy__({})
+
+    def __getitem__(self, val) -> "Booster":
+        """The model of some boosting rounds, as XGBoost's slicing: booster[3:7] keeps rounds
+        3..6 (each round's trees, every output group's), booster[1:7:2] rounds 1, 3, 5,
+        booster[i] round i, booster[...] all; a stop of None or 0 means the last round. The
+        slice drops best_iteration and best_score and keeps the other attributes, and predicts
+        as this booster with iteration_range=(start, stop)."""
+        if isinstance(val, (int, np.integer)) and not isinstance(val, (bool, np.bool_)):
+            val = slice(int(val), int(val) + 1)
+        if val is Ellipsis:
+            val = slice(0, 0)
+        if isinstance(val, tuple):
+            raise ValueError("Only supports slicing through 1 dimension.")
+        if not isinstance(val, slice):
+            raise TypeError(f"Expecting int, slice, numpy.integer or Ellipsis to slice a Booster, got "
+                            f"{type(val).__name__}")
+        start = 0 if val.start is None or val.start is Ellipsis else int(val.start)
+        stop = 0 if val.stop is None or val.stop is Ellipsis else int(val.stop)
+        step = 1 if val.step is None else int(val.step)
+        if val.stop is not None and val.stop is not Ellipsis and stop < start:
+            raise ValueError(f"Invalid slice {val}: its stop is before its start")
+        if start < 0:
+            raise ValueError(f"Invalid slice {val}: start must be >= 0 (rounds are counted from 0)")
+        if step < 1:
+            raise ValueError(f"Invalid slice {val}: step must be >= 1")
+        rounds = self.num_boosted_rounds()
+        stop = rounds if stop == 0 else stop
+        if stop == start:
+            raise ValueError(f"Empty slice is not allowed: {val} holds no round")
+        if stop > rounds or step > stop - start:
+            raise IndexError(f"Layer index out of range: {val} of a model of {rounds} rounds")
+        k = self.trees_per_round
+        keep = [t for r in range(start, stop, step) for t in range(r * k, (r + 1) * k)]
+        state = self.__getstate__()
+        state.update(trees=[], tree_info=[], best_iteration=None, best_score=None)
+        out = object.__new__(Booster)
+        out.__dict__.update(copy.deepcopy(state))
+        out.trees = [copy.deepcopy(self.trees[i]) for i in keep]
+        out.tree_info = [self.tree_info[i] for i in keep]
+        return out
+
+    def __iter__(self):
+        """Each boosting round as a model of its own (XGBoost's iteration over a Booster)."""
+        for i in range(self.num_boosted_rounds()):
+            yield self[i]
+
     # ------------------------------------------------------------------ introspection
     @property
     def objective(self):
         return get_objective(self.params.objective, self.params)
 
-    @property
     def num_features(self) -> int:
+        """The number of features the model takes (xgboost.Booster.num_features)."""
         return self.n_features
+
+    @property
+    def feature_names(self) -> list[str] | None:
+        """The features' names (None: unnamed); settable, as XGBoost's: a list of one distinct
+        string a feature, or None."""
+        return self._feature_names
+
+    @feature_names.setter
+    def feature_names(self, names) -> None:
+        if names is None:
+            self._feature_names = None
+            return
+        names = _feature_info(names, self.n_features, "feature names")
+        if len(set(names)) != len(names):
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"feature_names must be unique. Duplicates found: {duplicates}")
+        if not all(isinstance(n, str) and not any(c in n for c in "[]<") for n in names):
+            raise ValueError("feature_names must be string, and may not contain [, ] or <")
+        self._feature_names = names
+
+    @property
+    def feature_types(self) -> list[str] | None:
+        """The features' types (None: all numeric): "c" categorical, "q", "float", "int" or "i"
+        (XGBoost's numeric types); settable, as XGBoost's, to a list of one type a feature or
+        None. The features the model splits by category must stay "c"."""
+        return self._feature_types
+
+    @feature_types.setter
+    def feature_types(self, types) -> None:
+        if types is not None:
+            types = _feature_info(types, self.n_features, "feature types")
+            bad = [t for t in types if t not in _FEATURE_TYPES]
+            if bad:
+                raise ValueError(f"feature_types holds {bad[0]!r}; a feature's type is one of {list(_FEATURE_TYPES)}")
+        categorical = sorted({int(t.feature[node]) for t in self.trees for node in t.categories})
+        lost = [f for f in categorical if types is None or types[f] != "c"]
+        if lost:
+            raise ValueError(f"the model splits feature {lost[0]} by category: its feature_types must keep it 'c'")
+        self._feature_types = types
 
     @property
     def n_groups(self) -> int:
@@ -129,13 +265,34 @@ class Booster:
             else:
                 self._attributes[key] = value
 
-    def set_param(self, key: str, value) -> None:
-        """Set one training parameter (XGBoost name or alias), checked; e.g. by a callback between rounds."""
+    def set_param(self, params, value=None) -> None:
+        """Set training parameters (XGBoost names or aliases), checked: set_param(key, value),
+        set_param({key: value, ...}) or set_param([(key, value), ...]) (xgboost.Booster.set_param);
+        e.g. by a callback between rounds. Pairs naming eval_metric more than once add metrics."""
         from .params import ALIASES
 
-        name = ALIASES.get(key, key)
-        raw = {k: v for k, v in self._raw_params.items() if ALIASES.get(k, k) != name}
-        raw[key] = value
+        if isinstance(params, str):
+            if value is None:
+                raise ValueError(f"set_param({params!r}) needs a value: set_param(key, value)")
+            pairs = [(params, value)]
+        elif isinstance(params, Mapping):
+            pairs = list(params.items())
+        else:
+            try:
+                pairs = [(k, v) for k, v in params]
+            except (TypeError, ValueError):
+                raise ValueError("set_param takes (key, value), a dict or a list of (key, value) pairs") from None
+        updates = {}
+        for key, v in pairs:
+            if v is None:
+                continue
+            if key == "eval_metric" and "eval_metric" in updates:
+                before = updates["eval_metric"]
+                v = (list(before) if isinstance(before, (list, tuple)) else [before]) + [v]
+            updates[key] = v
+        names = {ALIASES.get(k, k) for k in updates}
+        raw = {k: v for k, v in self._raw_params.items() if ALIASES.get(k, k) not in names}
+        raw.update(updates)
         params = TrainParams.from_dict(raw)
         if params.num_parallel_tree != self.params.num_parallel_tree and self.trees:
             # The model's rounds are counted in trees_per_round: every round must hold as many.
@@ -500,43 +657,194 @@ class Booster:
         b._check_groups("XGBoost")
         return b
 
-    def save_model(self, path, format: str = "daskgb") -> None:
-        """Write the model as JSON: daskgb's format (docs/model_format.md), or with
-        format="xgboost" XGBoost's JSON model format, which xgboost.Booster(model_file=path)
-        loads and predicts with (daskgb/xgboost_format.py says what it carries)."""
+    def _saved(self, format: str) -> dict:
         if format == "daskgb":
-            d = self.to_dict()
-        elif format == "xgboost":
+            return self.to_dict()
+        if format == "xgboost":
             from .xgboost_format import to_xgboost_json
 
-            d = to_xgboost_json(self)
-        else:
-            raise ValueError(f"format must be 'daskgb' or 'xgboost', got {format!r}")
-        Path(path).write_text(json.dumps(d))
+            return to_xgboost_json(self)
+        raise ValueError(f"format must be 'daskgb' or 'xgboost', got {format!r}")
 
-    def load_model(self, path) -> "Booster":
-        """Replace this booster's content with the model in a JSON file: daskgb's format or
-        XGBoost's JSON model format (whichever the file holds; a model read from XGBoost's is
-        for prediction: its trees carry no training bins)."""
+    def save_model(self, path, format: str = "daskgb") -> None:
+        """Write the model: daskgb's format (docs/model_format.md), or with format="xgboost"
+        XGBoost's JSON model format, which xgboost.Booster(model_file=path) loads and predicts
+        with (daskgb/xgboost_format.py says what it carries). A path ending in .ubj is written
+        as UBJSON (XGBoost's binary JSON, daskgb/ubjson.py), any other as JSON text."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"fname must be a string or os PathLike, got {type(path).__name__}")
+        path = Path(os.path.expanduser(os.fspath(path)))
+        d = self._saved(format)
+        if path.suffix == ".ubj":
+            path.write_bytes(ubjson.dumps(d))
+        else:
+            path.write_text(json.dumps(d))
+
+    def save_raw(self, raw_format: str = "ubj", format: str = "daskgb") -> bytearray:
+        """The model as bytes (xgboost.Booster.save_raw): raw_format "ubj" (UBJSON) or "json";
+        format as save_model's. Booster(model_file=raw) and load_model(raw) read them back."""
+        d = self._saved(format)
+        if raw_format == "json":
+            return bytearray(json.dumps(d).encode("utf-8"))
+        if raw_format == "ubj":
+            return bytearray(ubjson.dumps(d))
+        if raw_format == "deprecated":
+            raise ValueError("raw_format='deprecated' (XGBoost's old binary format) is not supported; use 'ubj' "
+                             "or 'json'")
+        raise ValueError(f"raw_format must be 'ubj' or 'json', got {raw_format!r}")
+
+    def load_model(self, fname) -> "Booster":
+        """Replace this booster's content with a model: a file's path or the bytes save_raw
+        gives (a bytearray), holding daskgb's format or XGBoost's JSON model format, as JSON
+        text or UBJSON (whichever it holds; a model read from XGBoost's is for prediction: its
+        trees carry no training bins)."""
         from .xgboost_format import booster_fields, is_xgboost_model
 
+        if isinstance(fname, (bytes, bytearray)):
+            raw, where = bytes(fname), "the model buffer"
+        elif isinstance(fname, (str, os.PathLike)):
+            path = Path(os.path.expanduser(os.fspath(fname)))
+            raw, where = path.read_bytes(), str(fname)
+        else:
+            raise TypeError(f"Unknown file type: {type(fname).__name__} (load_model takes a path or a bytearray)")
         try:
-            d = json.loads(Path(path).read_text())
+            if ubjson.looks_like_ubjson(raw[:2]):
+                d = ubjson.loads(raw)
+            else:
+                d = json.loads(raw.decode("utf-8"))
         except RecursionError:
-            raise ValueError(f"{path} is not a model: its JSON is nested too deeply") from None
+            raise ValueError(f"{where} is not a model: its JSON is nested too deeply") from None
         except UnicodeDecodeError:
-            raise ValueError(f"{path} is not a JSON model (an XGBoost .ubj model? save it with a .json name "
-                             "to read it here)") from None
+            raise ValueError(f"{where} is not a model: neither JSON text nor UBJSON") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not valid JSON (a truncated or corrupted model file?): {exc}") from None
+            raise ValueError(f"{where} is not valid JSON (a truncated or corrupted model file?): {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         try:
             other = Booster._from_fields(booster_fields(d)) if is_xgboost_model(d) else Booster.from_dict(d)
         except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as exc:  # not the format's layout
             what = f"it lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
             kind = "an XGBoost" if is_xgboost_model(d) else "a daskgb"
-            raise ValueError(f"{path} is {kind} model file that is corrupted: {what}") from None
+            raise ValueError(f"{where} is {kind} model file that is corrupted: {what}") from None
         self.__dict__.update(other.__dict__)
         return self
+
+    # ------------------------------------------------------------------ dumps (model_dump.py)
+    def get_dump(self, fmap="", with_stats: bool = False, dump_format: str = "text") -> list[str]:
+        """Each tree as text, as xgboost.Booster.get_dump writes it: dump_format "text" or
+        "json", with_stats adding each node's gain and cover, fmap a feature map file."""
+        from .model_dump import get_dump
+
+        return get_dump(self, fmap, with_stats, dump_format)
+
+    def dump_model(self, fout, fmap="", with_stats: bool = False, dump_format: str = "text") -> None:
+        """Write get_dump's trees to fout (a path or an open text file), as XGBoost's dump_model."""
+        from .model_dump import dump_model
+
+        dump_model(self, fout, fmap, with_stats, dump_format)
+
+    def trees_to_dataframe(self, fmap=""):
+        """The trees as a pandas DataFrame, a row per node (xgboost.Booster.trees_to_dataframe)."""
+        from .model_dump import trees_to_dataframe
+
+        return trees_to_dataframe(self, fmap)
+
+    # ------------------------------------------------------------------ XGBoost's in-place prediction
+    def inplace_predict(self, data, *, iteration_range=(0, 0), predict_type: str = "value", missing=np.nan,
+                        validate_features: bool = True, base_margin=None, strict_shape: bool = False):
+        """Predictions for raw features (numpy, pandas, cupy, scipy CSR), as
+        xgboost.Booster.inplace_predict: predict_type "value" (transformed) or "margin";
+        cupy in, cupy out. strict_shape gives (n_rows, outputs) even for one output."""
+        if predict_type not in ("value", "margin"):
+            raise ValueError(f"predict_type must be 'value' or 'margin', got {predict_type!r}")
+        if isinstance(data, QuantileMatrix):
+            raise TypeError("inplace_predict takes raw features (numpy, pandas, cupy, scipy CSR); use predict for a "
+                            "QuantileMatrix")
+        if isinstance(data, (list, tuple)):
+            data = np.asarray(data)
+        if validate_features and hasattr(data, "shape") and len(data.shape) == 2 \
+                and data.shape[1] != self.n_features:
+            raise ValueError(f"Feature shape mismatch, expected: {self.n_features}, got {data.shape[1]}")
+        out = self.predict(data, output_margin=predict_type == "margin", iteration_range=iteration_range,
+                           missing=missing, base_margin=base_margin)
+        if strict_shape:
+            out = out.reshape(out.shape[0], -1)
+        return out
+
+    # ------------------------------------------------------------------ rounds and evaluation (training/)
+    def update(self, dtrain, iteration: int, fobj=None) -> None:
+        """Train one more round on dtrain (a QuantileMatrix), as xgboost.Booster.update: with
+        the booster's parameters, going on from its trees (an empty booster, Booster(params,
+        [dtrain]), starts the model); fobj a custom objective fobj(margin, dtrain) -> (grad,
+        hess). iteration is the round's number, as XGBoost counts it (the rounds so far)."""
+        _training_api().update(self, dtrain, iteration, fobj)
+
+    def boost(self, dtrain, iteration: int, *, grad=None, hess=None, fobj=None) -> None:
+        """Train one more round from given gradients (grad, hess: one value per row, or
+        (n_rows, outputs)) or a custom objective fobj, as xgboost.Booster.boost."""
+        _training_api().boost(self, dtrain, iteration, grad, hess, fobj)
+
+    def eval_set(self, evals, iteration: int = 0, feval=None, output_margin: bool = True) -> str:
+        """The model's metrics on (QuantileMatrix, name) pairs as XGBoost's string,
+        "[iteration]\tname-metric:value..." (xgboost.Booster.eval_set): the eval_metric
+        parameters' metrics (or the objective's default), then feval(predt, matrix) -> (name,
+        value) or a list of them for each set."""
+        return _training_api().eval_set(self, evals, iteration, feval, output_margin)
+
+    def eval(self, data, name: str = "eval", iteration: int = 0) -> str:
+        """eval_set([(data, name)], iteration) (xgboost.Booster.eval)."""
+        return self.eval_set([(data, name)], iteration)
+
+
+# Training a round (update, boost) and evaluating (eval_set) are training/'s work, and training/
+# sits above this module (it makes Boosters): it registers the module that does that work here
+# (daskgb/__init__.py, so that `import daskgb` has it wired).
+_TRAINING_API = []
+
+
+def register_training_api(module) -> None:
+    """Give Booster.update, boost and eval_set the module that does their work
+    (daskgb/training/booster_rounds.py)."""
+    _TRAINING_API[:] = [module]
+
+
+def _training_api():
+    if not _TRAINING_API:
+        raise RuntimeError("Booster.update / boost / eval_set need daskgb's training: import daskgb")
+    return _TRAINING_API[0]
+
+
+def _param_dict(params) -> dict:
+    """Parameters as a dict: XGBoost takes a dict or a list of (key, value) pairs, in which
+    eval_metric may come more than once (each adds a metric)."""
+    if params is None:
+        return {}
+    if isinstance(params, Mapping):
+        return dict(params)
+    out = {}
+    try:
+        pairs = [(k, v) for k, v in params]
+    except (TypeError, ValueError):
+        raise ValueError(f"params must be a dict or a list of (key, value) pairs, got {type(params).__name__}") \
+            from None
+    for key, v in pairs:
+        if key == "eval_metric" and key in out:
+            before = out[key]
+            v = (list(before) if isinstance(before, (list, tuple)) else [before]) + [v]
+        out[key] = v
+    return out
+
+
+def _feature_info(values, n_features: int, what: str) -> list:
+    """feature names or types given to a Booster, as a list of one entry a feature (XGBoost's
+    _validate_feature_info: a list or tuple, not a string)."""
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"{what} must be a list of one entry a feature, got {type(values).__name__}")
+    values = list(values)
+    if len(values) != n_features:
+        raise ValueError(f"{what} must have the same length as the model's features ({n_features}), got "
+                         f"{len(values)}")
+    return values
 
 
 def _finite(v) -> bool:
@@ -558,8 +866,9 @@ def _check_types(types, categories, n_features: int, trees):
     """A saved model's feature_types and categories, checked: categorical splits only on
     categorical features."""
     if types is not None:
-        if not isinstance(types, list) or len(types) != n_features or any(t not in ("q", "c") for t in types):
-            raise ValueError(f"corrupted daskgb model: feature_types must be a list of 'q' / 'c', one per feature")
+        if not isinstance(types, list) or len(types) != n_features or any(t not in _FEATURE_TYPES for t in types):
+            raise ValueError(f"corrupted daskgb model: feature_types must be a list of {list(_FEATURE_TYPES)}, one "
+                             "per feature")
     for i, t in enumerate(trees):
         for node in t.categories:
             if types is None or types[int(t.feature[node])] != "c":

@@ -82,6 +82,8 @@ class EarlyStopping(TrainingCallback):
         if maximize is None:
             maximize = metric != "mape" and metric.startswith(self._MAXIMIZE)
         score = log[metric][-1]
+        if isinstance(score, tuple):  # daskgb.cv's log: (mean, std) over the folds; the mean decides
+            score = score[0]
         if self.best is None:
             better = True
         elif maximize:
@@ -104,16 +106,22 @@ class EvaluationMonitor(TrainingCallback):
 
     reads_only = True
 
-    def __init__(self, period: int = 1):
+    def __init__(self, period: int = 1, show_stdv: bool = True):
         if isinstance(period, bool) or not isinstance(period, numbers.Integral) or period < 1:
             raise ValueError(f"period must be an integer >= 1, got {period!r}")
         self.period = int(period)
+        self.show_stdv = bool(show_stdv)
         self._last = None
+
+    def _value(self, v) -> str:
+        if isinstance(v, tuple):  # daskgb.cv's log: (mean, std) over the folds
+            return f"{v[0]:.5f}+{v[1]:.5f}" if self.show_stdv else f"{v[0]:.5f}"
+        return f"{v:.5f}"
 
     def after_iteration(self, model, epoch, evals_log):
         if not evals_log:
             return False
-        line = [f"[{epoch}]"] + [f"{data}-{metric}:{values[-1]:.5f}" for data, log in evals_log.items()
+        line = [f"[{epoch}]"] + [f"{data}-{metric}:{self._value(values[-1])}" for data, log in evals_log.items()
                                  for metric, values in log.items()]
         if epoch % self.period == 0:
             print("\t".join(line), flush=True)

@@ -290,8 +290,8 @@ def predict(args) -> None:
         features = list(booster.feature_names)
     else:
         features = [c for c in df.columns if c not in set(args.drop) | set(args.keep)]
-    if len(features) != booster.num_features:
-        raise SystemExit(f"daskgb: the model takes {booster.num_features} features; the data has {len(features)} "
+    if len(features) != booster.n_features:
+        raise SystemExit(f"daskgb: the model takes {booster.n_features} features; the data has {len(features)} "
                          f"besides --drop and --keep: {features}")
     width = np.asarray(booster.predict(np.zeros((1, len(features)), np.float32),
                                        output_margin=args.output_margin)).reshape(1, -1).shape[1]

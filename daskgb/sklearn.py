@@ -361,7 +361,7 @@ class _GBModel:
         """Gain importance per feature, normalised to sum to 1 (zeros if no tree splits)."""
         booster = self.get_booster()
         scores = booster.get_score(importance_type="gain")
-        n = booster.num_features
+        n = booster.n_features
         names = booster.feature_names or [f"f{i}" for i in range(n)]
         values = np.array([scores.get(name, 0.0) for name in names], dtype=np.float32)
         total = values.sum()

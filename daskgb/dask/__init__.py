@@ -236,12 +236,12 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
     if isinstance(X, da.Array):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-dimensional, got {X.ndim} dimension(s)")
-        if X.shape[1] != booster.num_features:
-            raise ValueError(f"the model was trained on {booster.num_features} features, X has {X.shape[1]}")
+        if X.shape[1] != booster.n_features:
+            raise ValueError(f"the model was trained on {booster.n_features} features, X has {X.shape[1]}")
         arr = X.rechunk({1: -1})
     elif hasattr(X, "to_dask_array"):
-        if len(X.columns) != booster.num_features:
-            raise ValueError(f"the model was trained on {booster.num_features} features, X has {len(X.columns)}")
+        if len(X.columns) != booster.n_features:
+            raise ValueError(f"the model was trained on {booster.n_features} features, X has {len(X.columns)}")
         # The blocks go to the workers as arrays, without their column names: checked here.
         check_feature_names(booster.feature_names, list(X.columns), "the model", "X")
         # Category columns as codes of the model's categories (by name), as Booster.predict recodes.
@@ -254,7 +254,7 @@ def predict(client, booster, X, output_margin: bool = False, iteration_range=(0,
 
     if explain:
         start, end = booster._tree_slice(iteration_range)  # checked here, before any block runs
-        k, f = booster.n_groups, booster.num_features
+        k, f = booster.n_groups, booster.n_features
         kind = "leaf" if pred_leaf else ("inter" if pred_interactions else "contribs")
         if pred_leaf:
             shape = ((end - start,),)
@@ -287,8 +287,8 @@ def _predict_matrix(client, booster, m, output_margin, iteration_range):
 
     if m.released:
         raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
-    if m.n_features != booster.num_features:
-        raise ValueError(f"the model was trained on {booster.num_features} features, the matrix has {m.n_features}")
+    if m.n_features != booster.n_features:
+        raise ValueError(f"the model was trained on {booster.n_features} features, the matrix has {m.n_features}")
     handle = _scattered(client, booster)
     k = booster.n_groups
     columns = k if k > 1 and (output_margin or getattr(booster.objective, "output_prob", True)) else 0
