@@ -715,7 +715,7 @@ class Booster:
         except RecursionError:
             raise ValueError(f"{where} is not a model: its JSON is nested too deeply") from None
         except UnicodeDecodeError:
-            raise ValueError(f"{where} is not a model: neither JSON text nor UBJSON") from None
+            raise ValueError(f"{where} is not a JSON model: neither JSON text nor UBJSON") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where} is not valid JSON (a truncated or corrupted model file?): {exc}") from None
         except ValueError as exc:

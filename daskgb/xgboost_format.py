@@ -28,7 +28,8 @@ Several trees a round per output (num_parallel_tree > 1, random forests) travel 
 a round's trees of group 0, then group 1's, ...).
 What daskgb cannot read: gblinear and dart boosters, vector leaves
 (multi_strategy="multi_output_tree"), rounds of different numbers of trees (iteration_indptr),
-UBJSON files, and objectives daskgb does not have.
+and objectives daskgb does not have. (A model as UBJSON, .ubj files and save_raw's default, is
+the same JSON encoded by daskgb/ubjson.py.)
 """
 
 from __future__ import annotations

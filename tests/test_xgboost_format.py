@@ -134,13 +134,17 @@ def test_what_daskgb_cannot_read_is_named(tmp_path, params, match):
         daskgb.Booster().load_model(_xgb_json(tmp_path, params))
 
 
-def test_ubj_and_unknown_formats_are_refused(tmp_path):
-    """(Categorical splits are read: tests/test_categorical_format.py.)"""
+def test_ubj_is_read_and_unknown_formats_are_refused(tmp_path):
+    """(Categorical splits are read: tests/test_categorical_format.py; UBJSON both ways:
+    tests/test_booster_api.py.)"""
     rng, X = data(5)
     xb = xgb.train({"max_depth": 2, "tree_method": "hist"}, xgb.DMatrix(X, rng.normal(size=N)), 3)
     xb.save_model(str(tmp_path / "m.ubj"))
-    with pytest.raises(ValueError, match="ubj"):
-        daskgb.Booster().load_model(tmp_path / "m.ubj")
+    np.testing.assert_allclose(daskgb.Booster().load_model(tmp_path / "m.ubj").predict(X), xb.predict(xgb.DMatrix(X)),
+                               atol=1e-6)
+    (tmp_path / "m.bin").write_bytes(b"\x00binary")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        daskgb.Booster().load_model(tmp_path / "m.bin")
     with pytest.raises(ValueError, match="format must be"):
         daskgb.Booster().save_model(tmp_path / "x.json", format="lightgbm")
 
