@@ -11,7 +11,11 @@ as XGBoost's C++ takes it. The draws come from a host RNG keyed by (seed, tree i
 depth or node id): every worker draws the same sets without communicating, and the
 sets do not depend on the order nodes are evaluated in. They are not XGBoost's random
 stream (its mt19937 state carries over from tree to tree), so a sampled model equals
-XGBoost's only in distribution, not tree for tree.
+XGBoost's only in distribution, not tree for tree. With feature weights (XGBoost's
+feature_weights), each draw is XGBoost's WeightedSamplingWithoutReplacement: every
+feature of the set draws the key log(u) / max(w, 1e-6), u uniform in [0, 1), and the
+draw keeps the features of the largest keys, so a feature is drawn first with
+probability proportional to its weight.
 
 Interaction constraints follow XGBoost's FeatureInteractionConstraintHost: the root
 may split on any feature; after a split on feature f, a child may split on the
@@ -34,11 +38,34 @@ def sample_count(n: int, rate: float) -> int:
     return max(1, int(np.float32(rate) * np.float32(n)))
 
 
-def _draw(features: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+# XGBoost's kRtEps: the least weight a feature draws with, so that a weight of 0 is drawn last.
+_MIN_WEIGHT = np.float32(1e-6)
+
+
+def _draw(features: np.ndarray, rate: float, rng: np.random.Generator, weights: np.ndarray | None = None) -> np.ndarray:
     if rate == 1.0:
         return features
-    keep = rng.choice(features.size, sample_count(features.size, rate), replace=False)
+    n = sample_count(features.size, rate)
+    if weights is None:
+        keep = rng.choice(features.size, n, replace=False)
+    else:
+        # Efraimidis and Spirakis's weighted sampling without replacement, in float32 as XGBoost's.
+        u = rng.random(features.size, dtype=np.float32)
+        with np.errstate(divide="ignore"):  # u = 0 draws the key -inf: last
+            keys = np.log(u) / np.maximum(weights[features], _MIN_WEIGHT)
+        keep = np.argsort(-keys, kind="stable")[:n]
     return np.sort(features[keep])
+
+
+def check_feature_weights(weights, n_features: int) -> np.ndarray | None:
+    """The feature weights as float32, checked against the data's feature count."""
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float32)
+    if w.shape != (n_features,):
+        raise ValueError(f"feature_weights has {w.size} weights for data with {n_features} features; give one "
+                         "weight per feature")
+    return w
 
 
 class ColumnSampler:
@@ -48,11 +75,12 @@ class ColumnSampler:
     _TREE, _LEVEL, _NODE = 0, 1, 2
 
     def __init__(self, n_features: int, bytree: float, bylevel: float, bynode: float, seed: int,
-                 tree_index: int):
+                 tree_index: int, weights=None):
         self.bylevel, self.bynode = float(bylevel), float(bynode)
+        self.weights = check_feature_weights(weights, n_features)
         # SeedSequence takes non-negative integers; XGBoost's seed may be negative.
         self._key = (int(seed) % 2**64, int(tree_index))
-        self.tree_set = _draw(np.arange(n_features), float(bytree), self._rng(self._TREE))
+        self.tree_set = _draw(np.arange(n_features), float(bytree), self._rng(self._TREE), self.weights)
         self._levels: dict[int, np.ndarray] = {}
 
     def _rng(self, *stream) -> np.random.Generator:
@@ -61,11 +89,11 @@ class ColumnSampler:
     def level_set(self, depth: int) -> np.ndarray:
         s = self._levels.get(depth)
         if s is None:
-            s = self._levels[depth] = _draw(self.tree_set, self.bylevel, self._rng(self._LEVEL, depth))
+            s = self._levels[depth] = _draw(self.tree_set, self.bylevel, self._rng(self._LEVEL, depth), self.weights)
         return s
 
     def node_set(self, nid: int, depth: int) -> np.ndarray:
-        return _draw(self.level_set(depth), self.bynode, self._rng(self._NODE, nid))
+        return _draw(self.level_set(depth), self.bynode, self._rng(self._NODE, nid), self.weights)
 
 
 # --------------------------------------------------------------------------- interaction constraints
@@ -164,7 +192,7 @@ class NodeFeatures:
     def __init__(self, params, n_features: int, tree_index: int, interaction: np.ndarray | None = None):
         self.n_features = n_features
         rates = (params.colsample_bytree, params.colsample_bylevel, params.colsample_bynode)
-        self.sampler = (ColumnSampler(n_features, *rates, params.seed, tree_index)
+        self.sampler = (ColumnSampler(n_features, *rates, params.seed, tree_index, params.feature_weights)
                         if any(r < 1.0 for r in rates) else None)
         self.interaction = InteractionConstraints(interaction) if interaction is not None else None
 

@@ -145,6 +145,40 @@ class SquaredError(Objective):
 class _Logistic(Objective):
     writes_gradients_into = True
 
+    def __init__(self, scale_pos_weight: float = 1.0):
+        # XGBoost's scale_pos_weight: rows labelled 1 weigh this much more in the gradient.
+        self.scale_pos_weight = float(scale_pos_weight)
+        self._scaled_weight = None  # the training rows' weights with it applied (prepare)
+
+    def _positive_scaled(self, xp, y, weight):
+        w = xp.where(y == 1, xp.float32(self.scale_pos_weight), xp.float32(1.0)).astype(xp.float32)
+        return w if weight is None else w * weight.astype(xp.float32)
+
+    def prepare(self, xp, dtrain, comm) -> None:
+        if self.scale_pos_weight != 1.0:
+            self._scaled_weight = self._positive_scaled(xp, dtrain.label, dtrain.weight)
+
+    def gradient_of(self, xp, margin, dtrain, iteration: int, out=None):
+        if self._scaled_weight is None:
+            return super().gradient_of(xp, margin, dtrain, iteration, out=out)
+        if out is None:
+            return self.gradient(xp, margin, dtrain.label, self._scaled_weight)
+        return self.gradient(xp, margin, dtrain.label, self._scaled_weight, out=out)
+
+    def base_score_sums(self, xp, y, weight) -> tuple[float, float]:
+        """With scale_pos_weight, XGBoost's FitIntercept: the Newton step from margin 0 of the
+        scaled gradient, sum (y - 1/2) w' over sum w'/4 (its probability in base_score_from_sums);
+        else the weighted mean label."""
+        if self.scale_pos_weight == 1.0:
+            return super().base_score_sums(xp, y, weight)
+        w = self._positive_scaled(xp, y, weight).astype(xp.float64)
+        return (float((w * (y.astype(xp.float64) - 0.5)).sum()), float((w * 0.25).sum()))
+
+    def base_score_from_sums(self, sums):
+        if self.scale_pos_weight == 1.0:
+            return super().base_score_from_sums(sums)
+        return float(1.0 / (1.0 + np.exp(-sums[0] / sums[1])))
+
     def gradient(self, xp, margin, y, weight, out=None):
         if xp is not np and margin.ndim == 1:
             from . import objective_cuda

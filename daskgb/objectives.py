@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from . import ranking
-from .objective import MULTICLASS, OBJECTIVES, Objective, Poisson, PseudoHuber, QuantileError, Softmax, Tweedie
+from .objective import (MULTICLASS, OBJECTIVES, Objective, Poisson, PseudoHuber, QuantileError, Softmax, Tweedie,
+                        _Logistic)
 
 
 def get_objective(name: str, params=None) -> Objective:
@@ -37,6 +38,8 @@ def get_objective(name: str, params=None) -> Objective:
         obj = cls(params.max_delta_step if getattr(params, "max_delta_step_set", False) else 0.7)
     elif cls is Tweedie:
         obj = cls(params.tweedie_variance_power)
+    elif issubclass(cls, _Logistic):
+        obj = cls(params.scale_pos_weight)
     elif cls is PseudoHuber:
         obj = cls(params.huber_slope)
     elif cls is QuantileError:

@@ -33,8 +33,14 @@ METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik",
 GROW_POLICIES = ("depthwise", "lossguide")
 TREE_METHODS = ("hist", "auto", "gpu_hist")
 
-# Accepted and without effect here, so that XGBoost parameter dicts carry over.
-IGNORED = frozenset({"verbosity", "silent", "validate_parameters", "disable_default_eval_metric", "nthread"})
+# Accepted and without effect here, so that XGBoost parameter dicts carry over: logging and
+# threads, and knobs that only tune XGBoost's own internals (its histogram cache's size
+# max_cached_hist_node, its dense/sparse kernel switch sparse_threshold, its check that workers
+# grew the same trees debug_synchronize, the refresh updater's refresh_leaf, which hist never
+# runs, and what to do with a GPU ordinal it cannot find, fail_on_invalid_gpu_id).
+IGNORED = frozenset({"verbosity", "silent", "validate_parameters", "disable_default_eval_metric", "nthread",
+                     "max_cached_hist_node", "sparse_threshold", "debug_synchronize", "refresh_leaf",
+                     "fail_on_invalid_gpu_id"})
 
 
 @dataclass
@@ -93,6 +99,14 @@ class TrainParams:
     monotone_constraints: object = None
     seed: int = 0
     nthread: int | None = None
+    # binary:logistic / reg:logistic: the weight of rows labelled 1 multiplied by this in the
+    # gradient (and in the default base_score's estimate), as XGBoost's RegLossParam.
+    scale_pos_weight: float = 1.0
+    # One non-negative weight per feature: column sampling (colsample_by*) draws features with
+    # probability proportional to it (XGBoost's DMatrix feature_weights; feature_sets.py).
+    feature_weights: object = None
+    booster: str = "gbtree"
+    multi_strategy: str = "one_output_per_tree"
 
     @classmethod
     def from_dict(cls, params: dict | None) -> "TrainParams":
@@ -119,6 +133,15 @@ class TrainParams:
 
     def _check(self) -> None:
         _choice("objective", self.objective, OBJECTIVES)
+        if self.booster != "gbtree":
+            raise ValueError(f"booster={self.booster!r} is not supported: daskgb grows trees (booster='gbtree'); "
+                             "gblinear and dart are XGBoost boosters it does not have")
+        if self.multi_strategy != "one_output_per_tree":
+            raise ValueError(f"multi_strategy={self.multi_strategy!r} is not supported: daskgb grows one output per "
+                             "tree (multi_strategy='one_output_per_tree'); vector-leaf trees (multi_output_tree) "
+                             "are not implemented")
+        self.scale_pos_weight = _number("scale_pos_weight", self.scale_pos_weight, low=0.0)
+        self.feature_weights = _feature_weights(self.feature_weights)
         _choice("tree_method", self.tree_method, TREE_METHODS)
         _choice("grow_policy", self.grow_policy, GROW_POLICIES)
         _choice("sampling_method", self.sampling_method, SAMPLING_METHODS)
@@ -244,6 +267,18 @@ class TrainParams:
             max_delta_step=self.max_delta_step,
             min_split_loss=self.min_split_loss,
         )
+
+
+def _feature_weights(value):
+    """None, or the weights as a list of floats, each finite and >= 0 (their count is checked
+    against the data where the columns are sampled)."""
+    if value is None:
+        return None
+    w = np.asarray(value, dtype=object if isinstance(value, (list, tuple)) else None)
+    if w.ndim != 1 or w.size == 0:
+        raise ValueError(f"feature_weights must be a non-empty 1-D sequence (one weight per feature), got shape "
+                         f"{w.shape}")
+    return [_number("feature_weights", v, low=0.0) for v in w.tolist()]
 
 
 def _choice(name, value, allowed):

@@ -13,6 +13,7 @@ grid search and pipelines work, but nothing here imports scikit-learn except
 from __future__ import annotations
 
 import inspect
+import json
 
 import numpy as np
 
@@ -44,6 +45,87 @@ def _not_fitted_error(message: str) -> NotFittedError:
 _BOTH: dict = {}
 
 
+# XGBModel's: the rounds fit trains when n_estimators is unset.
+_DEFAULT_N_ESTIMATORS = 100
+
+# The estimator's own parameters, which do not go to training as parameters (XGBModel's
+# _wrapper_params, with the Dask estimators' client).
+_WRAPPER_PARAMS = frozenset({"importance_type", "kwargs", "missing", "n_estimators", "enable_categorical",
+                             "early_stopping_rounds", "callbacks", "feature_types", "feature_weights", "client"})
+
+
+def _split_eval_metric(eval_metric):
+    """(the named metrics or None, the callable metric or None) of eval_metric, as XGBModel's
+    _configure_fit splits a name, a callable, or a list of names with at most one callable."""
+    if eval_metric is None:
+        return None, None
+    if callable(eval_metric):
+        return None, eval_metric
+    if isinstance(eval_metric, str):
+        return eval_metric, None
+    if not isinstance(eval_metric, (list, tuple)):
+        raise TypeError(f"Invalid type for the `eval_metric`: {type(eval_metric)}")
+    names, metric = [], None
+    for m in eval_metric:
+        if callable(m):
+            if metric is not None:
+                raise NotImplementedError("Using multiple custom metrics is not yet supported.")
+            metric = m
+        elif isinstance(m, str):
+            names.append(m)
+        else:
+            raise TypeError(f"Invalid type for the `eval_metric`: {type(m)}")
+    return (names or None), metric
+
+
+class _SklearnObjective:
+    """XGBoost's scikit-learn objective ``func(y_true, y_pred[, sample_weight]) -> (grad, hess)``
+    as train()'s ``obj(margin, dtrain)`` (XGBoost's _objective_decorator): y_pred are the raw
+    margins; sample_weight is passed where the rows have weights, which a function without that
+    parameter refuses."""
+
+    def __init__(self, func):
+        self.func = func
+        try:
+            self.takes_weight = "sample_weight" in inspect.signature(func).parameters
+        except (TypeError, ValueError):  # a builtin without a signature
+            self.takes_weight = False
+
+    def __call__(self, margin, dtrain):
+        weight = dtrain.get_weight()
+        if weight.size > 0:
+            if not self.takes_weight:
+                raise ValueError("Custom objective doesn't have the `sample_weight` parameter while sample_weight is "
+                                 "used.")
+            return self.func(dtrain.get_label(), margin, sample_weight=weight)
+        return self.func(dtrain.get_label(), margin)
+
+
+class _SklearnMetric:
+    """XGBoost's scikit-learn metric ``func(y_true, y_pred[, sample_weight]) -> float`` (a
+    scikit-learn metric, say) as train()'s ``custom_metric(predt, dmatrix) -> (name, value)``,
+    named after the function (XGBoost's _metric_decorator). As in XGBoost, early stopping
+    minimises it unless its name says otherwise (auc..., map..., ndcg..., pre...)."""
+
+    def __init__(self, func):
+        self.func = func
+
+    def __call__(self, predt, dmatrix):
+        y_true, weight = dmatrix.get_label(), dmatrix.get_weight()
+        y_true, predt = to_host(y_true), to_host(predt)
+        name = getattr(self.func, "__name__", type(self.func).__name__)
+        if weight.size == 0:
+            return name, self.func(y_true, predt)
+        return name, self.func(y_true, predt, sample_weight=to_host(weight))
+
+
+def _fit_feature_weights(model, weights):
+    """fit's feature_weights, which the constructor's must not also give."""
+    if weights is not None and model.feature_weights is not None:
+        raise ValueError("feature_weights are given to both the constructor and fit; give them once")
+    return weights
+
+
 def _column_vector_y(y):
     """y of shape (n, 1) as (n,), with scikit-learn's DataConversionWarning (a UserWarning
     when scikit-learn is not loaded), as its estimators warn."""
@@ -64,69 +146,93 @@ class _GBModel:
     def __init__(
         self,
         *,
-        n_estimators=100,
-        max_depth=6,
-        max_leaves=0,
-        grow_policy="depthwise",
-        learning_rate=0.3,
-        min_child_weight=1,
-        reg_lambda=1,
-        reg_alpha=0,
-        gamma=0,
-        max_delta_step=0,
-        max_bin=256,
-        colsample_bytree=1.0,
-        colsample_bylevel=1.0,
-        colsample_bynode=1.0,
-        num_parallel_tree=None,
-        interaction_constraints=None,
-        monotone_constraints=None,
-        base_score=None,
+        n_estimators=None,
+        max_depth=None,
+        max_leaves=None,
+        max_bin=None,
+        grow_policy=None,
+        learning_rate=None,
+        verbosity=None,
         objective=None,
-        eval_metric=None,
-        device="auto",
+        booster=None,
+        tree_method=None,
+        n_jobs=None,
+        gamma=None,
+        min_child_weight=None,
+        max_delta_step=None,
+        subsample=None,
+        sampling_method=None,
+        colsample_bytree=None,
+        colsample_bylevel=None,
+        colsample_bynode=None,
+        reg_alpha=None,
+        reg_lambda=None,
+        scale_pos_weight=None,
+        base_score=None,
+        random_state=None,
         missing=np.nan,
-        random_state=0,
-        early_stopping_rounds=None,
-        callbacks=None,
+        num_parallel_tree=None,
+        monotone_constraints=None,
+        interaction_constraints=None,
+        importance_type=None,
+        device=None,
+        validate_parameters=None,
         enable_categorical=False,
         feature_types=None,
+        feature_weights=None,
         max_cat_to_onehot=None,
         max_cat_threshold=None,
+        multi_strategy=None,
+        eval_metric=None,
+        early_stopping_rounds=None,
+        callbacks=None,
         **kwargs,
     ):
+        # XGBModel's parameters, in its order. None: the training default (XGBoost's), so that
+        # get_params() shows what the user set, as XGBoost's estimators do.
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.max_leaves = max_leaves
+        self.max_bin = max_bin
         self.grow_policy = grow_policy
         self.learning_rate = learning_rate
-        self.min_child_weight = min_child_weight
-        self.reg_lambda = reg_lambda
-        self.reg_alpha = reg_alpha
+        self.verbosity = verbosity  # accepted; daskgb's logging is Python's
+        self.objective = objective  # a name, or XGBoost's sklearn callable objective(y_true, y_pred)
+        self.booster = booster  # "gbtree" only
+        self.tree_method = tree_method
+        self.n_jobs = n_jobs  # accepted; threads are the workers'
         self.gamma = gamma
+        self.min_child_weight = min_child_weight
         self.max_delta_step = max_delta_step
-        self.max_bin = max_bin
+        self.subsample = subsample
+        self.sampling_method = sampling_method
         self.colsample_bytree = colsample_bytree
         self.colsample_bylevel = colsample_bylevel
         self.colsample_bynode = colsample_bynode
-        self.num_parallel_tree = num_parallel_tree
-        self.interaction_constraints = interaction_constraints
-        self.monotone_constraints = monotone_constraints
+        self.reg_alpha = reg_alpha
+        self.reg_lambda = reg_lambda
+        self.scale_pos_weight = scale_pos_weight
         self.base_score = base_score
-        self.objective = objective
-        self.eval_metric = eval_metric
-        self.device = device
-        self.missing = missing
         self.random_state = random_state
-        # Training controls, not model parameters (XGBoost 2's estimators take them here too).
-        self.early_stopping_rounds = early_stopping_rounds
-        self.callbacks = callbacks
+        self.missing = missing
+        self.num_parallel_tree = num_parallel_tree
+        self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
+        self.importance_type = importance_type  # feature_importances_'s (gain by default)
+        self.device = device
+        self.validate_parameters = validate_parameters  # accepted: unknown parameters are always errors here
         # Categorical features (XGBoost's names): a dataframe's `category` columns need
         # enable_categorical; feature_types ("q" / "c" per feature) marks them in arrays.
         self.enable_categorical = enable_categorical
         self.feature_types = feature_types
+        self.feature_weights = feature_weights  # column sampling's weights, one per feature
         self.max_cat_to_onehot = max_cat_to_onehot
         self.max_cat_threshold = max_cat_threshold
+        self.multi_strategy = multi_strategy  # "one_output_per_tree" only
+        self.eval_metric = eval_metric  # names, or XGBoost's sklearn callable metric(y_true, y_pred)
+        # Training controls, not model parameters (XGBoost 2's estimators take them here too).
+        self.early_stopping_rounds = early_stopping_rounds
+        self.callbacks = callbacks
         # Extra XGBoost parameters, passed to train() as they are (XGBoost's
         # sklearn wrapper does the same); train() rejects unknown ones. Private: an
         # estimator's __init__ sets nothing public but its parameters (scikit-learn).
@@ -154,10 +260,22 @@ class _GBModel:
         return sorted(names)
 
     def get_params(self, deep=True):
-        """The constructor arguments, extra XGBoost parameters (kwargs) included."""
+        """The constructor arguments (None where left unset), extra XGBoost parameters (kwargs)
+        included; a random_state given as a numpy RandomState or Generator as the int it draws
+        (XGBoost's get_params)."""
         params = {name: getattr(self, name) for name in self._param_names()}
         params.update(self._kwargs)
+        rs = params.get("random_state")
+        if isinstance(rs, np.random.RandomState):
+            params["random_state"] = rs.randint(np.iinfo(np.int32).max)
+        elif isinstance(rs, np.random.Generator):
+            params["random_state"] = int(rs.integers(np.iinfo(np.int32).max))
         return params
+
+    def get_xgb_params(self) -> dict:
+        """The parameters that go to training (XGBModel.get_xgb_params): get_params() without the
+        estimator's own (n_estimators, missing, importance_type, ...) and without callables."""
+        return {k: v for k, v in self.get_params().items() if k not in _WRAPPER_PARAMS and not callable(v)}
 
     def set_params(self, **params):
         """Set constructor arguments; any other name becomes an extra XGBoost parameter."""
@@ -200,60 +318,67 @@ class _GBModel:
     # -- training ----------------------------------------------------------
 
     def _train_params(self) -> dict:
+        """fit's training parameters: get_xgb_params() without the unset ones, the objective and
+        the named eval metrics; the callables (objective, metric) go to training as obj= and
+        custom_metric= (_custom_callables)."""
         from .params import ALIASES
 
-        params = {
-            "objective": self.objective if self.objective is not None else self._default_objective,
-            "learning_rate": self.learning_rate,
-            "max_depth": self.max_depth,
-            "max_leaves": self.max_leaves,
-            "grow_policy": self.grow_policy,
-            "min_child_weight": self.min_child_weight,
-            "reg_lambda": self.reg_lambda,
-            "reg_alpha": self.reg_alpha,
-            "gamma": self.gamma,
-            "max_delta_step": self.max_delta_step,
-            "max_bin": self.max_bin,
-            "colsample_bytree": self.colsample_bytree,
-            "colsample_bylevel": self.colsample_bylevel,
-            "colsample_bynode": self.colsample_bynode,
-            "device": self.device,
-            "seed": self.random_state,
-        }
-        if self.base_score is not None:
-            params["base_score"] = self.base_score
-        if self.num_parallel_tree is not None:
-            params["num_parallel_tree"] = self.num_parallel_tree
-        if self.eval_metric is not None:
-            params["eval_metric"] = self.eval_metric
-        if self.interaction_constraints is not None:
-            params["interaction_constraints"] = self.interaction_constraints
-        if self.monotone_constraints is not None:
-            params["monotone_constraints"] = self.monotone_constraints
-        for name in ("max_cat_to_onehot", "max_cat_threshold"):
-            if getattr(self, name) is not None:
-                params[name] = getattr(self, name)
-        canonical = {ALIASES.get(k, k): k for k in params}
+        named = {k: v for k, v in self.get_xgb_params().items() if v is not None and k not in self._kwargs}
+        named.pop("eval_metric", None)
+        named["objective"] = self._objective_name()
+        metrics, _ = _split_eval_metric(self.eval_metric)
+        if metrics is not None:
+            named["eval_metric"] = metrics
+        weights = getattr(self, "_fit_feature_weights", None)
+        weights = self.feature_weights if weights is None else weights
+        if weights is not None:
+            named["feature_weights"] = [float(w) for w in _host_1d(weights)]
+        params = dict(named)
+        canonical = {ALIASES.get(k, k): k for k in named}
         for key, value in self._kwargs.items():
             name = ALIASES.get(key, key)
             if name in canonical:
                 raise ValueError(
                     f"{key!r} is the same parameter as {canonical[name]!r}; "
-                    f"pass {canonical[name]}= to {type(self).__name__} instead"
+                    f"pass one of them to {type(self).__name__}, not both"
                 )
             params[key] = value
         return params
 
+    def _objective_name(self) -> str:
+        """The objective training runs; for a callable objective, the named one whose output
+        transform predictions take (XGBoost's choice: reg:squarederror, binary:logistic)."""
+        if callable(self.objective):
+            return self._default_objective
+        return self.objective if self.objective is not None else self._default_objective
+
+    def _custom_callables(self) -> dict:
+        """obj= and custom_metric= for training: XGBoost's sklearn signatures wrapped as train()'s."""
+        out = {}
+        if callable(self.objective):
+            out["obj"] = _SklearnObjective(self.objective)
+        _, metric = _split_eval_metric(self.eval_metric)
+        if metric is not None:
+            out["custom_metric"] = _SklearnMetric(metric)
+        return out
+
+    def _matrix_max_bin(self) -> int:
+        from .params import TrainParams
+
+        return self.max_bin if self.max_bin is not None else TrainParams.max_bin
+
     def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False, *,
             checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, base_margin=None,
-            base_margin_eval_set=None):
+            base_margin_eval_set=None, feature_weights=None):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
         checkpoint_dir / checkpoint_every / resume, and xgb_model (a model to go on from: a
         Booster, a fitted estimator or a saved model's path): as daskgb.train takes them.
         base_margin (and base_margin_eval_set, one per eval_set entry): each row's starting
-        margin, instead of the base score (XGBoost's names)."""
+        margin, instead of the base score (XGBoost's names). feature_weights: as the constructor's
+        (XGBoost's fit takes them too), for this fit."""
         from .matrix import QuantileMatrix
 
+        self._fit_feature_weights = _fit_feature_weights(self, feature_weights)
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
@@ -263,7 +388,7 @@ class _GBModel:
         y_train = self._fit_labels(y)
         params = self._train_params()  # after the labels: the class count picks the objective
         dtrain = QuantileMatrix(
-            X, y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing, max_bin=self.max_bin,
+            X, y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing, max_bin=self._matrix_max_bin(),
             device=self.device, feature_types=self.feature_types, enable_categorical=self.enable_categorical
         )
         eval_set = list(eval_set or ())
@@ -281,7 +406,7 @@ class _GBModel:
                 weight=weight,
                 base_margin=None if base_margin_eval_set is None else base_margin_eval_set[i],
                 missing=self.missing,
-                max_bin=self.max_bin,
+                max_bin=self._matrix_max_bin(),
                 ref=dtrain,
                 device=self.device,
             )
@@ -302,8 +427,8 @@ class _GBModel:
         return self
 
     def get_num_boosting_rounds(self) -> int:
-        """The boosting rounds fit trains (XGBModel's): n_estimators."""
-        return self.n_estimators
+        """The boosting rounds fit trains (XGBModel's): n_estimators, 100 when unset."""
+        return _DEFAULT_N_ESTIMATORS if self.n_estimators is None else self.n_estimators
 
     def _training_options(self, params, verbose, evals):
         """The fit's TrainingOptions: get_num_boosting_rounds() rounds, the training controls, printing as
@@ -311,7 +436,7 @@ class _GBModel:
         from .training import TrainingOptions
 
         return TrainingOptions.create(params, self.get_num_boosting_rounds(), verbose_eval=verbose,
-                                      has_evals=bool(evals), **self._training_controls())
+                                      has_evals=bool(evals), **self._training_controls(), **self._custom_callables())
 
     def _training_controls(self) -> dict:
         """early_stopping_rounds and callbacks for train(); the callbacks are copied, so that a
@@ -358,14 +483,69 @@ class _GBModel:
 
     @property
     def feature_importances_(self):
-        """Gain importance per feature, normalised to sum to 1 (zeros if no tree splits)."""
+        """Each feature's importance of importance_type (gain when unset: weight, gain, cover,
+        total_gain or total_cover, as Booster.get_score), normalised to sum to 1 (zeros if no
+        tree splits), in the order of the model's features (XGBModel's)."""
         booster = self.get_booster()
-        scores = booster.get_score(importance_type="gain")
+        scores = booster.get_score(importance_type=self.importance_type if self.importance_type else "gain")
         n = booster.n_features
         names = booster.feature_names or [f"f{i}" for i in range(n)]
         values = np.array([scores.get(name, 0.0) for name in names], dtype=np.float32)
         total = values.sum()
         return values / total if total > 0 else values
+
+    @property
+    def coef_(self):
+        """Linear models' coefficients: not defined for trees (AttributeError, as XGBModel's for
+        booster='gbtree'), so that scikit-learn's feature selection reads feature_importances_."""
+        raise AttributeError(f"Coefficients are not defined for Booster type {self.booster}")
+
+    @property
+    def intercept_(self) -> np.ndarray:
+        """The model's base_score (XGBModel's for trees): shape (1,), or one per output."""
+        return np.atleast_1d(np.asarray(self.get_booster().base_score, dtype=np.float32))
+
+    def save_model(self, fname, format: str = "daskgb") -> None:
+        """Booster.save_model's file, with the estimator's type (and a classifier's classes) in the
+        model's "scikit_learn" attribute, as XGBModel.save_model writes it."""
+        meta = {"_estimator_type": self._estimator_type}
+        classes = getattr(self, "classes_", None)
+        if classes is not None and classes.dtype.kind in "biuU":
+            meta["classes_"] = classes.tolist()
+        booster = self.get_booster()
+        booster.set_attr(scikit_learn=json.dumps(meta))
+        try:
+            booster.save_model(fname, format=format)
+        finally:
+            booster.set_attr(scikit_learn=None)
+
+    def load_model(self, fname) -> None:
+        """Load a model saved by save_model, Booster.save_model or XGBoost (JSON): an estimator of
+        another type is a TypeError (XGBModel.load_model's check); the objective, base_score,
+        feature_types and a classifier's classes come with the model."""
+        from .booster import Booster
+
+        booster = Booster().load_model(fname)
+        meta = json.loads(booster.attr("scikit_learn") or "{}")
+        kind = meta.get("_estimator_type")
+        if kind is not None and kind != self._estimator_type:
+            raise TypeError(f"Loading an estimator with different type. Expecting: {self._estimator_type}, got: {kind}")
+        booster.set_attr(scikit_learn=None)
+        self._Booster = booster
+        self.objective = booster.params.objective
+        self.booster = "gbtree"
+        self.base_score = booster.base_score
+        self.feature_types = booster.feature_types
+        self.enable_categorical = booster.feature_types is not None and "c" in booster.feature_types
+        self.n_features_in_ = booster.n_features
+        if booster.feature_names is not None:
+            self.feature_names_in_ = np.asarray(booster.feature_names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self._loaded_classes(booster, meta.get("classes_"))
+
+    def _loaded_classes(self, booster, classes) -> None:
+        """What a classifier learns of its classes from a loaded model."""
 
     def apply(self, X, iteration_range=None):
         """The leaf each tree sends each row to: (n_rows, n_trees) leaf ids (XGBoost's apply;
@@ -436,7 +616,7 @@ class GBClassifier(_GBModel):
         super().__init__(objective=objective, **kwargs)
 
     def _fit_labels(self, y):
-        objective = self.objective if self.objective is not None else self._default_objective
+        objective = self._objective_name()
         if objective not in _CLASSIFIER_OBJECTIVES:
             raise ValueError(f"{type(self).__name__} needs a classification objective (one of "
                              f"{list(_CLASSIFIER_OBJECTIVES)}), got {objective!r}")
@@ -452,7 +632,7 @@ class GBClassifier(_GBModel):
         if len(classes) == 1:
             raise ValueError(f"y has one class ({classes.tolist()[0]!r}); {type(self).__name__} needs two or more")
         if len(classes) > 2 and objective in ("binary:logistic", "reg:logistic"):
-            if self.objective not in (None, self._default_objective):
+            if not callable(self.objective) and self.objective not in (None, self._default_objective):
                 raise ValueError(f"y has {len(classes)} classes but objective={objective!r} is binary; use "
                                  "multi:softprob or multi:softmax")
         self.classes_ = classes
@@ -469,6 +649,11 @@ class GBClassifier(_GBModel):
         elif params["objective"] in ("multi:softprob", "multi:softmax"):
             params["num_class"] = 2
         return params
+
+    def _loaded_classes(self, booster, classes) -> None:
+        k = booster.n_groups
+        self.classes_ = np.asarray(classes) if classes is not None else np.arange(max(k, 2))
+        self.n_classes_ = len(self.classes_)
 
     @property
     def _multiclass(self) -> bool:
@@ -522,9 +707,8 @@ class _RandomForest:
     refuses them: the forest is one round. Put before the estimator in the bases."""
 
     def __init__(self, *, learning_rate=1.0, subsample=0.8, colsample_bynode=0.8, reg_lambda=1e-5, **kwargs):
-        super().__init__(learning_rate=learning_rate, colsample_bynode=colsample_bynode, reg_lambda=reg_lambda,
-                         **kwargs)
-        self.subsample = subsample  # a parameter of its own here (the other estimators take it in kwargs)
+        super().__init__(learning_rate=learning_rate, subsample=subsample, colsample_bynode=colsample_bynode,
+                         reg_lambda=reg_lambda, **kwargs)
 
     def get_num_boosting_rounds(self) -> int:
         return 1
@@ -534,12 +718,12 @@ class _RandomForest:
         if self.early_stopping_rounds is not None or self.callbacks is not None:
             raise ValueError(f"early_stopping_rounds and callbacks are not supported by {type(self).__name__} "
                              "(a random forest is one boosting round; as XGBoost's random forest estimators)")
-        n = self.n_estimators
+        n = _DEFAULT_N_ESTIMATORS if self.n_estimators is None else self.n_estimators
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n_estimators (the forest's trees) must be an integer >= 1, got {n!r}")
         # As XGBRFModel.get_xgb_params: the trees are the round's parallel trees, whatever
         # num_parallel_tree says.
-        return {**super()._train_params(), "subsample": self.subsample, "num_parallel_tree": int(n)}
+        return {**super()._train_params(), "num_parallel_tree": int(n)}
 
 
 class GBRFRegressor(_RandomForest, GBRegressor):
@@ -592,7 +776,7 @@ class GBRanker(_GBModel):
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
         def matrix(X, y, weight, qid, group, ref):
-            return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self.max_bin, ref=ref,
+            return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self._matrix_max_bin(), ref=ref,
                                   device=self.device, qid=qid, group=group,
                                   feature_types=self.feature_types if ref is None else None,
                                   enable_categorical=self.enable_categorical)

@@ -143,3 +143,20 @@ def test_multiclass_trees_draw_their_own_sets():
         assert np.isin(t.feature[~t.is_leaf], s.tree_set).all(), f"tree {i}"
         sets.append(tuple(s.tree_set))
     assert len(set(sets[:4])) > 1  # the classes of one round sample apart
+
+
+def test_feature_weights_draw_in_proportion_to_the_weights():
+    # XGBoost's WeightedSamplingWithoutReplacement: a one-feature draw picks feature i with
+    # probability w_i / sum(w); features of weight 0 come only after all the others.
+    w = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    picks = np.zeros(5)
+    for i in range(4000):
+        s = ColumnSampler(5, 0.2, 1.0, 1.0, seed=1, tree_index=i, weights=w)
+        assert s.tree_set.size == 1
+        picks[s.tree_set[0]] += 1
+    np.testing.assert_allclose(picks / picks.sum(), w / w.sum(), atol=0.03)
+    for i in range(50):
+        s = ColumnSampler(5, 0.8, 1.0, 1.0, seed=2, tree_index=i, weights=w)
+        np.testing.assert_array_equal(s.tree_set, [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="feature_weights has 4 weights for data with 5 features"):
+        ColumnSampler(5, 0.5, 1.0, 1.0, seed=0, tree_index=0, weights=w[:4])

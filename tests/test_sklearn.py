@@ -146,8 +146,13 @@ def test_extra_params_reach_train(binary):
     X, y, _, _ = binary
     with pytest.raises(ValueError, match="unknown parameter 'not_a_param'"):
         GBClassifier(n_estimators=1, device="cpu", not_a_param=1).fit(X, y)
+    # XGBoost's aliases are taken as its estimators take them; given with their canonical name, an error.
+    by_alias = GBClassifier(n_estimators=2, device="cpu", eta=0.1, min_split_loss=0.5).fit(X, y)
+    by_name = GBClassifier(n_estimators=2, device="cpu", learning_rate=0.1, gamma=0.5).fit(X, y)
+    assert [t.to_dict() for t in by_alias.get_booster().trees] == [t.to_dict() for t in by_name.get_booster().trees]
+    assert by_alias.get_params()["eta"] == 0.1 and by_alias.get_params()["learning_rate"] is None
     with pytest.raises(ValueError, match="learning_rate"):
-        GBClassifier(n_estimators=1, device="cpu", eta=0.1).fit(X, y)
+        GBClassifier(n_estimators=1, device="cpu", learning_rate=0.2, eta=0.1).fit(X, y)
 
 
 TREE_PARAMS = dict(grow_policy="lossguide", max_leaves=12, max_depth=0, colsample_bytree=0.9, colsample_bylevel=0.8,

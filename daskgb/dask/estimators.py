@@ -9,11 +9,13 @@ reach the client.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..arrays import array_module, to_host
-from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing, _RandomForest,
-                       _score_metric, _split_qid)
+from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing,
+                       _fit_feature_weights, _RandomForest, _score_metric, _split_qid)
 from . import DaskQuantileMatrix, predict, run
 from .watch import gather_watching
 
@@ -57,6 +59,65 @@ def _as_dask_vector(y, what):
     raise ValueError(f"{what} must be a dask array or series, got {type(y).__name__}")
 
 
+def _is_dask(X) -> bool:
+    import dask
+
+    return isinstance(X, DaskQuantileMatrix) or dask.is_dask_collection(X)
+
+
+def _computed(a):
+    """A dask collection computed (feature weights are one number per feature), else a as it is."""
+    import dask
+
+    return a.compute() if dask.is_dask_collection(a) else a
+
+
+def _missing_as_nan(X, missing):
+    """X with the missing-value marker as NaN, block by block, as training read it (predict's
+    blocks reach Booster.predict without the marker). Category columns keep their values."""
+    import dask.array as da
+
+    if isinstance(X, DaskQuantileMatrix) or np.isnan(float(missing)):
+        return X
+    if isinstance(X, da.Array):
+        dtype = X.dtype if X.dtype.kind == "f" else np.dtype(np.float32)
+        return X.map_blocks(_block_missing_as_nan, float(missing), dtype=dtype)
+    if hasattr(X, "map_partitions"):
+        return X.map_partitions(_frame_missing_as_nan, float(missing))
+    return X
+
+
+def _block_missing_as_nan(block, missing):
+    xp = array_module(block)
+    block = block if block.dtype.kind == "f" else block.astype(xp.float32)
+    return xp.where(block == missing, xp.asarray(np.nan, dtype=block.dtype), block)
+
+
+def _frame_missing_as_nan(frame, missing):
+    from ..inputs import is_numeric_dtype
+
+    frame = frame.copy()
+    for c in frame.columns:
+        if is_numeric_dtype(frame[c].dtype):
+            column = frame[c].astype(np.float64) if frame[c].dtype.kind != "f" else frame[c]
+            frame[c] = column.mask(column == missing)
+    return frame
+
+
+def _aligned(p, y):
+    """The prediction p and the labels y as dask arrays of the same chunks: a dask dataframe's
+    partitions have unknown lengths until counted, and the two may be split differently."""
+    if any(np.isnan(c) for c in p.chunks[0]):
+        p = p.compute_chunk_sizes()
+    if any(np.isnan(c) for c in y.chunks[0]):
+        y = y.compute_chunk_sizes()
+    if p.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {p.shape[0]} rows and y {y.shape[0]}")
+    if y.chunks[0] != p.chunks[0]:
+        y = y.rechunk({0: p.chunks[0]})
+    return p, y
+
+
 def _label_values(m) -> np.ndarray:
     """The distinct labels of a worker's matrix."""
     return np.unique(to_host(m.label))
@@ -81,22 +142,58 @@ class _DaskModel:
         return state
 
     def _get_client(self):
+        """client=, else the fit's client inside a Dask task (_client_scope), else the current one
+        (distributed.get_client: the worker's client in a task, as XGBoost's _get_client)."""
         if self.client is not None:
             return self.client
-        from distributed import default_client
+        scoped = getattr(self, "_scoped_client", None)
+        if scoped is not None:
+            return scoped
+        from distributed import get_client
 
         try:
-            return default_client()
+            return get_client()
         except ValueError:
             raise ValueError(f"{type(self).__name__} needs a Dask client: pass client=, or create a "
                              "distributed.Client first") from None
 
+    @contextlib.contextmanager
+    def _client_scope(self):
+        """For a fit inside a Dask task without client=: the worker's client, the task seceded
+        from the worker's thread pool while the fit waits (distributed.worker_client), so that the
+        training tasks the fit submits can run on that worker too."""
+        from distributed import get_worker, worker_client
+
+        try:
+            get_worker()
+        except ValueError:  # not in a task
+            yield
+            return
+        if self.client is not None:
+            yield
+            return
+        with worker_client() as client:
+            self._scoped_client = client
+            try:
+                yield
+            finally:
+                self._scoped_client = None
+
     def fit(self, X, y=None, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True, *,
-            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None):
+            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, feature_weights=None):
         """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs.
         X may also be a DaskQuantileMatrix (y=None: its labels and weights are inside), so that
         a parameter search quantises once; its eval_set then holds (matrix, None) pairs.
-        checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them."""
+        checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them.
+        feature_weights: as the constructor's, for this fit (a dask array is computed).
+        Inside a Dask task, without client=, the fit runs on the worker's client."""
+        with self._client_scope():
+            self._fit_feature_weights = _fit_feature_weights(self, _computed(feature_weights))
+            return self._fit(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose, checkpoint_dir,
+                             checkpoint_every, resume, xgb_model)
+
+    def _fit(self, X, y, sample_weight, eval_set, sample_weight_eval_set, verbose, checkpoint_dir, checkpoint_every,
+             resume, xgb_model):
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
         if isinstance(X, DaskQuantileMatrix):
@@ -114,7 +211,7 @@ class _DaskModel:
         built: list = []
         try:
             dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
-                                        missing=self.missing, max_bin=self.max_bin, device=device,
+                                        missing=self.missing, max_bin=self._matrix_max_bin(), device=device,
                                         feature_types=self.feature_types, enable_categorical=self.enable_categorical)
             built.append(dtrain)
             evals = []
@@ -160,8 +257,12 @@ class _DaskModel:
 
     def _margin_or_value(self, X, output_margin=False, iteration_range=None, **explain):
         self._check_fitted()
-        return predict(self._get_client(), self._Booster, X, output_margin=output_margin,
-                       iteration_range=iteration_range or (0, 0), **explain)
+        if not _is_dask(X):
+            # numpy, pandas, ...: predicted here, as the in-process estimator does (a model loaded
+            # from a pickle or a file needs no cluster for that).
+            return super()._margin_or_value(X, output_margin, iteration_range, **explain)
+        return predict(self._get_client(), self._Booster, _missing_as_nan(X, self.missing),
+                       output_margin=output_margin, iteration_range=iteration_range or (0, 0), **explain)
 
 
 class DaskGBRegressor(_DaskModel, GBRegressor):
@@ -180,9 +281,11 @@ class DaskGBRegressor(_DaskModel, GBRegressor):
         import dask.array as da
 
         y, sample_weight = _score_targets(X, y, sample_weight)
-        y = _as_dask_vector(y, "y").astype(np.float64)
-        p = self.predict(X).astype(np.float64)
-        w = da.ones_like(y) if sample_weight is None else _as_dask_vector(sample_weight, "sample_weight")
+        if not _is_dask(X):
+            return GBRegressor.score(self, X, y, sample_weight)
+        p, y = _aligned(self.predict(X).astype(np.float64), _as_dask_vector(y, "y").astype(np.float64))
+        w = da.ones_like(y) if sample_weight is None else _aligned(p, _as_dask_vector(sample_weight,
+                                                                                       "sample_weight"))[1]
         mean = (w * y).sum() / w.sum()
         residual, total = da.compute((w * (y - p) ** 2).sum(), (w * (y - mean) ** 2).sum())
         if total == 0.0:
@@ -234,8 +337,12 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         self._fit_labels(classes)
 
     def predict_proba(self, X, iteration_range=None):
-        """Lazy (n, n_classes_) dask array of class probabilities, columns in classes_ order."""
+        """Lazy (n, n_classes_) dask array of class probabilities, columns in classes_ order (for
+        numpy or pandas X, computed here, as GBClassifier's)."""
         import dask.array as da
+
+        if not _is_dask(X):
+            return GBClassifier.predict_proba(self, X, iteration_range)
 
         if self._multiclass:
             objective = self.get_booster().objective
@@ -245,7 +352,10 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         return da.stack([1.0 - p, p], axis=1)
 
     def predict(self, X, output_margin=False, iteration_range=None):
-        """Lazy dask array of predicted labels (or margins with output_margin=True)."""
+        """Lazy dask array of predicted labels (or margins with output_margin=True); for numpy or
+        pandas X, computed here, as GBClassifier's."""
+        if not _is_dask(X):
+            return GBClassifier.predict(self, X, output_margin, iteration_range)
         multiclass = self._multiclass
         p = self._margin_or_value(X, output_margin or multiclass, iteration_range)
         if output_margin:
@@ -269,11 +379,13 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         import dask.array as da
 
         y, sample_weight = _score_targets(X, y, sample_weight)
-        y = _as_dask_vector(y, "y")
-        correct = (self.predict(X) == y).astype(np.float64)
+        if not _is_dask(X):
+            return GBClassifier.score(self, X, y, sample_weight)
+        p, y = _aligned(self.predict(X), _as_dask_vector(y, "y"))
+        correct = (p == y).astype(np.float64)
         if sample_weight is None:
             return float(correct.mean().compute())
-        w = _as_dask_vector(sample_weight, "sample_weight").astype(np.float64)
+        w = _aligned(p, _as_dask_vector(sample_weight, "sample_weight"))[1].astype(np.float64)
         num, den = da.compute((w * correct).sum(), w.sum())
         return float(num / den)
 
@@ -309,6 +421,12 @@ class DaskGBRanker(_DaskModel, GBRanker):
         when X's partition sizes are known); eval_set, eval_qid / eval_group and sample_weight_eval_set
         as in GBRanker.fit. X may also be a DaskQuantileMatrix built with its qid (y=None).
         checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them."""
+        with self._client_scope():
+            return self._fit_ranker(X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid, verbose,
+                                    sample_weight_eval_set, checkpoint_dir, checkpoint_every, resume, xgb_model)
+
+    def _fit_ranker(self, X, y, group, qid, sample_weight, eval_set, eval_group, eval_qid, verbose,
+                    sample_weight_eval_set, checkpoint_dir, checkpoint_every, resume, xgb_model):
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
         if isinstance(X, DaskQuantileMatrix):
@@ -323,7 +441,7 @@ class DaskGBRanker(_DaskModel, GBRanker):
 
         def matrix(X, y, weight, qid, group, ref):
             built.append(DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
-                                            max_bin=self.max_bin, ref=ref, device=device,
+                                            max_bin=self._matrix_max_bin(), ref=ref, device=device,
                                             qid=_as_dask_vector(qid, "qid"), group=group,
                                             feature_types=self.feature_types if ref is None else None,
                                             enable_categorical=self.enable_categorical))

@@ -55,7 +55,7 @@ def _level_masks(params, n_features: int, tree_index: int):
     if params.colsample_bytree == 1.0 and params.colsample_bylevel == 1.0:
         return None
     sampler = ColumnSampler(n_features, params.colsample_bytree, params.colsample_bylevel, 1.0, params.seed,
-                            tree_index)
+                            tree_index, params.feature_weights)
     masks = np.zeros((params.max_depth, n_features), dtype=np.uint8)
     for d in range(params.max_depth):
         masks[d, sampler.level_set(d)] = 1

@@ -1,0 +1,100 @@
+"""The Dask estimators' defects of issue 24 and their XGBoost names, on a 2-worker LocalCluster."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+pd = pytest.importorskip("pandas")
+
+from daskgb.dask.estimators import DaskGBClassifier, DaskGBRegressor  # noqa: E402
+
+
+def marked_data(n=400, seed=0):
+    """Feature 0 missing (marked -999) where the label is high: the splits send missing rows
+    right (their default), a -999 read as a number would go left."""
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.normal(size=(n, 3)), 1).astype(np.float32)
+    y = X[:, 0].copy()
+    miss = rng.random(n) < 0.3
+    X[miss, 0], y[miss] = -999, 10
+    return X, y
+
+
+def test_missing_marker_is_missing_at_predict(client):
+    X, y = marked_data()
+    dX, dy = da.from_array(X, chunks=200), da.from_array(y, chunks=200)
+    model = DaskGBRegressor(n_estimators=3, missing=-999, device="cpu").fit(dX, dy)
+    expected = model.get_booster().predict(np.where(X == -999, np.nan, X))
+    np.testing.assert_allclose(model.predict(dX).compute(), expected, atol=1e-6)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=list("abc")), npartitions=2)
+    np.testing.assert_allclose(model.predict(frame).compute(), expected, atol=1e-6)
+    assert np.abs(model.predict(dX).compute()[X[:, 0] == -999] - 10).max() < 5
+
+
+def test_pickled_estimator_predicts_numpy_and_scores_string_labels(client):
+    X, _ = marked_data()
+    labels = np.where(X[:, 1] > 0, "yes", "no")
+    dX = da.from_array(X, chunks=200)
+    clf = DaskGBClassifier(n_estimators=3, device="cpu").fit(dX, dd.from_pandas(pd.Series(labels), npartitions=2))
+    loaded = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(loaded.predict(X), clf.predict(dX).compute())
+    np.testing.assert_allclose(loaded.predict_proba(X), clf.predict_proba(dX).compute(), atol=1e-7)
+    # Partitions of unknown length, split otherwise than X's.
+    ys = dd.from_pandas(pd.Series(labels), npartitions=3)
+    expected = float(np.mean(clf.predict(dX).compute() == labels))
+    assert clf.score(dX, ys) == pytest.approx(expected)
+    assert loaded.score(X, labels) == pytest.approx(expected)
+    reg = DaskGBRegressor(n_estimators=2, device="cpu").fit(dX, da.from_array(X[:, 1], chunks=200))
+    assert reg.score(dX, dd.from_pandas(pd.Series(X[:, 1]), npartitions=3)) == pytest.approx(
+        pickle.loads(pickle.dumps(reg)).score(X, X[:, 1]), rel=1e-9)
+
+
+def _fit_in_task(X, y):
+    import dask.array as da
+
+    from daskgb.dask.estimators import DaskGBRegressor
+
+    model = DaskGBRegressor(n_estimators=2, device="cpu").fit(da.from_array(X, chunks=200), da.from_array(y, chunks=200))
+    return model.get_booster().num_boosted_rounds()
+
+
+def test_fit_inside_a_task_finds_the_workers_client(client):
+    X, y = marked_data()
+    assert client.submit(_fit_in_task, X, y, pure=False).result(timeout=120) == 2
+
+
+def test_named_model_refuses_other_width_or_names_on_dask(client):
+    X, y = marked_data()
+    frame = dd.from_pandas(pd.DataFrame(X, columns=list("abc")), npartitions=2)
+    model = DaskGBRegressor(n_estimators=2, device="cpu").fit(frame, da.from_array(y, chunks=200))
+    np.testing.assert_allclose(model.predict(da.from_array(X, chunks=200)).compute(), model.predict(X), atol=1e-7)
+    for bad in (da.from_array(X[:, :2], chunks=200), X[:, :2]):
+        with pytest.raises(ValueError, match="features"):
+            model.predict(bad)
+    with pytest.raises(ValueError, match="feature_names mismatch"):
+        model.predict(frame.rename(columns={"a": "z"}))
+
+
+def test_estimator_names_on_dask(client, tmp_path):
+    X, y = marked_data()
+    dX, dy = da.from_array(X, chunks=200), da.from_array((y > 0).astype(np.float32), chunks=200)
+    model = DaskGBClassifier(n_estimators=3, device="cpu", scale_pos_weight=2.0, colsample_bynode=0.5,
+                             feature_weights=[0, 1, 1], importance_type="total_gain").fit(dX, dy)
+    from daskgb import GBClassifier
+
+    local = GBClassifier(n_estimators=3, device="cpu", scale_pos_weight=2.0, colsample_bynode=0.5,
+                         feature_weights=[0, 1, 1], importance_type="total_gain").fit(X, (y > 0).astype(np.float32))
+    np.testing.assert_allclose(model.predict_proba(X), local.predict_proba(X), atol=1e-5)
+    np.testing.assert_allclose(model.feature_importances_, local.feature_importances_, rtol=1e-4)
+    assert model.feature_importances_[0] == 0
+    assert model.get_params()["learning_rate"] is None and "client" not in model.get_xgb_params()
+    model.save_model(tmp_path / "m.json")
+    loaded = DaskGBClassifier()
+    loaded.load_model(tmp_path / "m.json")
+    np.testing.assert_array_equal(loaded.predict(dX).compute(), model.predict(dX).compute())

@@ -1,0 +1,219 @@
+"""The estimators' XGBoost names (issue 24), each against xgboost's estimators (xgboost-cpu,
+tree_method="hist") on data whose features have fewer distinct values than max_bin, so that
+the models are the same tree for tree."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import daskgb
+from daskgb import GBClassifier, GBRegressor
+
+xgb = pytest.importorskip("xgboost")
+
+
+def binary_data(n=600, f=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.normal(size=(n, f)), 1).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] * X[:, 2] + rng.normal(size=n) > 0.8).astype(np.int64)
+    return X, y
+
+
+def same_trees(a, b, X, atol=1e-5):
+    np.testing.assert_allclose(a.predict(X, output_margin=True),
+                               b.get_booster().inplace_predict(X, predict_type="margin"), atol=atol)
+
+
+def test_unset_parameters_are_none_as_xgboost():
+    from sklearn.base import clone
+
+    ours, theirs = GBRegressor(max_depth=3), xgb.XGBRegressor(max_depth=3)
+    p, q = ours.get_params(), theirs.get_params()
+    for name, value in q.items():
+        if name not in ("enable_categorical",):
+            assert name in p, name
+            assert (p[name] is None) == (value is None) or name == "missing", name
+    assert p["max_depth"] == 3 and p["learning_rate"] is None and p["n_estimators"] is None
+    assert set(ours.get_xgb_params()) == set(theirs.get_xgb_params())
+    assert GBRegressor(random_state=np.random.RandomState(3)).get_xgb_params()["random_state"] >= 0
+    assert clone(ours).get_params()["max_depth"] == 3
+    assert GBRegressor().get_num_boosting_rounds() == 100
+
+
+def test_default_model_equals_xgboost_and_the_explicit_defaults():
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=5, device="cpu").fit(X, y)
+    same_trees(ours, xgb.XGBClassifier(n_estimators=5, tree_method="hist").fit(X, y), X)
+    explicit = GBClassifier(n_estimators=5, device="cpu", learning_rate=0.3, max_depth=6, reg_lambda=1,
+                            min_child_weight=1).fit(X, y)
+    np.testing.assert_array_equal(ours.predict_proba(X), explicit.predict_proba(X))
+
+
+@pytest.mark.parametrize("importance_type", ["weight", "gain", "cover", "total_gain", "total_cover"])
+def test_feature_importances_of_every_type(importance_type):
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=4, max_depth=3, device="cpu", importance_type=importance_type).fit(X, y)
+    theirs = xgb.XGBClassifier(n_estimators=4, max_depth=3, tree_method="hist", importance_type=importance_type)
+    np.testing.assert_allclose(ours.feature_importances_, theirs.fit(X, y).feature_importances_, rtol=1e-4,
+                               atol=1e-6)
+    with pytest.raises(ValueError, match="importance_type"):
+        ours.set_params(importance_type="foo").feature_importances_
+
+
+def test_intercept_coef_and_apply_as_xgboost():
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=3, device="cpu").fit(X, y)
+    theirs = xgb.XGBClassifier(n_estimators=3, tree_method="hist").fit(X, y)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-6)
+    assert ours.intercept_.shape == (1,) and ours.intercept_.dtype == np.float32
+    with pytest.raises(AttributeError, match="Coefficients are not defined for Booster type None"):
+        ours.coef_
+    assert not hasattr(ours, "coef_")
+    np.testing.assert_array_equal(ours.apply(X), theirs.apply(X))
+
+
+def test_save_and_load_model(tmp_path):
+    X, y = binary_data()
+    labels = np.where(y == 1, "yes", "no")
+    clf = GBClassifier(n_estimators=3, device="cpu").fit(X, labels)
+    path = tmp_path / "model.json"
+    clf.save_model(path)
+    assert clf.get_booster().attr("scikit_learn") is None  # written to the file only
+    loaded = GBClassifier()
+    loaded.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
+    np.testing.assert_array_equal(loaded.classes_, clf.classes_)
+    assert loaded.n_classes_ == 2 and loaded.n_features_in_ == X.shape[1]
+    assert loaded.get_params()["n_estimators"] is None and loaded.objective == "binary:logistic"
+    with pytest.raises(TypeError, match="different type"):
+        GBRegressor().load_model(path)
+    # XGBoost's own JSON, and ours in XGBoost's format, load both ways.
+    xpath = tmp_path / "xgb.json"
+    xgb.XGBClassifier(n_estimators=3, tree_method="hist").fit(X, y).save_model(xpath)
+    from_xgb = GBClassifier()
+    from_xgb.load_model(xpath)
+    np.testing.assert_array_equal(from_xgb.classes_, [0, 1])
+    clf.save_model(tmp_path / "ours_as_xgb.json", format="xgboost")
+    theirs = xgb.XGBClassifier()
+    theirs.load_model(tmp_path / "ours_as_xgb.json")
+    np.testing.assert_allclose(theirs.predict_proba(X), clf.predict_proba(X), atol=1e-6)
+
+
+def logregobj(y_true, y_pred):
+    p = 1.0 / (1.0 + np.exp(-y_pred))
+    return p - y_true, p * (1.0 - p)
+
+
+def test_callable_objective_as_xgboost():
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=4, device="cpu", objective=logregobj, base_score=0.5).fit(X, y)
+    theirs = xgb.XGBClassifier(n_estimators=4, tree_method="hist", objective=logregobj, base_score=0.5).fit(X, y)
+    same_trees(ours, theirs, X)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-5)
+
+    def weighted(y_true, y_pred, sample_weight):
+        g, h = logregobj(y_true, y_pred)
+        return g * sample_weight, h * sample_weight
+
+    w = np.random.default_rng(1).uniform(0.5, 2, y.size)
+    a = GBClassifier(n_estimators=3, device="cpu", objective=weighted, base_score=0.5).fit(X, y, sample_weight=w)
+    b = xgb.XGBClassifier(n_estimators=3, tree_method="hist", objective=weighted, base_score=0.5)
+    same_trees(a, b.fit(X, y, sample_weight=w), X)
+    with pytest.raises(ValueError, match="sample_weight"):
+        GBClassifier(n_estimators=1, device="cpu", objective=logregobj).fit(X, y, sample_weight=w)
+
+    class Called(Exception):
+        pass
+
+    def fails(y_true, y_pred):
+        raise Called
+
+    with pytest.raises(Called):
+        GBRegressor(n_estimators=1, device="cpu", objective=fails).fit(X, y)
+
+
+def test_callable_eval_metric_as_xgboost():
+    from sklearn.metrics import log_loss, mean_absolute_error
+
+    X, y = binary_data()
+    ours = GBRegressor(n_estimators=4, device="cpu", eval_metric=mean_absolute_error).fit(X, y, eval_set=[(X, y)])
+    theirs = xgb.XGBRegressor(n_estimators=4, tree_method="hist", eval_metric=mean_absolute_error)
+    theirs.fit(X, y, eval_set=[(X, y)], verbose=False)
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["mean_absolute_error"],
+                               theirs.evals_result()["validation_0"]["mean_absolute_error"], rtol=1e-5)
+    mixed = GBClassifier(n_estimators=2, device="cpu", eval_metric=["logloss", log_loss]).fit(X, y, eval_set=[(X, y)])
+    assert set(mixed.evals_result()["validation_0"]) == {"logloss", "log_loss"}
+    with pytest.raises(NotImplementedError, match="multiple custom metrics"):
+        GBClassifier(n_estimators=1, device="cpu", eval_metric=[log_loss, mean_absolute_error]).fit(X, y)
+    with pytest.raises(TypeError, match="Invalid type for the `eval_metric`"):
+        GBClassifier(n_estimators=1, device="cpu", eval_metric=[123, log_loss]).fit(X, y)
+
+
+def test_scale_pos_weight_as_xgboost():
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=4, device="cpu", scale_pos_weight=3.0).fit(X, y)
+    theirs = xgb.XGBClassifier(n_estimators=4, tree_method="hist", scale_pos_weight=3.0).fit(X, y)
+    same_trees(ours, theirs, X)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-6)
+    plain = GBClassifier(n_estimators=4, device="cpu").fit(X, y)
+    assert not np.allclose(plain.predict_proba(X), ours.predict_proba(X))
+
+
+def split_features(model) -> set:
+    return {int(f) for t in model.get_booster().trees for f in t.feature[~t.is_leaf]}
+
+
+def test_feature_weights_steer_column_sampling():
+    rng = np.random.default_rng(2)
+    X = np.round(rng.normal(size=(800, 12)), 1).astype(np.float32)
+    y = X.sum(axis=1) + rng.normal(size=800)
+    fw = np.r_[np.zeros(6), np.ones(6)]  # the first half drawn only after the second: never, at 0.5
+    ours = GBRegressor(n_estimators=6, device="cpu", colsample_bynode=0.5, feature_weights=fw).fit(X, y)
+    assert split_features(ours) <= set(range(6, 12))
+    theirs = xgb.XGBRegressor(n_estimators=6, tree_method="hist", colsample_bynode=0.5, feature_weights=fw).fit(X, y)
+    used = {int(f[1:]) for f in theirs.get_booster().get_score(importance_type="weight")}
+    assert used == split_features(ours) or used <= set(range(6, 12))
+    by_fit = GBRegressor(n_estimators=6, device="cpu", colsample_bytree=0.5).fit(X, y, feature_weights=fw)
+    assert split_features(by_fit) <= set(range(6, 12))
+    unweighted = GBRegressor(n_estimators=6, device="cpu", colsample_bynode=0.5).fit(X, y)
+    assert split_features(unweighted) & set(range(6))
+    with pytest.raises(ValueError, match="feature_weights has 3 weights for data with 12 features"):
+        GBRegressor(n_estimators=1, device="cpu", colsample_bytree=0.5, feature_weights=[1, 2, 3]).fit(X, y)
+    with pytest.raises(ValueError, match="feature_weights must be >= 0"):
+        GBRegressor(n_estimators=1, device="cpu", feature_weights=-fw).fit(X, y)
+
+
+def test_booster_multi_strategy_and_tuning_parameters():
+    X, y = binary_data()
+    base = GBClassifier(n_estimators=3, device="cpu").fit(X, y)
+    tuned = GBClassifier(n_estimators=3, device="cpu", booster="gbtree", multi_strategy="one_output_per_tree",
+                         tree_method="hist", n_jobs=2, verbosity=0, validate_parameters=True,
+                         max_cached_hist_node=128, sparse_threshold=0.3, debug_synchronize=True).fit(X, y)
+    np.testing.assert_array_equal(base.predict_proba(X), tuned.predict_proba(X))
+    for bad in ("gblinear", "dart"):
+        with pytest.raises(ValueError, match=f"booster='{bad}' is not supported"):
+            GBClassifier(n_estimators=1, device="cpu", booster=bad).fit(X, y)
+    with pytest.raises(ValueError, match="multi_output_tree"):
+        GBClassifier(n_estimators=1, device="cpu", multi_strategy="multi_output_tree").fit(X, y)
+    with pytest.raises(ValueError, match="unknown parameter 'max_cached_hist_nodes' \\(did you mean 'max_cached_hist_node'"):
+        GBClassifier(n_estimators=1, device="cpu", max_cached_hist_nodes=1).fit(X, y)
+
+
+def test_named_model_refuses_other_width_or_names():
+    pd = pytest.importorskip("pandas")
+    X, y = binary_data()
+    frame = pd.DataFrame(X, columns=[f"c{i}" for i in range(X.shape[1])])
+    model = GBClassifier(n_estimators=2, device="cpu").fit(frame, y)
+    np.testing.assert_array_equal(model.predict_proba(X), model.predict_proba(frame))  # unnamed, same width: as XGBoost
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X[:, :4])
+    with pytest.raises(ValueError, match="feature_names mismatch"):
+        model.predict(frame.rename(columns={"c0": "z"}))
+    with pytest.raises(ValueError, match="feature_names mismatch"):
+        model.predict(frame[frame.columns[::-1]])
+    loaded = pickle.loads(pickle.dumps(model))
+    with pytest.raises(ValueError, match="features"):
+        loaded.predict(X[:, :4])
