@@ -63,6 +63,27 @@ def _run(args):
                           timeout=300)
 
 
+def test_the_base_install_reads_tables():
+    """The command is installed by `pip install .`: what it reads tables with comes with it."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    project = tomllib.loads(pyproject.read_text())["project"]
+    assert project["scripts"]["daskgb"] == "daskgb.cli:main"
+    assert {"pandas", "pyarrow"} <= {Requirement(d).name for d in project["dependencies"]}
+
+
+def test_a_missing_table_reader_is_one_line(monkeypatch, tmp_path):
+    (tmp_path / "t.csv").write_text("x,y\n1,2\n")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # its import fails, as where it is not installed
+    with pytest.raises(SystemExit, match=r"^daskgb: the command reads tables with pyarrow, which this Python "
+                                         r"lacks: pip install pyarrow"):
+        main(["train", "--data", str(tmp_path / "t.csv"), "--label", "y", "-o", str(tmp_path / "m.json")])
+
+
 def test_string_column_feature_subset_and_id(folder, tmp_path):
     root, rows = folder
     model = tmp_path / "model.json"

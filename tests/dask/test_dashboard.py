@@ -324,3 +324,57 @@ def test_a_crafted_report_shows_as_text_not_html():
     shown = page.header.text[len("<b>"):page.header.text.index("</b>")]
     assert page.header.text.startswith("<b>") and "<" not in shown
     assert page.header.text.endswith('<a href="status" title="the Dask dashboard">&larr; Dask dashboard</a>')
+
+
+# ---------------------------------------------------------------- the quickstart
+
+def test_the_base_install_serves_the_dashboard():
+    """`pip install .` then the quickstart: distributed serves its dashboard (and so daskgb's
+    page) only where the bokeh it asks for is installed, so the base install carries it."""
+    import tomllib
+
+    from distributed.versions import BOKEH_REQUIREMENT
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    deps = [Requirement(d) for d in tomllib.loads(pyproject.read_text())["project"]["dependencies"]]
+    bokeh = next((d for d in deps if d.name == "bokeh"), None)
+    assert bokeh is not None, "bokeh is not a dependency of the base install"
+    # Every version the base install may bring is one distributed's dashboard accepts (at its lowest).
+    from packaging.version import Version
+
+    lowest = min(Version(s.version) for s in BOKEH_REQUIREMENT.specifier if s.operator == ">=")
+    assert any(s.operator == ">=" and Version(s.version) >= lowest for s in bokeh.specifier), (bokeh,
+                                                                                               BOKEH_REQUIREMENT)
+
+
+@pytest.mark.slow
+def test_quickstart_page_link_works_and_keep_open_holds_the_cluster(monkeypatch, capsys):
+    """examples/quickstart.py (made small) prints a daskgb page that answers, and with --keep-open
+    the cluster is still up, its links open, while it waits for Enter."""
+    import builtins
+    import importlib.util
+
+    pytest.importorskip("bokeh")
+    path = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
+    spec = importlib.util.spec_from_file_location("quickstart_example", path)
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    monkeypatch.setattr(quickstart, "N_TRAIN", 4000)
+    monkeypatch.setattr(quickstart, "N_TEST", 1000)
+    monkeypatch.setattr(quickstart, "start_cluster", lambda: (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0"), "cpu"))
+    opened = []
+
+    def enter(prompt=""):  # the user, before pressing Enter, opens the printed links
+        out = capsys.readouterr().out
+        page = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("daskgb page: "))
+        for url in (page, page[: -len("daskgb")] + "status"):
+            with urllib.request.urlopen(url, timeout=10) as r:
+                opened.append((url, r.status, b"bokeh" in r.read().lower()))
+        return ""
+
+    monkeypatch.setattr(builtins, "input", enter)
+    quickstart.main(["--keep-open"])
+    assert len(opened) == 2 and all(status == 200 and bokeh for _, status, bokeh in opened), opened
+    assert opened[0][0].startswith("http") and opened[0][0].endswith("/daskgb")
