@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..callback import ranked
 from ..collective import LocalCommunicator
 from ..matrix import eval_sets_binned_like
 from ..out_of_memory import explained
@@ -69,7 +70,13 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
     """Train with options on dtrain (a QuantileMatrix), watching evals: in process, or as one
     rank of a Dask fit (comm: the collective; after_round(round, history): the Dask layer's
     reports). Returns the Booster."""
-    fit = Fit(options, dtrain, list(evals or []), comm or LocalCommunicator(), evals_result)
+    comm = comm or LocalCommunicator()
+    with ranked(comm.rank):  # the callbacks' training_rank(): what writes files writes on rank 0
+        return _run(options, dtrain, evals, comm, evals_result, after_round)
+
+
+def _run(options, dtrain, evals, comm, evals_result, after_round):
+    fit = Fit(options, dtrain, list(evals or []), comm, evals_result)
     plan = fit.plan()
     rounds = make_rounds(plan, fit)
     taken = []  # (first round, Rounds) of each path the rounds took
