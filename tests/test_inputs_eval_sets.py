@@ -98,3 +98,22 @@ def test_a_series_is_one_feature():
     assert unnamed.feature_names == [str(xgb.DMatrix(pd.Series([1.0, 2.0, 3.0])).feature_names[0])] == ["0"]
     clf = daskgb.GBClassifier(n_estimators=3).fit(x, y)  # the estimators too
     assert clf.predict_proba(x).shape == (500, 2)
+
+
+@pytest.mark.gpu
+def test_an_eval_set_without_ref_on_the_gpu():
+    """cupy X: the eval matrix holds its X weakly too (cupy arrays take weak references) and is
+    binned again on the device, with the same metrics as one built with ref=."""
+    import cupy
+
+    X, y = data(3000, 0)
+    Xe, ye = data(1000, 1, levels=60)
+    Xe_d = cupy.asarray(Xe)
+    dtrain = QuantileMatrix(cupy.asarray(X), cupy.asarray(y))
+    own = QuantileMatrix(Xe_d, cupy.asarray(ye))
+    params = {**PARAMS, "device": "cuda"}
+    got, want = {}, {}
+    daskgb.train(params, dtrain, 10, evals=[(own, "e")], evals_result=got, verbose_eval=False)
+    daskgb.train(params, dtrain, 10, evals=[(QuantileMatrix(Xe_d, cupy.asarray(ye), ref=dtrain), "e")],
+                 evals_result=want, verbose_eval=False)
+    assert got == want
