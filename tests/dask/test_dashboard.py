@@ -331,7 +331,10 @@ def test_a_crafted_report_shows_as_text_not_html():
 def test_the_base_install_serves_the_dashboard():
     """`pip install .` then the quickstart: distributed serves its dashboard (and so daskgb's
     page) only where the bokeh it asks for is installed, so the base install carries it."""
-    import tomllib
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
 
     from distributed.versions import BOKEH_REQUIREMENT
     from packaging.requirements import Requirement
