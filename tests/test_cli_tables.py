@@ -153,3 +153,19 @@ def test_predict_refuses_strings_for_a_numeric_feature(folder, tmp_path):
     with pytest.raises(SystemExit, match=r"columns \['city'\] hold strings, but the model takes them as numbers"):
         main(["predict", "--model", str(model), "--data", str(root / "train"), "--drop", "y", "visits", "when",
               "--id", "id", "--output", str(tmp_path / "pred"), "--workers", "1"])
+
+
+def test_a_feature_subset_of_numeric_files(folder, tmp_path):
+    """--features naming some of the columns of ordinary parquet files: dask fused the files it
+    read for a column subset into fewer partitions than the persisted frame said it had, and
+    training failed with 'lost dependencies'."""
+    root, rows = folder
+    data = tmp_path / "numeric"
+    data.mkdir()
+    numeric = rows.drop(columns=["city", "when"])
+    for i in range(3):
+        numeric.iloc[i * 1500:(i + 1) * 1500].to_parquet(data / f"part-{i}.parquet")
+    model = tmp_path / "m.json"
+    main(["train", "--data", str(data), "--label", "y", "--features", *NUMERIC, "--rounds", "3", "--workers", "2",
+          "--quiet", "-o", str(model)])
+    assert daskgb.Booster().load_model(model).feature_names == NUMERIC
