@@ -121,3 +121,38 @@ def test_bad_arguments(tmp_path):
         TrainingCheckPoint(tmp_path, interval=0)
     with pytest.raises(ValueError, match="name must be a file name's start"):
         TrainingCheckPoint(tmp_path, name="a/b")
+
+
+class RecordRank(daskgb.callback.TrainingCallback):
+    """Leaves a file named after the rank training says it runs as."""
+
+    reads_only = True
+
+    def __init__(self, folder):
+        self.folder = str(folder)
+
+    def before_training(self, model):
+        open(os.path.join(self.folder, f"rank-{daskgb.callback.training_rank()}"), "w").close()
+        return model
+
+
+def test_on_dask_rank_0_writes_the_files(data, tmp_path):
+    """Each Dask worker's training says its rank to the callbacks; the files are rank 0's, named
+    as in one process."""
+    distributed = pytest.importorskip("distributed")
+    da = pytest.importorskip("dask.array")
+    import daskgb.dask as dgb
+
+    X, y = data
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        client.wait_for_workers(2)
+        dtrain = dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=400), da.from_array(y, chunks=400))
+        out = dgb.train(client, PARAMS, dtrain, 5, verbose_eval=False,
+                        callbacks=[TrainingCheckPoint(tmp_path / "ckpt", interval=2), RecordRank(ranks)])
+    assert sorted(os.listdir(ranks)) == ["rank-0", "rank-1"]
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["model_2.json", "model_4.json"]
+    saved = daskgb.Booster().load_model(tmp_path / "ckpt" / "model_4.json")
+    np.testing.assert_array_equal(saved.predict(X), out["booster"].predict(X))
