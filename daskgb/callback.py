@@ -7,7 +7,35 @@ same decisions everywhere; train() still agrees on "stop" through the collective
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+import os
+import pickle
+import re
+import tempfile
+import threading
+
+_RANK = threading.local()
+
+
+def training_rank() -> int:
+    """The rank of the training this thread runs (0 in one process; on Dask the worker's rank),
+    as XGBoost's collective.get_rank() within a callback: what writes a file writes it on rank 0."""
+    return getattr(_RANK, "rank", 0)
+
+
+@contextlib.contextmanager
+def ranked(rank: int):
+    """Training (training/loop.py run) says its rank to the callbacks it calls in this thread."""
+    before = getattr(_RANK, "rank", None)
+    _RANK.rank = int(rank)
+    try:
+        yield
+    finally:
+        if before is None:
+            del _RANK.rank
+        else:
+            _RANK.rank = before
 
 
 class TrainingCallback:
@@ -151,6 +179,89 @@ class LearningRateScheduler(TrainingCallback):
         rate = self.learning_rates(epoch) if callable(self.learning_rates) else self.learning_rates[epoch]
         model.set_param("learning_rate", rate)
         return False
+
+
+class TrainingCheckPoint(TrainingCallback):
+    """Save the model every `interval` rounds, as XGBoost's xgboost.callback.TrainingCheckPoint.
+
+    The files are ``directory/name_{i}.json`` (Booster.save_model, daskgb's format) or, with
+    as_pickle=True, ``name_{i}.pkl`` (the pickled Booster), where i is the round just trained,
+    counted over the model's life (a model trained on from xgb_model counts its rounds first):
+    as XGBoost's, the model in name_{i} has i + 1 rounds, and the files come every `interval`
+    rounds of this training, the first after round `interval` (rounds 100, 200, ... by default:
+    neither round 0 nor, unless it falls on the interval, the last). Only rank 0 writes (on Dask,
+    on its worker: a directory that worker can write). It only reads the model (reads_only).
+
+    XGBoost writes over files of those names; this never writes over a file unless told:
+    before training, a file of this name and format whose round it may write (i at least the
+    model's rounds so far) is a ValueError naming it, unless overwrite=True. The directory is
+    made if missing, and each file is written under a temporary name and renamed into place,
+    so a file of the pattern is a whole model. daskgb's own checkpoint_dir= (checkpoint.py)
+    is the one to resume a run from; this callback is for XGBoost's code that uses it.
+    """
+
+    reads_only = True
+    default_format = "json"
+
+    def __init__(self, directory, name: str = "model", as_pickle: bool = False, interval: int = 100,
+                 overwrite: bool = False):
+        if isinstance(interval, bool) or not isinstance(interval, numbers.Integral) or interval < 1:
+            raise ValueError(f"interval must be an integer >= 1, got {interval!r}")
+        if not isinstance(name, str) or not name or os.sep in name or (os.altsep and os.altsep in name):
+            raise ValueError(f"name must be a file name's start without a path separator, got {name!r}")
+        self.directory = os.fspath(directory)
+        self.name, self.as_pickle, self.interval, self.overwrite = name, bool(as_pickle), int(interval), overwrite
+        self._calls = 0
+        self._start = 0
+
+    @property
+    def extension(self) -> str:
+        return "pkl" if self.as_pickle else self.default_format
+
+    def path(self, i: int) -> str:
+        """The file of round i."""
+        return os.path.join(self.directory, f"{self.name}_{i}.{self.extension}")
+
+    def before_training(self, model):
+        self._calls = 0
+        self._start = model.num_boosted_rounds()
+        if training_rank() == 0:
+            os.makedirs(self.directory, exist_ok=True)
+            if not self.overwrite:
+                self._refuse_existing()
+        return model
+
+    def _refuse_existing(self) -> None:
+        pattern = re.compile(rf"^{re.escape(self.name)}_(\d+)\.{self.extension}$")
+        taken = sorted((int(m.group(1)), f) for f in os.listdir(self.directory)
+                       if (m := pattern.match(f)) and int(m.group(1)) >= self._start)
+        if taken:
+            files = ", ".join(f for _, f in taken[:3]) + (f" and {len(taken) - 3} more" if len(taken) > 3 else "")
+            raise ValueError(f"TrainingCheckPoint would write over {files} in {self.directory}: pass overwrite=True "
+                             "to replace them, or another directory or name")
+
+    def after_iteration(self, model, epoch, evals_log):
+        if self._calls == self.interval:  # XGBoost's count: every interval-th call after the first
+            self._calls = 0
+            if training_rank() == 0:
+                self._save(model, self.path(model.num_boosted_rounds() - 1))
+        self._calls += 1
+        return False
+
+    def _save(self, model, path: str) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{self.name}_", suffix=".tmp")
+        try:
+            if self.as_pickle:
+                with os.fdopen(fd, "wb") as f:
+                    pickle.dump(model, f)
+            else:
+                os.close(fd)
+                model.save_model(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 def only_read(callbacks) -> bool:

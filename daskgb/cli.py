@@ -6,7 +6,11 @@ predict with one.
     daskgb predict --model model.json --data data/test/ --output predictions.parquet
 
 Data are read with dask.dataframe (read_parquet for a folder or *.parquet, read_csv for
-*.csv; globs work for both), so rows stay on the workers. --scheduler local (the default)
+*.csv; globs work for both), so rows stay on the workers. A string (or `category`) column
+is a categorical feature: its categories are the union over the files, and predict recodes
+a table's categories by name to the model's. --id names a row id column: never a feature,
+kept beside the predictions; an integer feature column unique to every row is trained on,
+with a warning that it looks like an id. --scheduler local (the default)
 starts a LocalCluster on this machine, local-cuda a LocalCUDACluster (one worker per
 GPU), anything else is the address of a running scheduler. Training shows the client's
 progress bar and eval log (daskgb.dask.train).
@@ -68,7 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--weight", metavar="COL", help="a column of row weights")
     t.add_argument("--qid", metavar="COL", help="a query id column (ranking objectives)")
     t.add_argument("--features", metavar="COL", nargs="+",
-                   help="the feature columns (default: every column but the label, weight and qid)")
+                   help="the feature columns (default: every column but the label, weight, qid, --id and --drop)")
+    t.add_argument("--drop", metavar="COL", nargs="+", default=[],
+                   help="columns of the data that are not features (e.g. a timestamp), left out of training")
+    t.add_argument("--id", metavar="COL",
+                   help="a row id column: never a feature (predict --id keeps it beside the predictions)")
     t.add_argument("--eval-data", metavar="PATH", help="a table to evaluate on after every round (same columns)")
     t.add_argument("--objective", default="reg:squarederror", help="an XGBoost objective (default reg:squarederror)")
     t.add_argument("--rounds", type=int, default=100, help="boosting rounds (default 100)")
@@ -97,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="columns of the data that are not features (a label, ids), left out of prediction")
     p.add_argument("--keep", metavar="COL", nargs="+", default=[],
                    help="columns of the data copied into the output beside the predictions (e.g. an id)")
+    p.add_argument("--id", metavar="COL",
+                   help="a row id column: copied into the output before the predictions, never a feature")
     p.add_argument("--output-margin", action="store_true", help="raw margins instead of transformed predictions")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the output if it exists (a folder is deleted whole first)")
@@ -185,11 +195,26 @@ def _clear_output(path: str) -> None:
 
 
 def _read(path: str, fmt: str):
+    _require_tables()
     import dask.dataframe as dd
 
     if fmt == "csv" or (fmt == "auto" and path.lower().endswith(".csv")):
         return dd.read_csv(path)
     return dd.read_parquet(path)
+
+
+def _require_tables() -> None:
+    """The command reads tables with pandas and pyarrow (dask.dataframe): daskgb's dependencies,
+    missing only from an install made without them (pip --no-deps)."""
+    missing = []
+    for module in ("pandas", "pyarrow"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise SystemExit(f"daskgb: the command reads tables with {' and '.join(missing)}, which this Python lacks: "
+                         f"pip install {' '.join(missing)} (or reinstall daskgb with its dependencies)")
 
 
 @contextlib.contextmanager
@@ -216,6 +241,80 @@ def _columns(df, wanted, what: str) -> None:
         raise SystemExit(f"daskgb: {what} {missing} not among the data's columns {list(df.columns)}")
 
 
+def _is_categorical(dtype) -> bool:
+    """A column the command treats as categorical: strings (object or string dtype) or `category`."""
+    import pandas as pd
+
+    return (str(dtype) == "category" or pd.api.types.is_string_dtype(dtype)
+            or pd.api.types.is_object_dtype(dtype))
+
+
+def _check_feature_dtypes(df, features) -> list:
+    """The categorical features (strings or `category`); a feature that is neither a number nor
+    one of those (a date, a timestamp) ends the command with one line naming it."""
+    from .inputs import is_numeric_dtype
+
+    categorical = [c for c in features if _is_categorical(df.dtypes[c])]
+    bad = [f"{c} ({df.dtypes[c]})" for c in features if c not in categorical and not is_numeric_dtype(df.dtypes[c])]
+    if bad:
+        raise SystemExit(f"daskgb: the feature columns {bad} are neither numbers nor strings; leave them out with "
+                         "--drop or convert them")
+    return categorical
+
+
+def _select(part, columns):
+    return part[columns]
+
+
+def _persisted(client, df, columns):
+    """df's columns, computed and held on the workers, in df's own partitions.
+
+    Selected inside a task (map_partitions) rather than as df[columns]: dask pushes a column
+    selection into read_parquet, which then fuses files into fewer partitions than the frame it
+    persists says it has, and the persisted frame's tasks fail with 'lost dependencies'. The
+    file is still read whole and cut to the columns in the same task."""
+    from distributed import wait
+
+    frame = client.persist(df.map_partitions(_select, list(columns), meta=df._meta[list(columns)]))
+    wait(frame)
+    return frame
+
+
+def _category_dtypes(frame, columns) -> dict:
+    """{column: a CategoricalDtype of the column's values over all partitions, sorted}."""
+    import dask
+    import pandas as pd
+
+    if not columns:
+        return {}
+    values = dask.compute(*[frame[c].dropna().astype(object).unique(split_out=1) for c in columns])
+    out = {}
+    for c, v in zip(columns, values):
+        v = list(v)
+        try:
+            v = sorted(v)
+        except TypeError:  # mixed types: ordered by their text
+            v = sorted(v, key=str)
+        out[c] = pd.CategoricalDtype(v)
+    return out
+
+
+def _warn_row_ids(frame, features) -> None:
+    """One line on stderr for each integer feature whose value is different on every row: an id
+    trained on as a feature fits noise; --id or --drop leaves it out."""
+    import dask
+    import pandas as pd
+
+    ints = [c for c in features if pd.api.types.is_integer_dtype(frame.dtypes[c])]
+    if not ints:
+        return
+    n, *counts = dask.compute(frame.map_partitions(len).sum(), *[frame[c].nunique(split_out=1) for c in ints])
+    for c, k in zip(ints, counts):
+        if n > 1 and k == n:
+            print(f"daskgb: warning: column {c!r} is an integer unique to every row, as a row id is; it is trained "
+                  f"on as a feature. If it is an id, pass --id {c} (or --drop {c})", file=sys.stderr)
+
+
 def train(args) -> None:
     import daskgb.dask as dgb
 
@@ -228,25 +327,49 @@ def train(args) -> None:
     df = _read(args.data, args.format)
     special = [c for c in (args.label, args.weight, args.qid) if c]
     _columns(df, special, "columns")
-    features = args.features or [c for c in df.columns if c not in special]
+    not_features = {"the label": [args.label], "--weight": [args.weight], "--qid": [args.qid], "--id": [args.id],
+                    "--drop": args.drop}
+    _columns(df, [c for cols in not_features.values() for c in cols if c], "columns")
+    if args.features:
+        features = list(args.features)
+        for what, cols in not_features.items():
+            clash = [c for c in features if c in cols]
+            if clash:
+                raise SystemExit(f"daskgb: --features names {clash}, which is {what}: a column is a feature or not")
+    else:
+        left_out = {c for cols in not_features.values() for c in cols if c}
+        features = [c for c in df.columns if c not in left_out]
     _columns(df, features, "feature columns")
     if not features:
         raise SystemExit("daskgb: the data has no feature columns besides the label")
+    categorical = _check_feature_dtypes(df, features)
+    deval = None
+    if args.eval_data:
+        deval = _read(args.eval_data, args.format)
+        _columns(deval, features + special, "columns")
 
     def matrix(frame, ref=None):
         return dgb.DaskQuantileMatrix(client, frame[features], frame[args.label],
                                       weight=frame[args.weight] if args.weight else None,
-                                      qid=frame[args.qid] if args.qid else None, max_bin=args.max_bin, ref=ref)
+                                      qid=frame[args.qid] if args.qid else None, max_bin=args.max_bin, ref=ref,
+                                      enable_categorical=bool(categorical))
 
     with _client(args.scheduler, args.workers) as client:
-        # Persisted once, so that the features and the label are cut into the same partitions
+        # Held once on the workers, so that the features and the label are cut into the same partitions
         # (dask may fuse a single column's partitions when it reads them on their own).
-        dtrain = matrix(client.persist(df[features + special]))
+        frame = _persisted(client, df, features + special)
+        # A string column's categories: the union over all files, the same for the eval data.
+        dtypes = _category_dtypes(frame, categorical)
+        if dtypes:
+            frame = frame.astype(dtypes)
+        _warn_row_ids(frame, features)
+        dtrain = matrix(frame)
         evals = [(dtrain, "train")]
-        if args.eval_data:
-            deval = _read(args.eval_data, args.format)
-            _columns(deval, features + special, "columns")
-            evals.append((matrix(client.persist(deval[features + special]), ref=dtrain), "eval"))
+        if deval is not None:
+            eval_frame = _persisted(client, deval, features + special)
+            if dtypes:
+                eval_frame = eval_frame.astype(dtypes)
+            evals.append((matrix(eval_frame, ref=dtrain), "eval"))
         out = dgb.train(client, params, dtrain, args.rounds, evals=evals, verbose_eval=not args.quiet,
                         early_stopping_rounds=args.early_stopping_rounds)
     out["booster"].save_model(args.output, format=args.model_format)
@@ -254,16 +377,21 @@ def train(args) -> None:
         print(f"daskgb: wrote {args.output} ({out['booster'].num_boosted_rounds()} rounds)", file=sys.stderr)
 
 
-def _predict_part(part, booster, features, keep, output_margin, names):
-    """One partition's predictions as a pandas frame: the kept columns, then the predictions."""
+def _predict_part(part, booster, features, keep, output_margin, names, categorical):
+    """One partition's predictions as a pandas frame: the kept columns, then the predictions.
+    categorical: the model's categorical features, given to it as a frame of `category` columns
+    (the model recodes them by name to its own categories)."""
     import numpy as np
     import pandas as pd
 
     from .arrays import to_host
 
     if len(part):
-        values = booster.predict(part[features].to_numpy(dtype=np.float32, na_value=np.nan),
-                                 output_margin=output_margin)
+        if categorical:
+            X = part[features].astype({c: "category" for c in categorical})
+        else:
+            X = part[features].to_numpy(dtype=np.float32, na_value=np.nan)
+        values = booster.predict(X, output_margin=output_margin)
         values = np.asarray(to_host(values), dtype=np.float32).reshape(len(part), len(names))
     else:  # an empty partition (or dask's metadata)
         values = np.zeros((0, len(names)), dtype=np.float32)
@@ -284,22 +412,31 @@ def predict(args) -> None:
     _check_folder_output(args.output, inputs + ([args.model] if _local(args.model) else []), args.overwrite)
     booster = daskgb.Booster().load_model(args.model)
     df = _read(args.data, args.format)
-    _columns(df, args.drop + args.keep, "columns")
+    keep = ([args.id] if args.id and args.id not in args.keep else []) + list(args.keep)
+    _columns(df, args.drop + keep, "columns")
     if booster.feature_names:
         _columns(df, booster.feature_names, "the model's features")
         features = list(booster.feature_names)
+        if args.id in features:
+            raise SystemExit(f"daskgb: the model takes the --id column {args.id!r} as a feature")
     else:
-        features = [c for c in df.columns if c not in set(args.drop) | set(args.keep)]
+        features = [c for c in df.columns if c not in set(args.drop) | set(keep)]
     if len(features) != booster.n_features:
         raise SystemExit(f"daskgb: the model takes {booster.n_features} features; the data has {len(features)} "
-                         f"besides --drop and --keep: {features}")
+                         f"besides --drop, --keep and --id: {features}")
+    types = booster.feature_types or ["q"] * len(features)
+    categorical = [c for c, t in zip(features, types) if t == "c"]
+    numeric_only = [c for c in _check_feature_dtypes(df, features) if c not in categorical]
+    if numeric_only:
+        raise SystemExit(f"daskgb: the columns {numeric_only} hold strings, but the model takes them as numbers")
     width = np.asarray(booster.predict(np.zeros((1, len(features)), np.float32),
                                        output_margin=args.output_margin)).reshape(1, -1).shape[1]
     names = ["prediction"] if width == 1 else [f"prediction_{i}" for i in range(width)]
-    meta = _predict_part(df._meta, booster, features, args.keep, args.output_margin, names)
+    meta = _predict_part(df._meta, booster, features, keep, args.output_margin, names, categorical)
     with _client(args.scheduler, args.workers) as client:
         shared = client.scatter(booster, broadcast=True)  # once per worker, not once per partition
-        out = df.map_partitions(_predict_part, shared, features, args.keep, args.output_margin, names, meta=meta)
+        out = df.map_partitions(_predict_part, shared, features, keep, args.output_margin, names, categorical,
+                                meta=meta)
         if args.overwrite:
             _clear_output(args.output)
         out.to_parquet(args.output, write_index=False)

@@ -56,6 +56,10 @@ class Features:
         return out
 
 
+def _is_pandas_series(X) -> bool:
+    return type(X).__module__.startswith("pandas") and type(X).__name__ == "Series"
+
+
 def _is_sparse(X) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
@@ -83,6 +87,8 @@ def as_features(X, feature_names=None, allow_empty: bool = False, feature_types=
         f = Features(None, xp.asarray(csr.indptr, dtype=xp.int64), xp.asarray(csr.indices, dtype=xp.int64),
                      xp.asarray(csr.data, dtype=xp.float32), n_rows, n_features)
     else:
+        if _is_pandas_series(X):  # one feature, named after the series (XGBoost: pd.DataFrame(series))
+            X = X.to_frame()
         if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a dataframe
             X, frame_types, frame_categories = _categorical_columns(X, enable_categorical, categories)
             bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not is_numeric_dtype(t)]

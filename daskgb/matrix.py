@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
+import weakref
 from dataclasses import replace as _dc_replace
 
 import numpy as np
@@ -24,7 +25,9 @@ class QuantileMatrix:
     marks missing entries besides NaN. The matrix is built on the device of X
     (cupy input: the GPU) unless ``device`` says otherwise, and moves to another
     device when training asks for it. ``ref`` reuses another matrix's cuts, as
-    eval sets must, so that both are binned alike. ``cuts`` (a sketch.Cuts) skips
+    eval sets must, so that both are binned alike (an eval set built without it is binned
+    again with the training cuts when training starts, from its X, as XGBoost bins a DMatrix
+    eval set: while X lives, for the matrix holds it only weakly). ``cuts`` (a sketch.Cuts) skips
     sketching and bins with the given cuts: the Dask layer passes the cuts it
     merged across workers.
 
@@ -135,6 +138,13 @@ class QuantileMatrix:
             token = uuid.uuid4().hex
         # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
         self.cuts_token = token
+        # A matrix with cuts of its own may be given to train as an eval set without ref=: it is then
+        # binned again, from X, with the training cuts (binned_like). X is held weakly, so that a
+        # matrix never keeps the user's data alive (the rows are quantised: X may be dropped).
+        self._source = None
+        if sketched:
+            self._source = (_weakly(X), dict(feature_names=feature_names, feature_types=feature_types,
+                                             enable_categorical=enable_categorical))
         if chunked:
 
             rows = pages.CsrRows(features) if features.is_sparse else features.dense
@@ -253,6 +263,7 @@ class QuantileMatrix:
         m.n_rows, m.n_features, m.feature_names = n, n_features, shape.get("names")
         m.feature_types, m.categories = None, None  # batches are numeric: no categorical features
         m.missing, m.device = missing, device
+        m._source = None  # batches are read again only through their callable: not an eval set without ref
         m._on = {device: m}
         backend.release_cached_memory()  # quantising's working memory, not held through training
         return m
@@ -291,6 +302,30 @@ class QuantileMatrix:
     def shares_cuts_with(self, other: "QuantileMatrix") -> bool:
         """True when both matrices were binned with the same cuts (one built with ref= the other)."""
         return self.cuts_token == other.cuts_token
+
+    def binned_like(self, ref: "QuantileMatrix", name: str = "the matrix") -> "QuantileMatrix":
+        """This matrix binned with ref's cuts (itself where it is already): its rows quantised
+        again from its X, its labels, weights, margins and groups kept. What train does with an
+        eval set built without ref=, as XGBoost bins a DMatrix eval set with the training cuts.
+        ValueError where X is gone (the matrix held it weakly) or cannot be read again."""
+        if self.shares_cuts_with(ref):
+            return self
+        X = self._source[0]() if getattr(self, "_source", None) is not None else None
+        if X is None:
+            raise ValueError(f"{name} was quantised with cuts of its own, and daskgb holds no data to bin it again "
+                             "with the training cuts (its X is gone, or the matrix came from batches or take()): "
+                             "build it with QuantileMatrix(..., ref=dtrain), or keep its X while training")
+        binned = QuantileMatrix(X, missing=self.missing, ref=ref, device=self.device, _allow_empty=True,
+                                **self._source[1])
+        if binned.n_rows != self.n_rows:
+            raise ValueError(f"{name} had {self.n_rows} rows when it was built; its X has {binned.n_rows} now")
+        m = object.__new__(QuantileMatrix)
+        m.__dict__.update(self.__dict__)
+        for key in ("ellpack", "cuts_token", "max_bin", "feature_names", "feature_types", "categories"):
+            setattr(m, key, getattr(binned, key))
+        m._source = None
+        m._on = {m.device: m}
+        return m
 
     def on(self, device: str) -> "QuantileMatrix":
         """This matrix on another device (moved once, then cached)."""
@@ -331,6 +366,7 @@ class QuantileMatrix:
         m = object.__new__(QuantileMatrix)
         m.__dict__.update(self.__dict__)
         m.ellpack, m.n_rows = ellpack, int(idx.size)
+        m._source = None  # X's rows are not these
         rows_d = xp.asarray(idx)
         for name in ("label", "weight", "base_margin", "label_lower_bound", "label_upper_bound"):
             v = getattr(self, name, None)
@@ -340,10 +376,42 @@ class QuantileMatrix:
         m._on = {self.device: m}
         return m
 
+    def __getstate__(self):
+        # X's weak reference does not travel (a copy elsewhere cannot reach X): the copy is binned as it is.
+        state = dict(self.__dict__, _source=None)
+        state["_on"] = {}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._on = {self.device: self}
+
     def __repr__(self):
         pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
+
+
+def _weakly(X):
+    """A callable giving X back while it lives (None after); None where X takes no weak reference."""
+    try:
+        return weakref.ref(X)
+    except TypeError:  # lists, tuples and the like: not kept
+        return lambda: None
+
+
+def eval_sets_binned_like(evals, dtrain) -> list:
+    """train's eval sets, each binned with dtrain's cuts (QuantileMatrix.binned_like); pairs that
+    are not (QuantileMatrix, name) are left for the options' checks to name."""
+    if not isinstance(dtrain, QuantileMatrix):
+        return list(evals)
+    out = []
+    for item in evals:
+        if isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], QuantileMatrix) \
+                and not item[0].shares_cuts_with(dtrain) and item[0].n_features == dtrain.n_features:
+            item = (item[0].binned_like(dtrain, f"eval set {item[1]!r}"), item[1])
+        out.append(item)
+    return out
 
 
 def row_indices(rows, n_rows: int, has_groups: bool = False) -> np.ndarray:

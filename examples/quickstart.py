@@ -5,13 +5,16 @@ dask-cuda and GPUs are present; a LocalCluster of 2 CPU workers otherwise),
 makes a seeded synthetic data set on the workers (200,000 rows x 20 features,
 5% missing values), holds out a test set, trains DaskGBClassifier with the test
 set as eval_set, and prints the dashboard's and daskgb's page's links, the fit time and test
-logloss / AUC / accuracy.
+logloss / AUC / accuracy. With --keep-open the cluster stays up after the fit, until Enter is
+pressed, so that the printed links (the dashboard, daskgb's page with the fit's learning
+curves) can be opened.
 
-    python examples/quickstart.py
+    python examples/quickstart.py [--keep-open]
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -55,7 +58,12 @@ def make_data(device: str, seed: int = 0):
     return X, y
 
 
-def main():
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Train a DaskGBClassifier on a local Dask cluster.")
+    ap.add_argument("--keep-open", action="store_true",
+                    help="keep the cluster (and its dashboard) up after the fit until Enter is pressed")
+    args = ap.parse_args(argv)
+
     import dask
     from distributed import Client
 
@@ -68,7 +76,8 @@ def main():
     with cluster, Client(cluster) as client:
         print(f"Dask dashboard: {client.dashboard_link}")
         # The fit's learning curves, round times and workers (None where the scheduler has no dashboard).
-        print(f"daskgb page: {daskgb.dask.dashboard.register(client)}")
+        page = daskgb.dask.dashboard.register(client)
+        print(f"daskgb page: {page}")
         print(f"workers: {len(live_workers(client))} ({device})")
         X, y = make_data(device)
         X, y = dask.persist(X, y)
@@ -87,6 +96,13 @@ def main():
               f"accuracy {clf.score(X_test, y_test):.4f}")
         history = clf.evals_result()["validation_0"]["logloss"]
         print(f"eval logloss by round: first {history[0]:.4f}, last {history[-1]:.4f}")
+        if args.keep_open:
+            # The dashboard lives as long as the cluster: held open until the user is done looking.
+            print(f"The cluster stays up: open {page or client.dashboard_link}; press Enter to stop it.", flush=True)
+            try:
+                input()
+            except EOFError:  # no terminal to read Enter from (stdin closed): stop now
+                pass
 
 
 if __name__ == "__main__":

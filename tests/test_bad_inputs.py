@@ -309,11 +309,14 @@ def test_eval_set_with_other_feature_names(data):
         matrix(pd.DataFrame(X, columns=["a", "c", "b"]), y, ref=dtrain)
 
 
-def test_eval_set_with_its_own_cuts(data):
+def test_eval_set_with_its_own_cuts_and_no_data(data):
+    # Binned again with the training cuts from its X while X lives (tests/test_inputs_eval_sets.py);
+    # with X gone, the error says what to do.
     X, y = data
-    with pytest.raises(ValueError, match=r"eval set 'eval' was quantised with its own cuts; build it with "
-                                         r"QuantileMatrix\(..., ref=dtrain\)"):
-        daskgb.train({"device": "cpu"}, matrix(X, y), 1, evals=[(matrix(X, y), "eval")])
+    deval = matrix(X.copy(), y)
+    with pytest.raises(ValueError, match=r"eval set 'eval' was quantised with cuts of its own, and daskgb holds no "
+                                         r"data to bin it again .*QuantileMatrix\(..., ref=dtrain\)"):
+        daskgb.train({"device": "cpu"}, matrix(X, y), 1, evals=[(deval, "eval")])
 
 
 def test_early_stopping_without_an_eval_set(data):

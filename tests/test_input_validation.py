@@ -106,12 +106,14 @@ def test_estimator_predict_with_a_different_number_of_features(data):
         model.get_booster().predict(np.zeros((5, 4), dtype=np.float32))
 
 
-def test_eval_set_without_ref_is_an_error(data):
+def test_eval_set_without_ref_is_binned_with_the_training_cuts(data):
     X, y = data
     dtrain = daskgb.QuantileMatrix(X, y, device="cpu")
     deval = daskgb.QuantileMatrix(X, y, device="cpu")
-    with pytest.raises(ValueError, match="ref="):
-        daskgb.train({"device": "cpu"}, dtrain, 1, evals=[(deval, "eval")])
+    got, want = {}, {}
+    daskgb.train({"device": "cpu"}, dtrain, 2, evals=[(deval, "eval")], evals_result=got, verbose_eval=False)
+    daskgb.train({"device": "cpu"}, dtrain, 2, evals=[(dtrain, "eval")], evals_result=want, verbose_eval=False)
+    assert got == want
 
 
 def test_unknown_parameter_reaches_train(data):

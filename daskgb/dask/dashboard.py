@@ -4,7 +4,9 @@
     daskgb.dask.dashboard.register(client)   # -> "http://127.0.0.1:8787/daskgb"
 
 daskgb.dask.train registers it itself, so a user only opens the dashboard: the page is at
-/daskgb, and at /individual-daskgb, which JupyterLab's Dask extension lists ("Daskgb").
+/daskgb, listed in the dashboard's menu ("Daskgb", and drawn in the dashboard's frame, whose
+menu leads back to the status page), and at /individual-daskgb, which JupyterLab's Dask
+extension lists (and the menu's "More...").
 It shows the latest fit's learning curves, each round's time split into histogram /
 allreduce / split / other (phases.py), and each worker's rows and memory (dask/dashboard_page.py
 draws it with Bokeh, as distributed draws its own pages).
@@ -21,8 +23,9 @@ The path of the numbers:
 One topic for all fits: the scheduler keeps a topic's last events too (its
 distributed.admin.low-level-log-length, 1,000 by default), so the reports' memory there is
 bounded however many fits run. Workers report only where the page is served (register()
-returned an address): without bokeh on the scheduler, or with its dashboard off, there is
-no page, no phase clock runs, and training is unchanged. Setting the Dask config value
+returned an address): without bokeh on the scheduler (a dependency of daskgb's install,
+as distributed's dashboard needs it), or with its dashboard off, there is no page, no phase
+clock runs, and training is unchanged. Setting the Dask config value
 ``daskgb.dashboard`` to False skips it all (no phase clock runs on the workers).
 """
 
@@ -91,6 +94,7 @@ class RoundBoard:
         self.job, self.rank, self.world = job, int(rank), int(world)
         self.rounds, self.n_rows, self.device = int(num_boost_round), int(n_rows), device
         self._items: list = []
+        self._metric_of: dict = {}
         self._sent = 0.0
         self._clock = None
         self._running = None
@@ -115,6 +119,8 @@ class RoundBoard:
         if self.rank == 0:
             metrics = {f"{name}-{metric}": float(values[-1]) for name, m in history.items()
                        for metric, values in m.items() if values}
+            # Which metric each series is (names may hold '-' themselves): the page gives each metric its axis.
+            self._metric_of.update({f"{name}-{metric}": metric for name, m in history.items() for metric in m})
         self._items.append((int(round_index), spent, metrics))
         if time.monotonic() - self._sent >= REPORT_EVERY:
             self.flush()
@@ -130,7 +136,8 @@ class RoundBoard:
             memory, kind = _memory_in_use(self.device)
             get_worker().log_event(TOPIC, {"job": self.job, "rank": self.rank, "world": self.world,
                                            "rounds": self.rounds, "device": self.device, "rows": self.n_rows,
-                                           "memory": memory, "memory_kind": kind, "items": items})
+                                           "memory": memory, "memory_kind": kind, "items": items,
+                                           "metric_of": dict(self._metric_of)})
         except Exception as e:
             logger.debug("daskgb dashboard report not sent: %s", e)
 
@@ -163,11 +170,14 @@ class Fit:
         self._counts: list = []
         self._metrics: list = []
         self.complete = -1  # the last round every rank has reported, and every one before it
+        self.metric_of: dict[str, str] = {}  # series ("valid-logloss") -> its metric ("logloss")
 
-    def add(self, worker: str, rank: int, rows: int, memory: int, memory_kind: str, items) -> None:
+    def add(self, worker: str, rank: int, rows: int, memory: int, memory_kind: str, items, metric_of=None) -> None:
         w = self.workers.setdefault(int(rank), {"address": worker, "rounds": 0,
                                                 "spent": np.zeros(len(phases.PHASES))})
         w.update(address=worker, rows=int(rows), memory=int(memory), memory_kind=memory_kind)
+        if isinstance(metric_of, dict):
+            self.metric_of.update({str(k): str(v) for k, v in metric_of.items()})
         for round_index, spent, metrics in items:
             i = int(round_index) - self.first_round
             if i < 0:
@@ -210,6 +220,10 @@ class Fit:
     def metric_names(self) -> list[str]:
         return list(dict.fromkeys(k for m in self._metrics if m for k in m))
 
+    def metric_of_series(self, series: str) -> str:
+        """The metric a series ("valid-logloss") shows: as its worker said, else the text after its first '-'."""
+        return self.metric_of.get(series) or series.partition("-")[2] or series
+
     def worker_rows(self) -> dict:
         """Columns per worker, in rank order: "worker" (rank and address), "rows", "memory",
         and the mean seconds a round of each phase."""
@@ -234,14 +248,15 @@ class TrainingStore:
         return MAX_ROUNDS
 
     def report(self, worker: str | None = None, job: str = "", rank: int = 0, world: int = 1, rounds: int = 0,
-               device: str = "cpu", rows: int = 0, memory: int = 0, memory_kind: str = "", items=(), **_) -> None:
+               device: str = "cpu", rows: int = 0, memory: int = 0, memory_kind: str = "", items=(),
+               metric_of=None, **_) -> None:
         """A worker's report (RoundBoard.flush's message; worker: its address, which the scheduler adds)."""
         fit = self.fits.get(job)
         if fit is None:
             fit = self.fits[job] = Fit(job, world, rounds, device)
             while len(self.fits) > MAX_FITS:
                 del self.fits[next(iter(self.fits))]
-        fit.add(worker or "", rank, rows, memory, memory_kind, items)
+        fit.add(worker or "", rank, rows, memory, memory_kind, items, metric_of)
 
     def latest(self) -> Fit | None:
         return next(reversed(self.fits.values()), None)

@@ -15,7 +15,7 @@ from bokeh.application import Application
 from bokeh.application.handlers.document_lifecycle import DocumentLifecycleHandler
 from bokeh.application.handlers.function import FunctionHandler
 from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, Div, FactorRange, HoverTool, NumeralTickFormatter
+from bokeh.models import ColumnDataSource, DataRange1d, Div, FactorRange, HoverTool, NumeralTickFormatter
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
@@ -48,10 +48,15 @@ def add_pages(scheduler, routes, get_store) -> bool:
     if server is None:
         return False
     contexts = server.applications  # the server's own dict (its app_paths)
+    menu = _join_menu(scheduler, routes, server.prefix)
     for url in routes:
         if url in contexts:
             continue  # added by an earlier plugin on this scheduler: it reads the store through get_store
-        app = Application(FunctionHandler(functools.partial(training_doc, get_store)), DocumentLifecycleHandler())
+        # The page proper wears the dashboard's frame (its menu: the way back to the status page);
+        # the "/individual-..." one is bare, as distributed's are, for JupyterLab's panes.
+        frame = None if url.startswith("/individual-") else menu
+        app = Application(FunctionHandler(functools.partial(training_doc, get_store, frame=frame)),
+                          DocumentLifecycleHandler())
         ctx = ApplicationContext(app, io_loop=server.io_loop, url=url)
         handlers = []
         for pattern, handler in per_app_patterns:
@@ -68,8 +73,35 @@ def add_pages(scheduler, routes, get_store) -> bool:
     return True
 
 
-def training_doc(get_store, doc) -> None:
-    """Build one browser tab's document (a Bokeh FunctionHandler's function)."""
+def _join_menu(scheduler, routes, prefix: str) -> dict | None:
+    """List the page in the dashboard's menu, and return the template variables its pages are
+    drawn with (None where this distributed keeps them elsewhere: the page is then unframed).
+
+    distributed draws every page's menu from one list per scheduler (dashboard/scheduler.py
+    template_variables, memoized; each page's document copies the dict, not the list): the
+    page's name added there shows in the menu of every page opened after, and its
+    "/individual-..." route in the "More..." list."""
+    try:
+        from distributed.dashboard.scheduler import template_variables
+
+        variables = template_variables(scheduler)
+        pages, plots = variables["pages"], variables["plots"]
+    except Exception:  # another layout of distributed's dashboard: no menu entry, the page still works
+        return None
+    for url in routes:
+        name = url.strip("/")
+        if name.startswith("individual-"):
+            if not any(p.get("url") == name for p in plots):
+                plots.append({"url": name, "name": name[len("individual-"):].title()})
+        elif name not in pages:
+            pages.append(name)
+    p = (prefix or "").strip("/")
+    return {**variables, "prefix": f"/{p}/" if p else "/"}
+
+
+def training_doc(get_store, doc, frame: dict | None = None) -> None:
+    """Build one browser tab's document (a Bokeh FunctionHandler's function). frame: the
+    dashboard's template variables, to draw the page inside the dashboard's frame and menu."""
     page = TrainingPage(get_store)
     page.update()
     doc.add_periodic_callback(page.update, UPDATE_MS)
@@ -82,6 +114,14 @@ def training_doc(get_store, doc) -> None:
         doc.theme = BOKEH_THEME
     except ImportError:
         pass
+    if frame is not None:
+        try:
+            from distributed.dashboard.components.scheduler import env
+
+            doc.template = env.get_template("simple.html")
+            doc.template_variables.update(frame, active_page="daskgb")
+        except Exception:  # the page without the frame: the header's link still leads back
+            pass
 
 
 def _in_ms(cols: dict) -> dict:
@@ -101,12 +141,14 @@ class TrainingPage:
         self._workers: dict = {}
         self.title = "daskgb: no training yet"
 
-        self.header = Div(text=f"<b>{html.escape(self.title)}</b>", sizing_mode="stretch_width")
+        self.header = Div(text=self._header_html(), sizing_mode="stretch_width")
         self.curves_source = ColumnDataSource({"round": []}, name="daskgb-curves")
-        self.curves = figure(title="Learning curves (eval metrics per round)", x_axis_label="round",
-                             y_axis_label="metric", sizing_mode="stretch_both", min_height=250,
-                             tools="pan,wheel_zoom,box_zoom,reset,save")
-        self.curves.add_tools(HoverTool(tooltips=[("round", "@round"), ("series", "$name"), ("value", "$y")]))
+        # The learning curves: a figure per metric, each with its own y axis (logloss and AUC
+        # differ in scale and direction), its eval sets' lines in it, the legend beside it.
+        self.curve_figs: dict = {}  # metric -> its figure
+        self.curves_x = DataRange1d()
+        self.curves = column(self._curve_figure("Learning curves (eval metrics per round)"),
+                             sizing_mode="stretch_both", min_height=250)
 
         self.phase_source = ColumnDataSource({"round": [], **{p: [] for p in phases.PHASES}}, name="daskgb-phases")
         self.phase_fig = figure(title="Time per round by phase (mean over workers)", x_axis_label="round",
@@ -132,6 +174,19 @@ class TrainingPage:
                            row(self.rows_fig, self.memory_fig, self.worker_phase_fig, sizing_mode="stretch_both"),
                            sizing_mode="stretch_both")
 
+    def _header_html(self) -> str:
+        # The only HTML the page renders: the reports' strings (a worker's device, the fit's id)
+        # come from log_event, which anyone with a client can send, so they are escaped.
+        # "status": the dashboard's status page, beside this one under the same prefix.
+        return (f'<b>{html.escape(self.title)}</b> &nbsp; <a href="status" title="the Dask dashboard">'
+                "&larr; Dask dashboard</a>")
+
+    def _curve_figure(self, title: str, metric: str | None = None):
+        fig = figure(title=title, x_axis_label="round", y_axis_label=metric or "metric", x_range=self.curves_x,
+                     sizing_mode="stretch_both", min_height=150, tools="pan,wheel_zoom,box_zoom,reset,save")
+        fig.add_tools(HoverTool(tooltips=[("round", "@round"), ("series", "$name"), ("value", "$y")]))
+        return fig
+
     def _worker_bars(self, title: str, field: str, fmt: str):
         fig = figure(title=title, y_range=self.worker_range, sizing_mode="stretch_both", min_height=200,
                      tools="save")
@@ -143,17 +198,27 @@ class TrainingPage:
     def _reset(self, fit) -> None:
         """A new fit: empty sources, no curves."""
         self.job, self.last_round, self.metric_names = fit.job, -1, []
-        self.curves.renderers = []
-        for legend in self.curves.legend:
-            legend.items = []
+        self.curve_figs = {}
+        self.curves.children = [self._curve_figure("Learning curves (eval metrics per round)")]
         self.curves_source.data = {"round": []}
         self.phase_source.data = {"round": [], **{p: [] for p in phases.PHASES}}
 
-    def _add_curves(self, names) -> None:
+    def _add_curves(self, names, metric_of) -> None:
+        """A figure per metric (in the order the series came), each series a line in its metric's."""
         self.curves_source.data = {"round": [], **{n: [] for n in names}}
+        figs: dict = {}
         for i, name in enumerate(names):
-            self.curves.line("round", name, source=self.curves_source, legend_label=name, name=name,
-                             color=Category10_10[i % 10], line_width=2)
+            metric = metric_of(name)
+            fig = figs.get(metric)
+            if fig is None:
+                fig = figs[metric] = self._curve_figure(metric, metric)
+            fig.line("round", name, source=self.curves_source, legend_label=name, name=name,
+                     color=Category10_10[i % 10], line_width=2)
+        for fig in figs.values():
+            fig.add_layout(fig.legend[0], "right")  # beside the curves, never over them
+            fig.legend[0].click_policy = "hide"
+        self.curve_figs = figs
+        self.curves.children = list(figs.values())
         self.metric_names = list(names)
 
     def update(self) -> None:
@@ -171,7 +236,7 @@ class TrainingPage:
                 self._reset(fit)
                 cols = fit.rounds_after(-1)
                 metrics = cols.pop("metrics")
-                self._add_curves(fit.metric_names())
+                self._add_curves(fit.metric_names(), fit.metric_of_series)
             curves = {"round": cols["round"],
                       **{n: metrics.get(n, [math.nan] * len(cols["round"])) for n in self.metric_names}}
             self.curves_source.stream(curves, rollover=store.max_rounds)
@@ -187,8 +252,6 @@ class TrainingPage:
         done = fit.complete + 1
         self.title = (f"daskgb: round {done} of {fit.rounds}, {fit.world} worker{'s' * (fit.world != 1)} "
                       f"({fit.device}), fit {fit.job[:8]}")
-        # The only HTML the page renders: the reports' strings (a worker's device, the fit's id)
-        # come from log_event, which anyone with a client can send, so they are escaped.
-        self.header.text = f"<b>{html.escape(self.title)}</b>"
+        self.header.text = self._header_html()
         if self.doc is not None:
             self.doc.title = self.title

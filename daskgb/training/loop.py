@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from ..callback import ranked
 from ..collective import LocalCommunicator
+from ..matrix import eval_sets_binned_like
 from ..out_of_memory import explained
 from .fit import Fit
 from .options import TrainingOptions
@@ -17,8 +19,8 @@ def train(params: dict, dtrain, num_boost_round: int = 10, evals=(), verbose_eva
           checkpoint_dir=None, checkpoint_every: int | None = None, resume: bool = False, xgb_model=None):
     """Train a booster in this process (XGBoost's xgboost.train, for QuantileMatrix data).
 
-    evals: (QuantileMatrix, name) pairs, evaluated after every round; each must
-    be dtrain itself or built with ref=dtrain. verbose_eval: True, False, or
+    evals: (QuantileMatrix, name) pairs, evaluated after every round; one built without
+    ref=dtrain is binned again with dtrain's cuts from its X (while X lives). verbose_eval: True, False, or
     print every n-th round. evals_result: a dict to fill with
     {name: {metric: [value per round]}}.
 
@@ -52,7 +54,8 @@ def train(params: dict, dtrain, num_boost_round: int = 10, evals=(), verbose_eva
     The booster's attributes() say which way its rounds were trained ("training_path"; see
     daskgb/training/plan.py) and why each faster way was not taken.
     """
-    evals = list(evals or [])
+    # An eval set built without ref=dtrain is binned with dtrain's cuts (as XGBoost bins a DMatrix's).
+    evals = eval_sets_binned_like(list(evals or []), dtrain)
     options = TrainingOptions.create(params, num_boost_round, verbose_eval=verbose_eval, obj=obj,
                                      custom_metric=custom_metric, early_stopping_rounds=early_stopping_rounds,
                                      maximize=maximize, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
@@ -67,7 +70,13 @@ def run(options: TrainingOptions, dtrain, evals=(), *, comm=None, evals_result: 
     """Train with options on dtrain (a QuantileMatrix), watching evals: in process, or as one
     rank of a Dask fit (comm: the collective; after_round(round, history): the Dask layer's
     reports). Returns the Booster."""
-    fit = Fit(options, dtrain, list(evals or []), comm or LocalCommunicator(), evals_result)
+    comm = comm or LocalCommunicator()
+    with ranked(comm.rank):  # the callbacks' training_rank(): what writes files writes on rank 0
+        return _run(options, dtrain, evals, comm, evals_result, after_round)
+
+
+def _run(options, dtrain, evals, comm, evals_result, after_round):
+    fit = Fit(options, dtrain, list(evals or []), comm, evals_result)
     plan = fit.plan()
     rounds = make_rounds(plan, fit)
     taken = []  # (first round, Rounds) of each path the rounds took

@@ -131,6 +131,32 @@ def test_page_document_builds_from_a_store():
     assert "daskgb-phases" in serialize_json(doc.to_json())  # a document a browser can be sent
 
 
+def test_each_metric_has_its_own_axis():
+    """logloss and AUC differ in scale: each metric is a figure of its own (its y axis), its eval
+    sets' lines in it, the legend beside the curves rather than over them."""
+    pytest.importorskip("bokeh")
+    from daskgb.dask.dashboard_page import TrainingPage
+
+    store = dashboard.TrainingStore()
+    page = TrainingPage(lambda: store)
+    metric_of = {"train-logloss": "logloss", "valid-logloss": "logloss", "valid-auc": "auc",
+                 "my-set-aft-nloglik": "aft-nloglik"}  # names holding '-' themselves
+    items = [(r, [0.001] * 4, {"train-logloss": 0.6 / (r + 1), "valid-logloss": 0.7 / (r + 1),
+                                "valid-auc": 0.9, "my-set-aft-nloglik": 5.0}) for r in range(3)]
+    store.report(worker="tcp://w0", job="a", rank=0, world=1, rounds=10, items=items, metric_of=metric_of)
+    page.update()
+    figs = page.curves.children
+    assert [f.yaxis[0].axis_label for f in figs] == ["logloss", "auc", "aft-nloglik"]
+    assert [sorted(r.name for r in f.renderers) for f in figs] == [["train-logloss", "valid-logloss"], ["valid-auc"],
+                                                                   ["my-set-aft-nloglik"]]
+    for f in figs:
+        assert f.legend[0] in f.right and f.legend[0] not in f.center
+        assert f.x_range is page.curves_x  # zoomed together
+    assert list(page.curves_source.data["valid-auc"]) == pytest.approx([0.9] * 3)
+    # Without the worker's word (an older report), the metric is the text after the set's name.
+    assert store.latest().metric_of_series("valid-rmse") == "rmse"
+
+
 def test_no_page_without_bokeh_on_the_scheduler(monkeypatch):
     monkeypatch.setitem(sys.modules, "daskgb.dask.dashboard_page", None)  # its import fails as without bokeh
 
@@ -183,6 +209,14 @@ def test_reports_reach_the_scheduler(dash_client):
     for route in ("daskgb", "individual-daskgb"):
         with urllib.request.urlopen(base + route, timeout=10) as r:
             assert r.status == 200 and b"bokeh" in r.read().lower()
+    # In the dashboard's own menu (and "More..." list), and the page in the dashboard's frame:
+    # its menu leads back to the status page.
+    with urllib.request.urlopen(base + "status", timeout=10) as r:
+        status = r.read().decode()
+    assert '<a href="daskgb">Daskgb</a>' in status and '<a href="individual-daskgb">Daskgb</a>' in status
+    with urllib.request.urlopen(base + "daskgb", timeout=10) as r:
+        page = r.read().decode()
+    assert '<a href="status">Status</a>' in page and '<a href="workers">Workers</a>' in page
 
 
 # ---------------------------------------------------------------- in a browser
@@ -287,4 +321,63 @@ def test_a_crafted_report_shows_as_text_not_html():
                      rows=100, memory=1000, memory_kind=crafted, items=[(0, [0.001] * 4, None)])
     page.update()
     assert "<img" not in page.header.text and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page.header.text
-    assert page.header.text.startswith("<b>") and page.header.text.endswith("</b>")
+    shown = page.header.text[len("<b>"):page.header.text.index("</b>")]
+    assert page.header.text.startswith("<b>") and "<" not in shown
+    assert page.header.text.endswith('<a href="status" title="the Dask dashboard">&larr; Dask dashboard</a>')
+
+
+# ---------------------------------------------------------------- the quickstart
+
+def test_the_base_install_serves_the_dashboard():
+    """`pip install .` then the quickstart: distributed serves its dashboard (and so daskgb's
+    page) only where the bokeh it asks for is installed, so the base install carries it."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+
+    from distributed.versions import BOKEH_REQUIREMENT
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    deps = [Requirement(d) for d in tomllib.loads(pyproject.read_text())["project"]["dependencies"]]
+    bokeh = next((d for d in deps if d.name == "bokeh"), None)
+    assert bokeh is not None, "bokeh is not a dependency of the base install"
+    # Every version the base install may bring is one distributed's dashboard accepts (at its lowest).
+    from packaging.version import Version
+
+    lowest = min(Version(s.version) for s in BOKEH_REQUIREMENT.specifier if s.operator == ">=")
+    assert any(s.operator == ">=" and Version(s.version) >= lowest for s in bokeh.specifier), (bokeh,
+                                                                                               BOKEH_REQUIREMENT)
+
+
+@pytest.mark.slow
+def test_quickstart_page_link_works_and_keep_open_holds_the_cluster(monkeypatch, capsys):
+    """examples/quickstart.py (made small) prints a daskgb page that answers, and with --keep-open
+    the cluster is still up, its links open, while it waits for Enter."""
+    import builtins
+    import importlib.util
+
+    pytest.importorskip("bokeh")
+    path = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
+    spec = importlib.util.spec_from_file_location("quickstart_example", path)
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    monkeypatch.setattr(quickstart, "N_TRAIN", 4000)
+    monkeypatch.setattr(quickstart, "N_TEST", 1000)
+    monkeypatch.setattr(quickstart, "start_cluster", lambda: (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0"), "cpu"))
+    opened = []
+
+    def enter(prompt=""):  # the user, before pressing Enter, opens the printed links
+        out = capsys.readouterr().out
+        page = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("daskgb page: "))
+        for url in (page, page[: -len("daskgb")] + "status"):
+            with urllib.request.urlopen(url, timeout=10) as r:
+                opened.append((url, r.status, b"bokeh" in r.read().lower()))
+        return ""
+
+    monkeypatch.setattr(builtins, "input", enter)
+    quickstart.main(["--keep-open"])
+    assert len(opened) == 2 and all(status == 200 and bokeh for _, status, bokeh in opened), opened
+    assert opened[0][0].startswith("http") and opened[0][0].endswith("/daskgb")

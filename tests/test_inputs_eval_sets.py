@@ -1,0 +1,119 @@
+"""Inputs as an XGBoost user gives them: an eval set built without ref= (binned with the training
+cuts, as XGBoost bins a DMatrix eval set), and a pandas Series as X (one feature)."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import numpy as np
+import pytest
+
+import daskgb
+from daskgb import QuantileMatrix
+
+xgb = pytest.importorskip("xgboost")
+pd = pytest.importorskip("pandas")
+
+PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.3, "eval_metric": ["logloss", "auc"],
+          "device": "cpu"}
+
+
+def data(n, seed, levels=40):
+    """Few distinct values per feature (every one its own bin: XGBoost's models are ours)."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, levels, size=(n, 5)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + rng.normal(scale=8, size=n) > levels / 2).astype(np.float32)
+    return X, y
+
+
+def test_an_eval_set_without_ref_is_binned_with_the_training_cuts():
+    X, y = data(3000, 0)
+    Xe, ye = data(1000, 1, levels=60)  # values the training data lacks: its own cuts differ from the training's
+    dtrain = QuantileMatrix(X, y)
+    own = QuantileMatrix(Xe, ye)
+    assert not own.shares_cuts_with(dtrain)
+    got, want, ref_xgb = {}, {}, {}
+    daskgb.train(PARAMS, dtrain, 10, evals=[(own, "e")], evals_result=got, verbose_eval=False)
+    daskgb.train(PARAMS, dtrain, 10, evals=[(QuantileMatrix(Xe, ye, ref=dtrain), "e")], evals_result=want,
+                 verbose_eval=False)
+    assert got == want  # the same metrics, bit for bit, as with ref=dtrain
+    xgb.train({**PARAMS, "tree_method": "hist"}, xgb.DMatrix(X, y), 10, evals=[(xgb.DMatrix(Xe, ye), "e")],
+              evals_result=ref_xgb, verbose_eval=False)
+    for metric in ("logloss", "auc"):
+        np.testing.assert_allclose(got["e"][metric], ref_xgb["e"][metric], rtol=1e-5, atol=1e-6)
+    assert not own.shares_cuts_with(dtrain)  # the user's matrix is left as it was
+
+
+def test_an_eval_frame_without_ref_keeps_its_categories_by_name():
+    rng = np.random.default_rng(2)
+    names = ["a", "b", "c", "d"]
+
+    def frame(n, order):
+        city = pd.Categorical(rng.choice(names, n), categories=order)
+        X = pd.DataFrame({"x": rng.normal(size=n).astype(np.float32), "city": city})
+        y = (np.asarray(city.codes if order == names else pd.Categorical(city, categories=names).codes) % 2
+             ).astype(np.float32)
+        return X, y
+
+    X, y = frame(2000, names)
+    Xe, ye = frame(500, names[::-1])  # the same categories, coded in another order
+    dtrain = QuantileMatrix(X, y, enable_categorical=True)
+    got, want = {}, {}
+    daskgb.train(PARAMS, dtrain, 5, evals=[(QuantileMatrix(Xe, ye, enable_categorical=True), "e")],
+                 evals_result=got, verbose_eval=False)
+    daskgb.train(PARAMS, dtrain, 5, evals=[(QuantileMatrix(Xe, ye, ref=dtrain), "e")], evals_result=want,
+                 verbose_eval=False)
+    assert got == want and got["e"]["auc"][-1] == 1.0
+
+
+def test_an_eval_set_whose_data_is_gone_is_a_clear_error():
+    X, y = data(1000, 0)
+    dtrain = QuantileMatrix(X, y)
+    Xe, ye = data(300, 1, levels=60)
+    own = QuantileMatrix(Xe, ye)
+    del Xe
+    gc.collect()
+    with pytest.raises(ValueError, match=r"eval set 'e' was quantised with cuts of its own, and daskgb holds no data "
+                                         r"to bin it again .*ref=dtrain"):
+        daskgb.train(PARAMS, dtrain, 2, evals=[(own, "e")], verbose_eval=False)
+    # A pickled matrix keeps no reference to X, and still trains as itself.
+    copy = pickle.loads(pickle.dumps(dtrain))
+    assert copy.n_rows == dtrain.n_rows and copy.on("cpu") is copy
+    daskgb.train(PARAMS, copy, 1, evals=[(copy, "train")], verbose_eval=False)
+
+
+def test_a_series_is_one_feature():
+    rng = np.random.default_rng(3)
+    x = pd.Series(rng.normal(size=500).astype(np.float32), name="age")
+    y = (x.to_numpy() > 0).astype(np.float32)
+    m = QuantileMatrix(x, y)
+    assert (m.n_rows, m.n_features, m.feature_names) == (500, 1, ["age"])
+    ours = daskgb.train({"objective": "binary:logistic", "device": "cpu"}, m, 3, verbose_eval=False)
+    theirs = xgb.train({"objective": "binary:logistic", "tree_method": "hist"}, xgb.DMatrix(x, y), 3)
+    assert theirs.feature_names == ["age"]
+    np.testing.assert_allclose(ours.predict(x), theirs.predict(xgb.DMatrix(x)), rtol=1e-5, atol=1e-6)
+    unnamed = QuantileMatrix(pd.Series([1.0, 2.0, 3.0]), [0.0, 1.0, 0.0])
+    assert unnamed.feature_names == [str(xgb.DMatrix(pd.Series([1.0, 2.0, 3.0])).feature_names[0])] == ["0"]
+    clf = daskgb.GBClassifier(n_estimators=3).fit(x, y)  # the estimators too
+    assert clf.predict_proba(x).shape == (500, 2)
+
+
+@pytest.mark.gpu
+def test_an_eval_set_without_ref_on_the_gpu():
+    """cupy X: the eval matrix holds its X weakly too (cupy arrays take weak references) and is
+    binned again on the device, with the same metrics as one built with ref=."""
+    import cupy
+
+    X, y = data(3000, 0)
+    Xe, ye = data(1000, 1, levels=60)
+    Xe_d = cupy.asarray(Xe)
+    dtrain = QuantileMatrix(cupy.asarray(X), cupy.asarray(y))
+    own = QuantileMatrix(Xe_d, cupy.asarray(ye))
+    params = {**PARAMS, "device": "cuda"}
+    got, want = {}, {}
+    daskgb.train(params, dtrain, 10, evals=[(own, "e")], evals_result=got, verbose_eval=False)
+    daskgb.train(params, dtrain, 10, evals=[(QuantileMatrix(Xe_d, cupy.asarray(ye), ref=dtrain), "e")],
+                 evals_result=want, verbose_eval=False)
+    assert got == want
