@@ -14,35 +14,40 @@ from .watch import gather_watching, live_workers
 __all__ = ["predict", "inplace_predict"]
 
 
-def predict(client, model, X, output_margin: bool = False, iteration_range=(0, 0), *, pred_leaf: bool = False,
-            pred_contribs: bool = False, approx_contribs: bool = False, pred_interactions: bool = False):
+def predict(client, model, data, output_margin: bool = False, iteration_range=(0, 0), *, pred_leaf: bool = False,
+            pred_contribs: bool = False, approx_contribs: bool = False, pred_interactions: bool = False,
+            missing=np.nan, validate_features: bool = True, strict_shape: bool = False):
     """Lazy predictions for a dask array or dataframe, or a DaskQuantileMatrix, as xgboost.dask.predict's.
 
     model: a Booster, or the dict train() returns (its "booster"). The booster travels to each
     worker once (scattered), never with every block.
 
-    What comes back, in X's row order: for a dask array, a dask array of a block per
-    partition (its chunk sizes X's where dask knows them); for a dask dataframe, a dask Series
-    (a DataFrame of columns 0..k-1 for k outputs a row) with X's index and divisions, except
+    What comes back, in data's row order: for a dask array, a dask array of a block per
+    partition (its chunk sizes data's where dask knows them); for a dask dataframe, a dask Series
+    (a DataFrame of columns 0..k-1 for k outputs a row) with data's index and divisions, except
     outputs of more than two dimensions, which come as a dask array; for a DaskQuantileMatrix,
-    a dask array whose chunks are X's partitions.
+    a dask array whose chunks are the partitions of the X it was built from, in X's row order.
 
     pred_contribs and pred_interactions (either with approx_contribs) and pred_leaf as
     Booster.predict's, block by block: (n, n_features + 1) contributions, (n, n_features + 1,
     n_features + 1) interactions (a group axis after the rows for several outputs), (n,
-    n_trees) leaf ids. A dataframe's missing entries (NaN, None, pd.NA) are missing values.
+    n_trees) leaf ids. A dataframe's missing entries (NaN, None, pd.NA) are missing values, and
+    so are entries equal to `missing`; validate_features=False skips the check of a dataframe's
+    column names against the model's.
     """
+    if strict_shape:
+        raise NotImplementedError("strict_shape=True is not supported by daskgb.dask.predict")
     booster = _booster_of(model)
     plugin.register(client)
     explain = pred_leaf or pred_contribs or approx_contribs or pred_interactions
-    if isinstance(X, DaskQuantileMatrix):
+    if isinstance(data, DaskQuantileMatrix):
         if explain:
             raise ValueError("pred_contribs and pred_leaf take raw features (a DaskQuantileMatrix holds bins); "
                              "pass the dask array or dataframe instead")
-        return _predict_matrix(client, booster, X, output_margin, iteration_range)
-    return _predict_collection(client, booster, X, _Ask(output_margin, tuple(iteration_range), pred_leaf,
-                                                        pred_contribs, approx_contribs, pred_interactions),
-                               as_frame=True)
+        return _predict_matrix(client, booster, data, output_margin, iteration_range)
+    return _predict_collection(client, booster, data, _Ask(output_margin, tuple(iteration_range), pred_leaf,
+                                                           pred_contribs, approx_contribs, pred_interactions,
+                                                           missing, validate_features), as_frame=True)
 
 
 def predict_array(client, model, X, output_margin: bool = False, iteration_range=(0, 0), **explain):
@@ -58,7 +63,7 @@ def predict_array(client, model, X, output_margin: bool = False, iteration_range
                                as_frame=False)
 
 
-def inplace_predict(client, model, data, iteration_range=(0, 0), predict_type: str = "value", missing=np.nan,
+def inplace_predict(client, model, data, *, iteration_range=(0, 0), predict_type: str = "value", missing=np.nan,
                     validate_features: bool = True, base_margin=None, strict_shape: bool = False):
     """xgboost.dask.inplace_predict: predict()'s output for a dask array or dataframe, without
     building a matrix. predict_type "value" (transformed predictions) or "margin" (raw

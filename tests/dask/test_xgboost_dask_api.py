@@ -211,6 +211,8 @@ def test_inplace_predict_margin_missing_and_base_margin(client):
     np.testing.assert_allclose(got.compute(), booster.predict(X, output_margin=True, base_margin=margin), atol=1e-5)
     got = dgb.inplace_predict(client, booster, Xd, missing=0.25)
     np.testing.assert_allclose(got.compute(), booster.predict(X, missing=0.25), atol=1e-6)
+    got = dgb.predict(client=client, model=out, data=Xd, missing=0.25, output_margin=True)  # xgboost.dask's keywords
+    np.testing.assert_allclose(got.compute(), booster.predict(X, missing=0.25, output_margin=True), atol=1e-6)
     with pytest.raises(ValueError, match="predict_type"):
         dgb.inplace_predict(client, booster, Xd, predict_type="leaf")
     with pytest.raises(NotImplementedError, match="strict_shape"):
@@ -236,3 +238,37 @@ def test_public_names_are_xgboost_dasks():
     for name in xgb_dask.__all__:
         mine = ours.get(name, name.replace("XGB", "GB"))
         assert mine is None or mine in public, name
+    # predict and inplace_predict take xgboost.dask's arguments, by the same names.
+    import inspect
+
+    for name in ("predict", "inplace_predict"):
+        theirs = list(inspect.signature(getattr(xgb_dask, name)).parameters)
+        assert set(theirs) <= set(inspect.signature(getattr(dgb, name)).parameters), name
+
+
+# --------------------------------------------------------------------------- the same on a GPU
+
+
+@pytest.mark.gpu
+def test_gpu_matrix_order_csr_partitions_and_cupy_blocks(client):
+    """device="cuda" on the workers: CSR partitions quantised on the GPU, the matrix's predictions
+    in X's order, and cupy blocks predicted into a cupy-backed array of X's chunks."""
+    cupy = pytest.importorskip("cupy")
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    X, y = exact_data(n=1000, seed=2)
+    X[np.random.default_rng(3).random(X.shape) < 0.6] = 0
+    chunks, placement = [250] * 4, [1, 0, 1, 0]
+    Xd = on_workers(client, X, chunks, placement).map_blocks(scipy_sparse.csr_matrix, dtype=np.float32)
+    yd = on_workers(client, y, chunks, placement)
+    params = {**PARAMS, "device": "cuda"}
+    m = dgb.DaskQuantileMatrix(client, Xd, yd, device="cuda")
+    booster = dgb.train(client, params, m, 8, verbose_eval=False)["booster"]
+    csr = scipy_sparse.csr_matrix(X)
+    local = daskgb.train(params, daskgb.QuantileMatrix(csr, y, device="cuda"), 8, verbose_eval=False)
+    expected = local.predict(csr)
+    np.testing.assert_allclose(booster.predict(csr), expected, atol=1e-5)
+    np.testing.assert_allclose(cupy.asnumpy(dgb.predict(client, booster, m).compute()), expected, atol=1e-5)
+    blocks = da.from_array(X, chunks=(250, -1)).map_blocks(cupy.asarray, dtype=np.float32)
+    pred = dgb.inplace_predict(client, booster, blocks)
+    assert pred.chunks[0] == (250,) * 4 and type(pred._meta).__module__.startswith("cupy")
+    np.testing.assert_allclose(cupy.asnumpy(pred.compute()), expected, atol=1e-5)
