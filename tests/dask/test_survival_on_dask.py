@@ -159,7 +159,7 @@ def test_bad_or_missing_bounds_on_dask_are_named(client):
     with pytest.raises(ValueError, match="partition 0 of the data: .*row 3"):
         dgb.DaskQuantileMatrix(client, Xd, label_lower_bound=on_workers(client, neg, chunks, placement),
                                label_upper_bound=ud)
-    with pytest.raises(ValueError, match="label_lower_bound has 150 entries but X has 200 rows"):
+    with pytest.raises(ValueError, match="label_lower_bound has 350 rows but X has 400"):
         dgb.DaskQuantileMatrix(client, Xd, label_lower_bound=on_workers(client, lower[:350], [150, 200], placement),
                                label_upper_bound=ud)
     # Without bounds survival:aft is refused on the client, before any training, as in process.
