@@ -32,10 +32,12 @@ def _part(X, y, w, m, q=None, lower=None, upper=None, index=0):
     upper its survival bounds (label_lower_bound, label_upper_bound), checked here as QuantileMatrix
     checks them, the error naming the partition (index: its place in the collection)."""
     X = _as_array(X)
+    if _is_sparse(X):  # scipy or cupyx sparse blocks: CSR, as QuantileMatrix reads them
+        X = X.tocsr()
     lower, upper = _as_array(lower), _as_array(upper)
     if lower is not None:
         try:
-            lower, upper = _survival_bounds(lower, upper, X.shape[0], array_module(X))
+            lower, upper = _survival_bounds(lower, upper, X.shape[0], _module_of(X))
         except ValueError as e:
             raise ValueError(f"partition {index} of the data: {e}") from None
     return (X, _as_array(y), _as_array(w), _as_array(m), q if isinstance(q, _GroupSizes) else _as_array(q),
@@ -64,13 +66,34 @@ def _partition_groups(q, n_rows):
 
 
 def _as_array(v):
+    """A partition's pandas / cudf piece as a numpy / cupy array: a frame as float32, its
+    missing entries (NaN, None, pd.NA of the nullable dtypes Int64, Float64, boolean) NaN, as
+    in process; a series of a nullable dtype as float64 (NaN where pd.NA), others as they are."""
     if v is None:
         return None
     if hasattr(v, "to_cupy"):  # cudf
-        return v.to_cupy()
+        if v.ndim == 2:
+            return v.to_cupy(dtype=np.float32, na_value=np.nan)
+        return v.to_cupy(dtype=np.float64, na_value=np.nan) if _is_nullable(v.dtype) else v.to_cupy()
     if hasattr(v, "to_numpy"):  # pandas
-        return v.to_numpy(dtype=np.float32, na_value=np.nan) if v.ndim == 2 else v.to_numpy()
+        if v.ndim == 2:
+            return v.to_numpy(dtype=np.float32, na_value=np.nan)
+        return v.to_numpy(dtype=np.float64, na_value=np.nan) if _is_nullable(v.dtype) else v.to_numpy()
     return v
+
+
+def _is_nullable(dtype) -> bool:
+    """A pandas (or cudf) extension dtype of numbers or booleans that holds pd.NA: Int64, Float64, boolean."""
+    return not isinstance(dtype, np.dtype) and str(dtype).lower().startswith(("int", "uint", "float", "bool"))
+
+
+def _is_sparse(X) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def _module_of(X):
+    """numpy or cupy: where a block's values are (a sparse block's are in its data)."""
+    return array_module(X.data if _is_sparse(X) else X)
 
 
 def _is_gpu_worker() -> bool:
@@ -104,7 +127,7 @@ def _local_info(*parts):
             keys.append(_partition_groups(q, X.shape[0]).keys)
         n_rows += X.shape[0]
         part_rows.append(int(X.shape[0]))
-        on_gpu |= array_module(X) is not np
+        on_gpu |= _module_of(X) is not np
     return {"rows": n_rows, "features": n_features, "gpu": on_gpu or _is_gpu_worker(), "group_keys": keys,
             "part_rows": part_rows}
 
@@ -115,7 +138,27 @@ def _stack(parts, i, xp):
         return None
     if len(pieces) != len(parts):
         raise ValueError("some partitions have labels/weights/base margins and others not")
+    if _is_sparse(pieces[0]):
+        return _stack_sparse(pieces)
     return xp.concatenate([xp.asarray(p) for p in pieces]) if len(pieces) > 1 else xp.asarray(pieces[0])
+
+
+def _stack_sparse(pieces):
+    """CSR blocks stacked into one CSR matrix where they are (QuantileMatrix moves it to its device)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    if _module_of(pieces[0]) is np:
+        import scipy.sparse as sparse
+    else:
+        import cupyx.scipy.sparse as sparse
+    return sparse.vstack(pieces, format="csr")
+
+
+def _host_rows(X):
+    """A block of rows in host memory (numpy, or scipy CSR for a sparse block)."""
+    if _is_sparse(X) and _module_of(X) is not np:
+        return X.get()
+    return X if _is_sparse(X) else to_host(X)
 
 
 def _local_arrays(parts, device, features_on_host: bool = False):
@@ -128,7 +171,7 @@ def _local_arrays(parts, device, features_on_host: bool = False):
     if not parts:
         return (None,) * 6
     if features_on_host:
-        X = _stack([(to_host(p[0]),) for p in parts], 0, np)
+        X = _stack([(_host_rows(p[0]),) for p in parts], 0, np)
     else:
         X = _stack(parts, 0, xp)
     return (X,) + tuple(_stack(parts, i, xp) for i in (1, 2, 3, 5, 6))
@@ -156,7 +199,7 @@ def _local_summary(device, missing, budget, positions, *parts):
     test with max_bin 32 moved 0.003 from in-process, and the sketch was no faster)."""
     import time
 
-    from ..inputs import as_vector
+    from ..inputs import as_features, as_vector
 
     import daskgb.backend as be
 
@@ -176,9 +219,13 @@ def _local_summary(device, missing, budget, positions, *parts):
     for position, part in zip(positions, parts):
         rows = part[0].shape[0]
         if rows:
-            summaries.append((position, sketch.summarize(xp.asarray(part[0], dtype=xp.float32),
-                                                         None if w is None else w[start : start + rows],
-                                                         missing, budget).to(np)))
+            weight = None if w is None else w[start : start + rows]
+            if _is_sparse(part[0]):  # absent entries are missing, as in process (matrix.py)
+                f = as_features(part[0]).to(xp)
+                s = sketch.summarize_csr(f.indptr, f.indices, f.data, f.n_features, weight, missing, budget)
+            else:
+                s = sketch.summarize(xp.asarray(part[0], dtype=xp.float32), weight, missing, budget)
+            summaries.append((position, s.to(np)))
         start += rows
     return summaries, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
 
@@ -253,6 +300,11 @@ def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, featu
 
 # --------------------------------------------------------------------------- on the client
 
+# Beyond this many runs of rows (a take() of scattered rows), predictions and labels are put in
+# row order by one gather rather than a slice per run: a dask graph of a task per run would be
+# slower to build than the gather is to run.
+_MAX_RUNS = 4096
+
 
 def _row_blocks(X):
     """The row partitions of a dask array or dataframe, as delayed objects, and its features."""
@@ -312,6 +364,52 @@ def _as_codes(frame, categories):
             col = col.astype("category")
         frame.isetitem(i, recode(col.cat.codes.to_numpy(), list(col.cat.categories), names))
     return frame
+
+
+def _aligned(v, X, what):
+    """v (y, weight, base_margin, qid or a label bound) partitioned as X, its rows matched to X's.
+
+    Where X and v are dataframes (or series) whose divisions are known, v is repartitioned to X's
+    divisions: rows meet by index. Otherwise rows meet by position: v as it is where its
+    partitions already hold as many rows as X's (or, their sizes unknown, where there are as
+    many), else its rows rechunked to X's partition sizes (a pass over both to count them).
+    A row count that differs is an error."""
+    import dask.array as da
+
+    if v is None or not (isinstance(v, da.Array) or hasattr(v, "npartitions")):
+        return v  # not a dask collection: _vector_blocks says so
+    frame = hasattr(X, "npartitions")
+    x_blocks = _blocks(X)
+    if frame and hasattr(v, "divisions") and X.known_divisions and v.known_divisions:
+        if tuple(v.divisions) == tuple(X.divisions):
+            return v
+        return v.repartition(divisions=X.divisions, force=True)
+    x_rows = None if frame else _known(X.chunks[0])
+    v_rows = _known(v.chunks[0]) if isinstance(v, da.Array) else None
+    if x_rows is not None and v_rows is not None:
+        if x_rows == v_rows:
+            return v
+    elif x_rows is None and v_rows is None and _blocks(v) == x_blocks:
+        return v  # as many partitions, of sizes known on neither side: each partition's are checked where it lies
+    x_rows = tuple(int(r) for r in _partition_rows(X))
+    if not isinstance(v, da.Array):
+        v = v.to_dask_array(lengths=True)
+    elif v_rows is None:
+        v = v.compute_chunk_sizes()
+    if v.shape[0] != sum(x_rows):
+        raise ValueError(f"{what} has {v.shape[0]} rows but X has {sum(x_rows)}: they must hold the same rows. "
+                         f"Take both from one dataframe (e.g. X = df.drop(columns='y'), y = df['y'])")
+    return v.rechunk({0: x_rows})
+
+
+def _blocks(c) -> int:
+    """Row partitions of a dask array or dataframe."""
+    return c.npartitions if hasattr(c, "npartitions") else c.numblocks[0]
+
+
+def _known(sizes):
+    """Chunk sizes as a tuple of ints, or None where dask does not know them."""
+    return None if any(np.isnan(r) for r in sizes) else tuple(int(r) for r in sizes)
 
 
 def _vector_blocks(v, n_blocks, what):
@@ -432,6 +530,11 @@ class DaskQuantileMatrix:
         self.n_features = n_features
         self.feature_names = [str(n) for n in feature_names] if feature_names is not None else names
         check_unique_names(self.feature_names)
+        # Each vector's rows matched to X's partitions (by index or by position: _aligned).
+        y, weight, base_margin, qid, label_lower_bound, label_upper_bound = (
+            _aligned(v, X, what) for v, what in ((y, "y"), (weight, "weight"), (base_margin, "base_margin"),
+                                                 (qid, "qid"), (label_lower_bound, "label_lower_bound"),
+                                                 (label_upper_bound, "label_upper_bound")))
         ys = _vector_blocks(y, len(blocks), "y")
         ws = _vector_blocks(weight, len(blocks), "weight")
         ms = _vector_blocks(base_margin, len(blocks), "base_margin")
@@ -547,6 +650,9 @@ class DaskQuantileMatrix:
                     spans.append((first, rows))
             return spans
 
+        # Each worker's rows' places in the collection, in its own order: what puts labels(),
+        # weights() and predictions back in X's row order, and what take() indexes.
+        self._row_spans = {a: np.asarray(row_spans_of(a), dtype=np.int64).reshape(-1, 2) for a in self.workers}
         labels = tuple(name for name, v in (("y", y), ("bounds", label_lower_bound)) if v is not None)
         self._local = {
             a: client.submit(_local_matrix, device, self.cuts, self.cuts_token, self.missing, self.max_bin,
@@ -562,7 +668,6 @@ class DaskQuantileMatrix:
                 for a in self.workers]
         sizes = gather_watching(client, done, self.workers, "quantisation")
         self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
-        # The matrix's rows are the workers' rows in worker (rank) order: take() indexes them so.
         self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
         self.has_labels = bool(labels)  # with the bounds and no y, a worker's matrix takes the lower bounds as labels
         lap("ELLPACK on workers")
@@ -579,12 +684,12 @@ class DaskQuantileMatrix:
         return self.n_rows
 
     def take(self, rows) -> "DaskQuantileMatrix":
-        """The given rows as a matrix of their own, binned as this one: each worker gathers its
-        own rows from its quantised matrix (QuantileMatrix.take), so nothing is quantised again
-        and no row moves between workers. The rows are numbered as the workers' rows taken in
-        worker order; each worker keeps the order given for its own rows. The two matrices share
-        their cuts, so either may be the other's eval set; a cross-validation split (what
-        scikit-learn's GridSearchCV asks for, through m[indices]) is this."""
+        """The given rows (numbered in X's row order) as a matrix of their own, binned as this one:
+        each worker gathers its own rows from its quantised matrix (QuantileMatrix.take), so
+        nothing is quantised again and no row moves between workers. The new matrix's rows are
+        in the order given. The two matrices share their cuts, so either may be the other's eval
+        set; a cross-validation split (what scikit-learn's GridSearchCV asks for, through
+        m[indices]) is this."""
         if self.released:
             raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
         from ..matrix import row_indices
@@ -592,17 +697,20 @@ class DaskQuantileMatrix:
         idx = row_indices(rows, self.n_rows, self.has_groups)
         if idx.size == 0:
             raise ValueError("take() of no rows: a matrix needs at least one row")
-        starts = np.cumsum([0] + [self.rows_per_worker[a] for a in self.workers])
-        owner = np.searchsorted(starts, idx, side="right") - 1
+        table = self._span_table()
+        span = np.searchsorted(table[:, 0], idx, side="right") - 1
+        owner, local = table[span, 2], table[span, 3] + idx - table[span, 0]
         out = object.__new__(DaskQuantileMatrix)
         out.__dict__.update(self.__dict__)
-        out._local, out.rows_per_worker, out.nbytes_per_worker = {}, {}, {}
+        out._local, out.rows_per_worker, out.nbytes_per_worker, out._row_spans = {}, {}, {}, {}
         for w, a in enumerate(self.workers):
-            local = idx[owner == w] - starts[w]
+            mine = np.flatnonzero(owner == w)  # the new matrix's rows this worker holds, in order
+            out._row_spans[a] = _runs(mine)
             # Every worker keeps a matrix, even of no rows: it still takes part in training.
-            out._local[a] = self.client.submit(_take_local, self._local[a], local, workers=[a],
+            out._local[a] = self.client.submit(_take_local, self._local[a], local[mine],
+                                               [tuple(map(int, r)) for r in out._row_spans[a]], workers=[a],
                                                allow_other_workers=False, pure=False)
-            out.rows_per_worker[a] = int(local.size)
+            out.rows_per_worker[a] = int(mine.size)
         out.n_rows = int(idx.size)
         sizes = gather_watching(self.client, [self.client.submit(_size, out._local[a], workers=[a],
                                                                  allow_other_workers=False, pure=False)
@@ -611,9 +719,37 @@ class DaskQuantileMatrix:
         out.timings = {}
         return out
 
+    def _span_table(self) -> np.ndarray:
+        """Every run of rows of every worker as (first row in X's order, rows, worker's index,
+        first row in the worker's matrix), sorted by the first: the runs tile 0..n_rows-1."""
+        entries = []
+        for w, a in enumerate(self.workers):
+            spans = self._row_spans[a]
+            local = np.concatenate([[0], np.cumsum(spans[:, 1])[:-1]]) if len(spans) else np.zeros(0, np.int64)
+            entries.append(np.column_stack([spans[:, 0], spans[:, 1], np.full(len(spans), w), local]))
+        table = np.concatenate(entries).astype(np.int64) if entries else np.zeros((0, 4), np.int64)
+        return table[np.argsort(table[:, 0], kind="stable")]
+
+    def in_row_order(self, per_worker: dict):
+        """One dask array of the rows in X's order from {worker: a dask array of its rows in the
+        order of its matrix}: slices of the workers' arrays, a chunk for each run of rows (a
+        partition of X, or several neighbouring ones on one worker); where take() scattered the
+        rows into many short runs, one gather by a permutation instead."""
+        import dask.array as da
+
+        table = self._span_table()
+        table = table[table[:, 1] > 0]
+        if len(table) <= _MAX_RUNS:
+            return da.concatenate([per_worker[self.workers[w]][local : local + n] for _, n, w, local in table.tolist()])
+        holders = [a for a in self.workers if self.rows_per_worker[a]]
+        offset = dict(zip(holders, np.cumsum([0] + [self.rows_per_worker[a] for a in holders])))
+        source = np.array([offset[self.workers[w]] for w in table[:, 2]], dtype=np.int64) + table[:, 3]
+        order = np.arange(self.n_rows) + np.repeat(source - table[:, 0], table[:, 1])
+        return da.concatenate([per_worker[a] for a in holders])[order]
+
     def labels(self):
-        """The labels as a lazy dask array, in the matrix's row order (the workers' rows in
-        worker order); None without labels."""
+        """The labels as a lazy dask array, in the matrix's row order (X's, or the order take()
+        was given); None without labels."""
         return self._vector("label") if self.has_labels else None
 
     def weights(self):
@@ -632,8 +768,9 @@ class DaskQuantileMatrix:
         if any(k is None for k in kinds):
             return None
         meta = _empty_like_kind(kinds[0])
-        return da.concatenate([da.from_delayed(f, shape=(self.rows_per_worker[a],), dtype=np.float32, meta=meta)
-                               for f, a in zip(parts, [a for a in self.workers if self.rows_per_worker[a]])])
+        holders = [a for a in self.workers if self.rows_per_worker[a]]
+        return self.in_row_order({a: da.from_delayed(f, shape=(self.rows_per_worker[a],), dtype=np.float32, meta=meta)
+                                  for f, a in zip(parts, holders)})
 
     def __getitem__(self, key):
         """m[rows] (and m[rows, ...], as scikit-learn indexes arrays): take(rows)."""
@@ -760,9 +897,22 @@ def _empty_like_kind(kind: str):
     return np.empty(0, dtype=np.float32)
 
 
-def _take_local(m, rows):
-    """A worker's share of DaskQuantileMatrix.take: its matrix's rows `rows` (local indices)."""
-    return m.take(rows)
+def _take_local(m, rows, row_spans):
+    """A worker's share of DaskQuantileMatrix.take: its matrix's rows `rows` (local indices), whose
+    places in the new matrix are row_spans (row sampling is keyed by them: training/fit.py)."""
+    out = m.take(rows)
+    out.row_spans = row_spans
+    return out
+
+
+def _runs(rows: np.ndarray) -> np.ndarray:
+    """Ascending row numbers as runs of consecutive ones: (k, 2) of (first, length)."""
+    if rows.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    starts = np.concatenate([[0], breaks])
+    lengths = np.diff(np.concatenate([starts, [rows.size]]))
+    return np.column_stack([rows[starts], lengths]).astype(np.int64)
 
 
 def _raise_first_error(futures) -> None:

@@ -16,7 +16,9 @@ import numpy as np
 from ..arrays import array_module, to_host
 from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing,
                        _fit_feature_weights, _RandomForest, _score_metric, _split_qid)
-from . import DaskQuantileMatrix, predict, run
+from .data import DaskQuantileMatrix
+from .prediction import predict_array as predict
+from .training import run
 from .watch import gather_watching
 
 __all__ = ["DaskGBRegressor", "DaskGBClassifier", "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier"]

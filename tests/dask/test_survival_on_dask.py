@@ -145,9 +145,9 @@ def test_bad_or_missing_bounds_on_dask_are_named(client):
     Xd, ld, ud = (on_workers(client, a, chunks, placement) for a in (X, lower, upper))
     with pytest.raises(ValueError, match="go together"):
         dgb.DaskQuantileMatrix(client, Xd, label_lower_bound=ld)
-    with pytest.raises(ValueError, match="label_upper_bound has 3 partitions but X has 2"):
+    with pytest.raises(ValueError, match="label_upper_bound has 300 rows but X has 400"):
         dgb.DaskQuantileMatrix(client, Xd, label_lower_bound=ld,
-                               label_upper_bound=on_workers(client, upper, [100, 100, 200], [0, 1, 1]))
+                               label_upper_bound=on_workers(client, upper[:300], [100, 100, 100], [0, 1, 1]))
     bad = upper.copy()
     bad[205] = lower[205] - 1  # row 5 of partition 1
     with pytest.raises(ValueError, match=r"partition 1 of the data: .*0 <= label_lower_bound <= label_upper_bound.*"
@@ -159,7 +159,7 @@ def test_bad_or_missing_bounds_on_dask_are_named(client):
     with pytest.raises(ValueError, match="partition 0 of the data: .*row 3"):
         dgb.DaskQuantileMatrix(client, Xd, label_lower_bound=on_workers(client, neg, chunks, placement),
                                label_upper_bound=ud)
-    with pytest.raises(ValueError, match="label_lower_bound has 150 entries but X has 200 rows"):
+    with pytest.raises(ValueError, match="label_lower_bound has 350 rows but X has 400"):
         dgb.DaskQuantileMatrix(client, Xd, label_lower_bound=on_workers(client, lower[:350], [150, 200], placement),
                                label_upper_bound=ud)
     # Without bounds survival:aft is refused on the client, before any training, as in process.

@@ -191,12 +191,12 @@ def test_every_operation_on_a_matrix_whose_worker_died_fails_naming_it(monkeypat
 
 def _slow_predict():
     """On a worker: its daskgb predict of a matrix sleeps first (so that it can be killed during it)."""
-    import daskgb.dask as dgb
+    import daskgb.dask.prediction as pred_module
 
-    real = dgb._predict_local
+    real = pred_module._predict_local
 
     def slow(*args, **kwargs):
         time.sleep(30)
         return real(*args, **kwargs)
 
-    dgb._predict_local = slow
+    pred_module._predict_local = slow
