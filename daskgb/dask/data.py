@@ -245,8 +245,11 @@ def _merged_cuts(device, budget, max_bin, categorical, *pairs):
     while len(level) > 1:
         level = [sketch.merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
                  for i in range(0, len(level), 2)]
-    # No prune to the budget first: make_cuts prunes to max_bin + 1, and a prune before it only adds its error.
-    return sketch.make_cuts(level[0], max_bin, categorical).to(np)
+    # Pruned to the cluster's budget, then to max_bin + 1 by make_cuts: the prunes an in-process
+    # sketch of the same rows makes (its summary pruned to the budget), and XGBoost's AllReduce
+    # (SetPrune to the cluster's budget after merging), so 1 and N workers get the same cuts
+    # wherever every partition's summary is exact.
+    return sketch.make_cuts(sketch.prune(level[0], budget), max_bin, categorical).to(np)
 
 
 def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_info, labels, groups, paging,

@@ -42,11 +42,6 @@ def halves(client, X, y):
     return (on_workers(client, X, [k, X.shape[0] - k], [0, 1]), on_workers(client, y, [k, X.shape[0] - k], [0, 1]))
 
 
-@pytest.mark.xfail(strict=True, reason="in process the column's exact summary (615 entries) is pruned to the sketch "
-                   "budget (513) by sketch.summarize, then to max_bin + 1 by make_cuts; on 2 workers each half's "
-                   "summary is exact, and dask/data.py _merged_cuts hands the merged (exact) summary to make_cuts "
-                   "without the prune to the budget that XGBoost's AllReduce applies after merging (SetPrune to "
-                   "the cluster's budget): one prune on Dask, two in process")
 def test_cuts_beyond_max_bin_on_two_workers_equal_in_process(client):
     X, y = counts_data()
     Xd, yd = halves(client, X, y)
