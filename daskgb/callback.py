@@ -184,7 +184,7 @@ class LearningRateScheduler(TrainingCallback):
 class TrainingCheckPoint(TrainingCallback):
     """Save the model every `interval` rounds, as XGBoost's xgboost.callback.TrainingCheckPoint.
 
-    The files are ``directory/name_{i}.json`` (Booster.save_model, daskgb's format) or, with
+    The files are ``directory/name_{i}.ubj`` (Booster.save_model: daskgb's format as UBJSON, XGBoost's default) or, with
     as_pickle=True, ``name_{i}.pkl`` (the pickled Booster), where i is the round just trained,
     counted over the model's life (a model trained on from xgb_model counts its rounds first):
     as XGBoost's, the model in name_{i} has i + 1 rounds, and the files come every `interval`
@@ -201,7 +201,7 @@ class TrainingCheckPoint(TrainingCallback):
     """
 
     reads_only = True
-    default_format = "json"
+    default_format = "ubj"
 
     def __init__(self, directory, name: str = "model", as_pickle: bool = False, interval: int = 100,
                  overwrite: bool = False):

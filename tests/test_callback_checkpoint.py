@@ -39,9 +39,9 @@ def test_files_as_xgboosts(data, tmp_path, interval, rounds):
     final = daskgb.train(PARAMS, daskgb.QuantileMatrix(X, y), rounds, verbose_eval=False,
                          callbacks=[TrainingCheckPoint(ours, interval=interval)])
     expected = _written(theirs, xgb.callback.TrainingCheckPoint.default_format)
-    assert _written(ours, "json") == expected  # model_1 ... model_9 for interval 1; none for 100
+    assert _written(ours, "ubj") == expected  # model_1 ... model_9 for interval 1; none for 100
     for i in expected:
-        saved = daskgb.Booster().load_model(ours / f"model_{i}.json")
+        saved = daskgb.Booster().load_model(ours / f"model_{i}.ubj")
         assert saved.num_boosted_rounds() == i + 1
         np.testing.assert_array_equal(saved.predict(X), final.predict(X, iteration_range=(0, i + 1)))
 
@@ -57,9 +57,9 @@ def test_continued_training_counts_the_models_rounds(data, tmp_path):
     daskgb.train(PARAMS, dtrain, 7, xgb_model=base, verbose_eval=False,
                  callbacks=[TrainingCheckPoint(tmp_path / "ours", interval=2)])
     expected = _written(tmp_path / "xgb", "ubj")
-    assert _written(tmp_path / "ours", "json") == expected and expected
+    assert _written(tmp_path / "ours", "ubj") == expected and expected
     for i in expected:
-        assert daskgb.Booster().load_model(tmp_path / "ours" / f"model_{i}.json").num_boosted_rounds() == i + 1
+        assert daskgb.Booster().load_model(tmp_path / "ours" / f"model_{i}.ubj").num_boosted_rounds() == i + 1
 
 
 def test_as_pickle(data, tmp_path):
@@ -76,7 +76,7 @@ def test_as_pickle(data, tmp_path):
 def test_never_writes_over_a_file_unless_told(data, tmp_path):
     X, y = data
     dtrain = daskgb.QuantileMatrix(X, y)
-    mine = tmp_path / "model_2.json"
+    mine = tmp_path / "model_2.ubj"
     mine.write_text("the user's file")
     (tmp_path / "model_2.pkl").write_text("another format: not in the way")
     trained = []
@@ -86,7 +86,7 @@ def test_never_writes_over_a_file_unless_told(data, tmp_path):
             trained.append(epoch)
             return False
 
-    with pytest.raises(ValueError, match=r"TrainingCheckPoint would write over model_2\.json in .*overwrite=True"):
+    with pytest.raises(ValueError, match=r"TrainingCheckPoint would write over model_2\.ubj in .*overwrite=True"):
         daskgb.train(PARAMS, dtrain, 4, verbose_eval=False, callbacks=[TrainingCheckPoint(tmp_path, interval=2),
                                                                         Count()])
     assert trained == [] and mine.read_text() == "the user's file"  # refused before any round
@@ -97,7 +97,7 @@ def test_never_writes_over_a_file_unless_told(data, tmp_path):
     base = daskgb.train(PARAMS, dtrain, 4, verbose_eval=False)
     daskgb.train(PARAMS, dtrain, 3, xgb_model=base, verbose_eval=False,
                  callbacks=[TrainingCheckPoint(tmp_path, interval=2)])
-    assert (tmp_path / "model_6.json").exists()
+    assert (tmp_path / "model_6.ubj").exists()
 
 
 def test_only_rank_0_writes(data, tmp_path):
@@ -113,7 +113,7 @@ def test_only_rank_0_writes(data, tmp_path):
         cb.before_training(model)
         for epoch in range(3):
             cb.after_iteration(model, epoch, {})
-    assert os.listdir(tmp_path / "out") == ["model_2.json"]  # the model given has 3 rounds
+    assert os.listdir(tmp_path / "out") == ["model_2.ubj"]  # the model given has 3 rounds
 
 
 def test_bad_arguments(tmp_path):
@@ -153,6 +153,6 @@ def test_on_dask_rank_0_writes_the_files(data, tmp_path):
         out = dgb.train(client, PARAMS, dtrain, 5, verbose_eval=False,
                         callbacks=[TrainingCheckPoint(tmp_path / "ckpt", interval=2), RecordRank(ranks)])
     assert sorted(os.listdir(ranks)) == ["rank-0", "rank-1"]
-    assert sorted(os.listdir(tmp_path / "ckpt")) == ["model_2.json", "model_4.json"]
-    saved = daskgb.Booster().load_model(tmp_path / "ckpt" / "model_4.json")
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["model_2.ubj", "model_4.ubj"]
+    saved = daskgb.Booster().load_model(tmp_path / "ckpt" / "model_4.ubj")
     np.testing.assert_array_equal(saved.predict(X), out["booster"].predict(X))
