@@ -377,9 +377,6 @@ class Booster:
         if sum(map(bool, (pred_leaf, pred_contribs, pred_interactions))) > 1:
             raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
         explain = pred_leaf or pred_contribs or pred_interactions
-        if explain and self.has_categorical_splits:
-            raise NotImplementedError("pred_contribs, pred_interactions and pred_leaf do not read categorical splits "
-                                      "yet: this model has some (plain predictions do)")
         if isinstance(data, QuantileMatrix):
             if not explain:
                 return self._predict_matrix(data, output_margin, start, end)
@@ -472,8 +469,9 @@ class Booster:
         """(n_rows, trees [start, end)) float32: each tree's leaf id for each row."""
         xp = backend.xp
         nodes, offsets = self._cached(("all", start, end), lambda: self._packed_trees(self.trees[start:end]))
+        cats = self._cached(("all categories", start, end), lambda: category_sets.pack(self.trees[start:end], offsets))
         ids = xp.zeros((X.shape[0], end - start), dtype=xp.int32)
-        backend.leaf_indices(X, nodes, offsets, ids, missing)
+        backend.leaf_indices(X, nodes, offsets, ids, missing, categories=cats)
         return ids.astype(xp.float32)
 
     def _contributions(self, backend, X, start: int, end: int, missing: float, base_margin, approx: bool):
@@ -492,7 +490,9 @@ class Booster:
                 nodes, offsets = self._cached(("saabas", start, end, group), lambda: self._packed_trees(trees))
                 means = self._cached(("means", start, end, group), lambda: np.concatenate(
                     [node_means(t) for t in trees]) if trees else np.zeros(0))
-                backend.saabas_contributions(X, nodes, offsets, means, phi, missing)
+                cats = self._cached(("saabas categories", start, end, group),
+                                    lambda: category_sets.pack(trees, offsets))
+                backend.saabas_contributions(X, nodes, offsets, means, phi, missing, categories=cats)
             else:
                 paths = self._cached(("paths", start, end, group), lambda: tree_paths(trees))
                 backend.shap_contributions(X, paths, phi, missing)

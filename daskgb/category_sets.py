@@ -54,6 +54,18 @@ def in_sets(xp, words, begin, size, values):
     return inside & (hit != 0)
 
 
+def categorical_left(sets, nodes, values, missing, left):
+    """left (the rows' numeric decisions), with the rows at categorical splits sent left when
+    their category is not in the split's set (missing values keep their default): sets is
+    pack's (node_ptr, words), nodes index its node_ptr (numpy)."""
+    node_ptr, words = sets
+    begin, size = node_ptr[nodes], node_ptr[nodes + 1] - node_ptr[nodes]
+    cat = (size > 0) & ~missing
+    if not cat.any():
+        return left
+    return np.where(cat, ~in_sets(np, words, begin, size, values), left)
+
+
 def pack(trees, offsets) -> tuple[np.ndarray, np.ndarray] | None:
     """(node_ptr (total nodes + 1,) int64, words uint32) of the trees' category sets, their
     nodes numbered as the trees' packed nodes (tree t's node j is offsets[t] + j); None when no
@@ -74,6 +86,24 @@ def pack(trees, offsets) -> tuple[np.ndarray, np.ndarray] | None:
     for g, bits in chunks:
         words[node_ptr[g] : node_ptr[g] + bits.size] = bits
     return node_ptr, words
+
+
+def counted(sets) -> tuple[np.ndarray, np.ndarray]:
+    """(at, counted) of pack's (node_ptr, words): the sets each preceded by its word count
+    (uint32, [n_words, words...] a set, in node order: the form the CUDA walks read,
+    kernels/predict.cu and kernels/shap.cu), and each node's offset of its set in them (int64,
+    -1 for a node without one)."""
+    node_ptr, words = (np.asarray(a) for a in sets)
+    sizes = np.diff(node_ptr)
+    cat = np.flatnonzero(sizes > 0)
+    # Set j (of node cat[j]) starts at node_ptr[cat[j]] + j: j counts before it.
+    start = node_ptr[cat] + np.arange(cat.size)
+    out = np.zeros(words.size + cat.size, dtype=np.uint32)
+    out[start] = sizes[cat]
+    out[np.arange(words.size) + np.repeat(np.arange(1, cat.size + 1), sizes[cat])] = words
+    at = np.full(sizes.size, -1, dtype=np.int64)
+    at[cat] = start
+    return at, out
 
 
 def pack_sets(sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

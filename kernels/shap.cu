@@ -8,6 +8,23 @@
 // the numpy path.
 __device__ __forceinline__ bool is_missing(float v, float missing) { return isnan(v) || v == missing; }
 
+// A category condition's header (explain/paths.py): its word count, and above it the rest bit.
+constexpr uint32_t kRestBit = 1u << 31;
+
+// Whether a present value meets the category condition cond = [header, words...] of a path
+// element (explain/paths.py): its category (truncated toward zero) by its bit where the words
+// reach it; any other category (beyond the words, or invalid: negative, or from 2**24 on, as
+// XGBoost's InvalidCat) by the rest bit.
+__device__ __forceinline__ bool category_follows(const uint32_t* __restrict__ cond, float v) {
+  const uint32_t header = cond[0];
+  const int n_words = (int)(header & ~kRestBit);
+  if (v >= 0.0f && v < 16777216.0f) {
+    const int c = (int)v;
+    if ((c >> 5) < n_words) return in_category_set(cond + 1, n_words, c);
+  }
+  return (header & kRestBit) != 0u;
+}
+
 // 1 / j for j = 1..32 (rounded as the division rounds): the weights' divisions by an index
 // that only the path's length fixes become products.
 __constant__ double kRecip[33] = {0.0, 1.0 / 1, 1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 / 5, 1.0 / 6, 1.0 / 7,
@@ -17,12 +34,16 @@ __constant__ double kRecip[33] = {0.0, 1.0 / 1, 1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 /
 
 // EXTEND of every element of the path whose elements start at s (its bias element first):
 // the path's weights into pw, and the bits of the elements the row x follows (bit k: element k).
-template <int kMax>
+// kCategorical: an element with a category condition (category_at[e] >= 0, its offset in
+// category_sets) also asks it of a present value; without the flag neither array is read.
+template <int kMax, bool kCategorical>
 __device__ __forceinline__ unsigned extend_path(double (&pw)[kMax], const float* x, long long s, int length,
                                                 const int* __restrict__ feature, const float* __restrict__ lower,
                                                 const float* __restrict__ upper,
                                                 const signed char* __restrict__ missing_follows,
-                                                const double* __restrict__ zero_fraction, float missing) {
+                                                const double* __restrict__ zero_fraction,
+                                                const long long* __restrict__ category_at,
+                                                const uint32_t* __restrict__ category_sets, float missing) {
   unsigned follows = 0u;
   pw[0] = 1.0;
 #pragma unroll
@@ -30,7 +51,16 @@ __device__ __forceinline__ unsigned extend_path(double (&pw)[kMax], const float*
     if (d < length) {
       const long long e = s + d;
       const float v = x[feature[e]];
-      const bool f = is_missing(v, missing) ? missing_follows[e] != 0 : (v >= lower[e] && v < upper[e]);
+      bool f;
+      if (is_missing(v, missing)) {
+        f = missing_follows[e] != 0;
+      } else {
+        f = v >= lower[e] && v < upper[e];
+        if constexpr (kCategorical) {
+          const long long at = category_at[e];
+          if (at >= 0) f = f && category_follows(category_sets + at, v);
+        }
+      }
       follows |= (unsigned)f << d;
       const double o = f ? 1.0 : 0.0;
       const double z = zero_fraction[e];
@@ -95,13 +125,16 @@ __device__ __forceinline__ double unwound_sum(const double (&pw)[kMax], int dept
 // kShared: the block's rows' sums live in shared memory (feature-major: thread t's sum of
 // feature f at f * blockDim.x + t, no bank conflicts) and are added to phi at the end; the
 // host chooses it where blockDim.x * (n_features + 1) doubles fit.
+// kCategorical: the paths have category conditions (category_at, category_sets: extend_path);
+// without it the walk is the numeric one and neither array is read.
 // Launch: 1-D, one thread per row.
-template <int kMax, bool kShared>
+template <int kMax, bool kShared, bool kCategorical>
 __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int n_features,
                               const long long* __restrict__ offsets, int n_paths,
                               const int* __restrict__ feature, const float* __restrict__ lower,
                               const float* __restrict__ upper, const signed char* __restrict__ missing_follows,
                               const double* __restrict__ zero_fraction, const float* __restrict__ value,
+                              const long long* __restrict__ category_at, const uint32_t* __restrict__ category_sets,
                               float missing, double* __restrict__ phi) {
   extern __shared__ double block_sums[];
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -119,8 +152,9 @@ __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int
     const int length = (int)(offsets[p + 1] - s);
     const int depth = length - 1;
     double pw[kMax];
-    const unsigned follows = extend_path<kMax>(pw, x, s, length, feature, lower, upper, missing_follows,
-                                               zero_fraction, missing);
+    const unsigned follows = extend_path<kMax, kCategorical>(pw, x, s, length, feature, lower, upper,
+                                                             missing_follows, zero_fraction, category_at,
+                                                             category_sets, missing);
     const double leaf = (double)value[p];
     const double top = weight_at<kMax>(pw, depth);
     double bias = leaf;
@@ -146,14 +180,16 @@ __global__ void shap_contribs(const float* __restrict__ X, long long n_rows, int
 // path by path: for each element e, the path's weights with e unwound, and each other
 // element's unwound sum of those. inter: (n_rows, n_features + 1, n_features + 1) float64,
 // updated in global memory (a row's pairs do not fit on chip); its diagonal is left to the
-// caller. Launch: 1-D, one thread per row.
-template <int kMax>
+// caller. kCategorical as shap_contribs'. Launch: 1-D, one thread per row.
+template <int kMax, bool kCategorical>
 __global__ void shap_interactions(const float* __restrict__ X, long long n_rows, int n_features,
                                   const long long* __restrict__ offsets, int n_paths,
                                   const int* __restrict__ feature, const float* __restrict__ lower,
                                   const float* __restrict__ upper, const signed char* __restrict__ missing_follows,
                                   const double* __restrict__ zero_fraction, const float* __restrict__ value,
-                                  float missing, double* __restrict__ inter) {
+                                  const long long* __restrict__ category_at,
+                                  const uint32_t* __restrict__ category_sets, float missing,
+                                  double* __restrict__ inter) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= n_rows) return;
   const float* x = X + row * (long long)n_features;
@@ -165,8 +201,9 @@ __global__ void shap_interactions(const float* __restrict__ X, long long n_rows,
     if (length < 3) continue;
     const int depth = length - 1;
     double pw[kMax];
-    const unsigned follows = extend_path<kMax>(pw, x, s, length, feature, lower, upper, missing_follows,
-                                               zero_fraction, missing);
+    const unsigned follows = extend_path<kMax, kCategorical>(pw, x, s, length, feature, lower, upper,
+                                                             missing_follows, zero_fraction, category_at,
+                                                             category_sets, missing);
     const double top = weight_at<kMax>(pw, depth);
     const double leaf = (double)value[p];
     const double inv_top = kRecip[depth + 1];
@@ -202,27 +239,48 @@ __global__ void shap_interactions(const float* __restrict__ X, long long n_rows,
   }
 }
 
+// Whether a raw feature value is in a split's category set as XGBoost's AsCat reads it
+// (predict.cu's value_in_category_set): truncated toward zero; a negative value, or one past
+// float32's exact integers (2**24), is in no set. set: [n_words, word 0, word 1, ...]
+// (category_sets.counted, as predict/cuda.py walk_records lays them out).
+__device__ __forceinline__ bool value_in_category_set(const uint32_t* __restrict__ set, float v) {
+  return v >= 0.0f && v < 16777216.0f && in_category_set(set + 1, (int)__ldg(set), (int)v);
+}
+
 // A row's walk down one tree: the next node (left/right by the split, missing values by
-// default_left), as predict.cu walks.
+// default_left), as predict.cu walks. kCategorical: a node with category_at[node] >= 0 is a
+// categorical split whose set is at that offset of category_sets; a present value goes right
+// iff its category is in it. Without the flag neither array is read.
+template <bool kCategorical>
 __device__ __forceinline__ int next_node(const float* x, const int* left, const int* right, const int* feature,
-                                         const float* threshold, const signed char* default_left, int node,
+                                         const float* threshold, const signed char* default_left,
+                                         const int* category_at, const uint32_t* category_sets, int node,
                                          float missing) {
   const float v = x[feature[node]];
-  const bool go_left = is_missing(v, missing) ? default_left[node] != 0 : v < threshold[node];
+  bool go_left;
+  if (is_missing(v, missing)) {
+    go_left = default_left[node] != 0;
+  } else if (kCategorical && category_at[node] >= 0) {
+    go_left = !value_in_category_set(category_sets + category_at[node], v);
+  } else {
+    go_left = v < threshold[node];
+  }
   return go_left ? left[node] : right[node];
 }
 
 // Saabas's contributions (XGBoost's approx_contribs): along each row's path in every tree,
 // phi[feature] += mean(child) - mean(node); phi[n_features] += the root's mean. Node arrays of
 // all trees concatenated, tree t owning nodes tree_offsets[t]:tree_offsets[t+1] (ids within
-// a tree), mean: explain/paths.py's node_means. phi as shap_contribs'.
-extern "C" __global__ void saabas_contribs(const float* __restrict__ X, long long n_rows, int n_features,
-                                           const long long* __restrict__ tree_offsets, int n_trees,
-                                           const int* __restrict__ left, const int* __restrict__ right,
-                                           const int* __restrict__ feature, const float* __restrict__ threshold,
-                                           const signed char* __restrict__ default_left,
-                                           const double* __restrict__ mean, float missing,
-                                           double* __restrict__ phi) {
+// a tree), mean: explain/paths.py's node_means. phi as shap_contribs'. category_at (per
+// node, -1 for a numeric split) and category_sets: next_node's, read with kCategorical only.
+template <bool kCategorical>
+__global__ void saabas_contribs(const float* __restrict__ X, long long n_rows, int n_features,
+                                const long long* __restrict__ tree_offsets, int n_trees,
+                                const int* __restrict__ left, const int* __restrict__ right,
+                                const int* __restrict__ feature, const float* __restrict__ threshold,
+                                const signed char* __restrict__ default_left, const int* __restrict__ category_at,
+                                const uint32_t* __restrict__ category_sets, const double* __restrict__ mean,
+                                float missing, double* __restrict__ phi) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= n_rows) return;
   const float* x = X + row * (long long)n_features;
@@ -232,11 +290,12 @@ extern "C" __global__ void saabas_contribs(const float* __restrict__ X, long lon
     const int *l = left + a, *r = right + a, *f = feature + a;
     const float* thr = threshold + a;
     const signed char* dl = default_left + a;
+    const int* ca = category_at + (kCategorical ? a : 0);
     const double* m = mean + a;
     out[n_features] += m[0];
     int node = 0;
     while (l[node] >= 0) {
-      const int child = next_node(x, l, r, f, thr, dl, node, missing);
+      const int child = next_node<kCategorical>(x, l, r, f, thr, dl, ca, category_sets, node, missing);
       out[f[node]] += m[child] - m[node];
       node = child;
     }
@@ -244,13 +303,14 @@ extern "C" __global__ void saabas_contribs(const float* __restrict__ X, long lon
 }
 
 // out[row, t] = the leaf (its id within tree t) that tree t sends the row to; out: (n_rows,
-// n_trees) int32. Node arrays as saabas_contribs'.
-extern "C" __global__ void leaf_index(const float* __restrict__ X, long long n_rows, int n_features,
-                                      const long long* __restrict__ tree_offsets, int n_trees,
-                                      const int* __restrict__ left, const int* __restrict__ right,
-                                      const int* __restrict__ feature, const float* __restrict__ threshold,
-                                      const signed char* __restrict__ default_left, float missing,
-                                      int* __restrict__ out) {
+// n_trees) int32. Node arrays (and kCategorical) as saabas_contribs'.
+template <bool kCategorical>
+__global__ void leaf_index(const float* __restrict__ X, long long n_rows, int n_features,
+                           const long long* __restrict__ tree_offsets, int n_trees,
+                           const int* __restrict__ left, const int* __restrict__ right,
+                           const int* __restrict__ feature, const float* __restrict__ threshold,
+                           const signed char* __restrict__ default_left, const int* __restrict__ category_at,
+                           const uint32_t* __restrict__ category_sets, float missing, int* __restrict__ out) {
   const long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= n_rows) return;
   const float* x = X + row * (long long)n_features;
@@ -258,7 +318,8 @@ extern "C" __global__ void leaf_index(const float* __restrict__ X, long long n_r
     const long long a = tree_offsets[t];
     int node = 0;
     while (left[a + node] >= 0) {
-      node = next_node(x, left + a, right + a, feature + a, threshold + a, default_left + a, node, missing);
+      node = next_node<kCategorical>(x, left + a, right + a, feature + a, threshold + a, default_left + a,
+                                     category_at + (kCategorical ? a : 0), category_sets, node, missing);
     }
     out[row * (long long)n_trees + t] = node;
   }

@@ -260,16 +260,6 @@ def test_estimators_take_categorical_dataframes_as_xgboost_does():
     assert reg.get_booster().feature_types == types
 
 
-def test_explanations_of_categorical_splits_are_refused_not_wrong():
-    X, y, types = make_data(4, n=400)
-    bd = daskgb.train({"max_depth": 3, "device": "cpu"}, daskgb.QuantileMatrix(X, y, feature_types=types), 2,
-                      verbose_eval=False)
-    assert bd.has_categorical_splits
-    for kind in ("pred_contribs", "pred_interactions", "pred_leaf"):
-        with pytest.raises(NotImplementedError, match="categorical splits"):
-            bd.predict(X, **{kind: True})
-
-
 def test_training_goes_on_from_a_categorical_model():
     X, y, types = make_data(6)
     p = {"max_depth": 3, "device": "cpu"}

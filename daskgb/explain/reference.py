@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..category_sets import categorical_left, in_sets
+from .paths import REST_BIT
+
 
 def _is_missing(v, missing: float):
     return np.isnan(v) if np.isnan(missing) else np.isnan(v) | (v == np.float32(missing))
@@ -105,8 +108,10 @@ def _path_weights(X, paths, s: int, length: int, z, missing: float):
     pw[:, 0] = 1.0
     for d in range(1, length):
         v = X[:, paths.feature[s + d]]
-        o[:, d] = np.where(_is_missing(v, missing), paths.missing_follows[s + d] != 0,
-                           (v >= paths.lower[s + d]) & (v < paths.upper[s + d]))
+        present = (v >= paths.lower[s + d]) & (v < paths.upper[s + d])
+        if paths.categorical and paths.category_at[s + d] >= 0:
+            present &= category_follows(paths.category_sets, int(paths.category_at[s + d]), v)
+        o[:, d] = np.where(_is_missing(v, missing), paths.missing_follows[s + d] != 0, present)
         od = o[:, d].astype(np.float64)
         inv = 1.0 / (d + 1)
         for i in range(d - 1, -1, -1):
@@ -115,10 +120,35 @@ def _path_weights(X, paths, s: int, length: int, z, missing: float):
     return o, pw
 
 
-def saabas_contributions(X, nodes, tree_offsets, means, out, missing: float = np.nan) -> None:
+def category_follows(sets, at: int, values):
+    """Whether present values meet the category condition at sets[at] (explain/paths.py's
+    [header, words...]): a category the words reach by its bit, any other (beyond them, or
+    invalid: negative, or from 2**24 on) by the rest bit."""
+    header = sets[at]
+    size = int(header & ~REST_BIT)
+    reached = (values >= 0) & (values < 16777216)
+    reached &= np.where(reached, values, 0).astype(np.int64) // 32 < size
+    return np.where(reached, in_sets(np, sets, at + 1, size, values), bool(header & REST_BIT))
+
+
+def _next_nodes(X, rows, tree, nid, first: int, categories, missing: float):
+    """The children the rows (at nodes nid of the tree whose first packed node is `first`)
+    go to: predict/reference.py's routing (default_left for missing values, the category sets
+    at categorical splits)."""
+    node = tree[nid]
+    v = X[rows, node["feature"]]
+    miss = _is_missing(v, missing)
+    left = np.where(miss, node["default_left"] != 0, v < node["threshold"])
+    if categories is not None:
+        left = categorical_left(categories, first + nid, v, miss, left)
+    return np.where(left, node["left"], node["right"])
+
+
+def saabas_contributions(X, nodes, tree_offsets, means, out, missing: float = np.nan, categories=None) -> None:
     """out[:, f] += the change of the node mean at every split on feature f along each row's
     path, tree after tree; out[:, -1] += each tree's root mean (XGBoost's approx_contribs).
-    nodes: PREDICT_NODE_DTYPE of all trees, means: their node_means, float64."""
+    nodes: PREDICT_NODE_DTYPE of all trees, means: their node_means, float64; categories:
+    None, or category_sets.pack's (node_ptr, words) of the nodes (as predict_margin's)."""
     n = X.shape[0]
     rows = np.arange(n)
     for t in range(len(tree_offsets) - 1):
@@ -129,18 +159,16 @@ def saabas_contributions(X, nodes, tree_offsets, means, out, missing: float = np
         nid = np.zeros(n, dtype=np.int64)
         active = rows[tree["left"][nid] >= 0]
         while active.size:
-            node = tree[nid[active]]
-            f = node["feature"]
-            v = X[active, f]
-            left = np.where(_is_missing(v, missing), node["default_left"] != 0, v < node["threshold"])
-            child = np.where(left, node["left"], node["right"])
+            f = tree["feature"][nid[active]]
+            child = _next_nodes(X, active, tree, nid[active], a, categories, missing)
             np.add.at(out, (active, f), mean[child] - mean[nid[active]])
             nid[active] = child
             active = active[tree["left"][nid[active]] >= 0]
 
 
-def leaf_indices(X, nodes, tree_offsets, out, missing: float = np.nan) -> None:
-    """out[:, t] = the id (within its tree) of the leaf tree t sends each row to."""
+def leaf_indices(X, nodes, tree_offsets, out, missing: float = np.nan, categories=None) -> None:
+    """out[:, t] = the id (within its tree) of the leaf tree t sends each row to (categories
+    as saabas_contributions')."""
     n = X.shape[0]
     rows = np.arange(n)
     for t in range(len(tree_offsets) - 1):
@@ -148,9 +176,6 @@ def leaf_indices(X, nodes, tree_offsets, out, missing: float = np.nan) -> None:
         nid = np.zeros(n, dtype=np.int64)
         active = rows[tree["left"][nid] >= 0]
         while active.size:
-            node = tree[nid[active]]
-            v = X[active, node["feature"]]
-            left = np.where(_is_missing(v, missing), node["default_left"] != 0, v < node["threshold"])
-            nid[active] = np.where(left, node["left"], node["right"])
+            nid[active] = _next_nodes(X, active, tree, nid[active], int(tree_offsets[t]), categories, missing)
             active = active[tree["left"][nid[active]] >= 0]
         out[:, t] = nid

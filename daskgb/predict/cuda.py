@@ -10,6 +10,7 @@ from dataclasses import replace
 import cupy
 import numpy as np
 
+from .. import category_sets
 from ..arrays import to_host
 from ..backend import kernels
 from ..ellpack.cuda import ellpack_view
@@ -48,22 +49,17 @@ def walk_records(nodes, categories=None) -> tuple[np.ndarray, np.ndarray | None]
     out[:, 3] = np.where(leaf, nodes["value"], nodes["threshold"]).astype(np.float32).view(np.int32)
     if categories is None:
         return out, None
-    node_ptr, words = (np.asarray(a) for a in categories)
+    node_ptr = np.asarray(categories[0])
     if node_ptr.size != nodes.size + 1:
         raise ValueError(f"the category sets are of {node_ptr.size - 1} nodes, the trees have {nodes.size}")
-    sizes = np.diff(node_ptr)
-    cat = np.flatnonzero(sizes > 0)
+    at, sets = category_sets.counted(categories)  # each set preceded by its word count
+    cat = np.flatnonzero(at >= 0)
     if leaf[cat].any():
         raise ValueError(f"node {int(cat[leaf[cat]][0])} is a leaf with a category set")
-    # Each set is preceded by its word count: set j (of node cat[j]) starts at node_ptr[cat[j]] + j.
-    start = node_ptr[cat] + np.arange(cat.size)
-    sets = np.zeros(words.size + cat.size, dtype=np.uint32)
-    sets[start] = sizes[cat]
-    sets[np.arange(words.size) + np.repeat(np.arange(1, cat.size + 1), sizes[cat])] = words
     if sets.size > np.iinfo(np.int32).max:
         raise ValueError(f"the category sets hold {sets.size} words: the CUDA walk addresses fewer than 2**31")
     out[cat, 2] = (out[cat, 2].view(np.uint32) | _CATEGORICAL_BIT).view(np.int32)
-    out[cat, 3] = start
+    out[cat, 3] = at[cat]
     return out, sets
 
 

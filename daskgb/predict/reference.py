@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..category_sets import in_sets, pack
+from ..category_sets import categorical_left, pack
 from ..ellpack.reference import feature_bins
 
 def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan, categories=None):
@@ -28,7 +28,7 @@ def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan, categor
             miss = np.isnan(v) if np.isnan(missing) else np.isnan(v) | (v == np.float32(missing))
             left = np.where(miss, node["default_left"] != 0, v < node["threshold"])
             if categories is not None:
-                left = _categorical_left(categories, tree_offsets[t] + nid[active], v, miss, left)
+                left = categorical_left(categories, tree_offsets[t] + nid[active], v, miss, left)
             nid[active] = np.where(left, node["left"], node["right"])
             active = active[tree["left"][nid[active]] >= 0]
         out += tree["value"][nid]
@@ -50,17 +50,7 @@ def add_leaf_values(ell, tree, margin) -> None:
         b = feature_bins(ell, rows, tree.feature[nid].astype(np.int64))
         left = np.where(b < 0, tree.default_left[nid] != 0, b <= tree.bin[nid])
         if tree.categories:  # a categorical feature's bin is the row's category
-            left = _categorical_left(sets, nid, b, b < 0, left)
+            left = categorical_left(sets, nid, b, b < 0, left)
         node[rows] = np.where(left, tree.left[nid], tree.right[nid])
     margin += tree.value[node]
 
-
-def _categorical_left(sets, nodes, values, missing, left):
-    """left, with the rows at categorical splits (nodes index sets' node_ptr) sent left when
-    their category is not in the split's set (missing values keep their default)."""
-    node_ptr, words = sets
-    begin, size = node_ptr[nodes], node_ptr[nodes + 1] - node_ptr[nodes]
-    cat = (size > 0) & ~missing
-    if not cat.any():
-        return left
-    return np.where(cat, ~in_sets(np, words, begin, size, values), left)
