@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import daskgb
+from daskgb.arrays import array_module
 from exact_data import make_data
 
 xgb = pytest.importorskip("xgboost")
@@ -338,8 +339,10 @@ def test_update_and_boost_rounds_as_xgboost(device):
     bd.boost(dq, 4, grad=grad, hess=hess)
 
     def logistic(margin, m):
-        prob = 1 / (1 + np.exp(-np.asarray(margin, dtype=np.float64)))
-        label = np.asarray(m.get_label())
+        # Where the margins are: numpy from XGBoost, cupy from daskgb on a GPU (its labels too).
+        xp = array_module(margin)
+        prob = 1 / (1 + xp.exp(-margin.astype(xp.float64)))
+        label = xp.asarray(m.get_label())
         return prob - label, prob * (1 - prob)
 
     bx.update(dx, 5, fobj=logistic)

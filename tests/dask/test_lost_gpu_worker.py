@@ -74,7 +74,7 @@ async def _die():
 
 def _slow_predict():
     """On the worker: its daskgb predict sleeps first, so that it can be killed during it."""
-    import daskgb.dask as dask_module
+    import daskgb.dask.prediction as dask_module
 
     real = dask_module._predict_local
 

@@ -250,25 +250,33 @@ def test_public_names_are_xgboost_dasks():
 
 
 @pytest.mark.gpu
-def test_gpu_matrix_order_csr_partitions_and_cupy_blocks(client):
-    """device="cuda" on the workers: CSR partitions quantised on the GPU, the matrix's predictions
-    in X's order, and cupy blocks predicted into a cupy-backed array of X's chunks."""
+def test_gpu_matrix_order_csr_partitions_and_cupy_blocks():
+    """device="cuda" on a dask-cuda worker (one per GPU: two workers sharing a GPU cannot join
+    one NCCL communicator): CSR partitions quantised on the GPU, the matrix's predictions in X's
+    order, and cupy blocks predicted into a cupy-backed array of X's chunks."""
     cupy = pytest.importorskip("cupy")
+    dask_cuda = pytest.importorskip("dask_cuda")
     scipy_sparse = pytest.importorskip("scipy.sparse")
     X, y = exact_data(n=1000, seed=2)
     X[np.random.default_rng(3).random(X.shape) < 0.6] = 0
-    chunks, placement = [250] * 4, [1, 0, 1, 0]
-    Xd = on_workers(client, X, chunks, placement).map_blocks(scipy_sparse.csr_matrix, dtype=np.float32)
-    yd = on_workers(client, y, chunks, placement)
     params = {**PARAMS, "device": "cuda"}
-    m = dgb.DaskQuantileMatrix(client, Xd, yd, device="cuda")
-    booster = dgb.train(client, params, m, 8, verbose_eval=False)["booster"]
     csr = scipy_sparse.csr_matrix(X)
     local = daskgb.train(params, daskgb.QuantileMatrix(csr, y, device="cuda"), 8, verbose_eval=False)
     expected = local.predict(csr)
-    np.testing.assert_allclose(booster.predict(csr), expected, atol=1e-5)
-    np.testing.assert_allclose(cupy.asnumpy(dgb.predict(client, booster, m).compute()), expected, atol=1e-5)
-    blocks = da.from_array(X, chunks=(250, -1)).map_blocks(cupy.asarray, dtype=np.float32)
-    pred = dgb.inplace_predict(client, booster, blocks)
-    assert pred.chunks[0] == (250,) * 4 and type(pred._meta).__module__.startswith("cupy")
-    np.testing.assert_allclose(cupy.asnumpy(pred.compute()), expected, atol=1e-5)
+    with dask_cuda.LocalCUDACluster(n_workers=1, CUDA_VISIBLE_DEVICES="0", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        # Partitions out of X's order: the matrix's predictions still come in X's order.
+        chunks = [250] * 4
+        Xd = da.from_array(X, chunks=(250, -1)).map_blocks(scipy_sparse.csr_matrix, dtype=np.float32)
+        Xd = da.concatenate([Xd.blocks[i] for i in (2, 0, 3, 1)])
+        yd = da.concatenate([da.from_array(y, chunks=chunks).blocks[i] for i in (2, 0, 3, 1)])
+        order = np.concatenate([np.arange(250 * i, 250 * (i + 1)) for i in (2, 0, 3, 1)])
+        m = dgb.DaskQuantileMatrix(client, Xd, yd, device="cuda")
+        booster = dgb.train(client, params, m, 8, verbose_eval=False)["booster"]
+        np.testing.assert_allclose(booster.predict(csr), expected, atol=1e-5)
+        np.testing.assert_allclose(cupy.asnumpy(dgb.predict(client, booster, m).compute()), expected[order],
+                                   atol=1e-5)
+        blocks = da.from_array(X, chunks=(250, -1)).map_blocks(cupy.asarray, dtype=np.float32)
+        pred = dgb.inplace_predict(client, booster, blocks)
+        assert pred.chunks[0] == (250,) * 4 and type(pred._meta).__module__.startswith("cupy")
+        np.testing.assert_allclose(cupy.asnumpy(pred.compute()), expected, atol=1e-5)
