@@ -186,6 +186,23 @@ def test_feature_weights_steer_column_sampling():
         GBRegressor(n_estimators=1, device="cpu", feature_weights=-fw).fit(X, y)
 
 
+@pytest.mark.gpu
+def test_scale_pos_weight_and_feature_weights_on_the_gpu():
+    """The GPU paths of both: scale_pos_weight's weights and base score, and the feature
+    weights steering the device-grown trees' level samples."""
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=4, device="cuda", scale_pos_weight=3.0).fit(X, y)
+    theirs = xgb.XGBClassifier(n_estimators=4, tree_method="hist", scale_pos_weight=3.0).fit(X, y)
+    same_trees(ours, theirs, X)
+    rng = np.random.default_rng(2)
+    Xr = np.round(rng.normal(size=(800, 12)), 1).astype(np.float32)
+    yr = Xr.sum(axis=1) + rng.normal(size=800)
+    fw = np.r_[np.zeros(6), np.ones(6)]
+    weighted = GBRegressor(n_estimators=6, device="cuda", colsample_bylevel=0.5, feature_weights=fw).fit(Xr, yr)
+    assert weighted.get_booster().attr("training_path") == "queued-rounds"
+    assert split_features(weighted) <= set(range(6, 12))
+
+
 def test_booster_multi_strategy_and_tuning_parameters():
     X, y = binary_data()
     base = GBClassifier(n_estimators=3, device="cpu").fit(X, y)
