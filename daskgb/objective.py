@@ -221,6 +221,33 @@ class RegLogistic(_Logistic):
             raise ValueError(f"reg:logistic needs labels in [0, 1]; {bad} labels are not")
 
 
+class BinaryLogitRaw(_Logistic):
+    """binary:logitraw: the logistic loss with the margins as outputs. As XGBoost's
+    LogisticRaw: no PredTransform, and no ProbToMargin, so the base score (the weighted mean
+    label) is the starting margin as it is; metrics read the margins."""
+
+    name = "binary:logitraw"
+    default_metric = "logloss"
+
+    def check_labels(self, xp, y):
+        bad = _refused_labels(xp, y, "unit_interval", lambda y: (y < 0) | (y > 1))
+        if bad:
+            raise ValueError(f"binary:logitraw needs labels in [0, 1]; {bad} labels are not")
+
+    def transform(self, xp, margin):
+        return margin
+
+    def base_score_from_sums(self, sums):
+        # With scale_pos_weight, FitIntercept's Newton step itself: XGBoost turns it into an
+        # output by the (here absent) PredTransform, so it stays a margin.
+        if self.scale_pos_weight == 1.0:
+            return super().base_score_from_sums(sums)
+        return float(sums[0] / sums[1])
+
+    def base_score_to_margin(self, base_score: float) -> np.float32:
+        return np.float32(base_score)
+
+
 class _LogLink(Objective):
     """Objectives on a log scale: outputs are exp(margin), base_score maps to log(base_score)."""
 
@@ -468,6 +495,6 @@ class Softmax(Objective):
         return np.asarray(base_score, dtype=np.float32)
 
 
-OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, Poisson, Gamma, Tweedie,
+OBJECTIVES = {cls.name: cls for cls in (SquaredError, BinaryLogistic, RegLogistic, BinaryLogitRaw, Poisson, Gamma, Tweedie,
                                         PseudoHuber, AbsoluteError, QuantileError)}
 MULTICLASS = ("multi:softprob", "multi:softmax")

@@ -25,7 +25,8 @@ ALIASES = {
     "n_jobs": "nthread",
 }
 
-OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "count:poisson", "reg:gamma", "reg:tweedie",
+OBJECTIVES = ("reg:squarederror", "reg:logistic", "binary:logistic", "binary:logitraw", "count:poisson", "reg:gamma",
+              "reg:tweedie",
               "reg:pseudohubererror", "reg:absoluteerror", "reg:quantileerror", "multi:softprob", "multi:softmax",
               "rank:pairwise", "rank:ndcg", "rank:map", "survival:aft", "survival:cox")
 METRICS = ("rmse", "mae", "logloss", "error", "auc", "aucpr", "poisson-nloglik", "gamma-nloglik", "gamma-deviance",

@@ -83,7 +83,7 @@ def _objective_block(booster) -> dict:
     p = booster.params
     name = p.objective
     if name in ("binary:logistic", "reg:logistic", "binary:logitraw"):
-        return {"name": name, "reg_loss_param": {"scale_pos_weight": "1"}}
+        return {"name": name, "reg_loss_param": {"scale_pos_weight": repr(float(p.scale_pos_weight))}}
     if name in ("multi:softprob", "multi:softmax"):
         return {"name": name, "softmax_multiclass_param": {"num_class": str(int(p.num_class))}}
     if name == "reg:quantileerror":

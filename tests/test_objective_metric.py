@@ -245,3 +245,29 @@ def test_a_metric_of_two_workers_rows_is_the_metric_of_all_rows(name, xp_name, r
     assert got[0] == got[1] == pytest.approx(whole, rel=1e-12)
     if xp is not np and metric in ("auc", "aucpr", "cox-nloglik"):
         assert meeting.gathered_by == [root == 0, root == 1]
+
+
+@pytest.mark.parametrize("scale_pos_weight", [1.0, 3.0])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_binary_logitraw_equals_xgboost(scale_pos_weight, device):
+    """binary:logitraw: the logistic gradient, the margins as outputs, the base score (the
+    mean label, or with scale_pos_weight the Newton step) taken as the first margin, as
+    XGBoost's LogisticRaw; its default metric logloss reads the margins."""
+    xgb = pytest.importorskip("xgboost")
+    import daskgb
+
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(800, 4)), 1).astype(np.float32)
+    y = (X[:, 0] + rng.normal(size=800) > 0.5).astype(np.float32)
+    w = rng.uniform(0.5, 2, 800).astype(np.float32)
+    p = {"objective": "binary:logitraw", "max_depth": 3, "scale_pos_weight": scale_pos_weight}
+    dx = xgb.DMatrix(X, y, weight=w)
+    theirs_log, ours_log = {}, {}
+    bx = xgb.train({**p, "tree_method": "hist", "nthread": 1}, dx, 5, evals=[(dx, "t")], evals_result=theirs_log,
+                   verbose_eval=False)
+    dm = daskgb.QuantileMatrix(X, y, weight=w, device=device)
+    bd = daskgb.train({**p, "device": device}, dm, 5, evals=[(dm, "t")], evals_result=ours_log, verbose_eval=False)
+    np.testing.assert_allclose(np.asarray(bd.predict(X)), bx.predict(xgb.DMatrix(X)), atol=1e-5)
+    np.testing.assert_allclose(ours_log["t"]["logloss"], theirs_log["t"]["logloss"], rtol=1e-5)
+    with pytest.raises(ValueError, match=r"binary:logitraw needs labels in \[0, 1\]"):
+        daskgb.train({**p, "device": "cpu"}, daskgb.QuantileMatrix(X, y * 2, device="cpu"), 1)
