@@ -631,7 +631,7 @@ class GBClassifier(_GBModel):
                              "needs class labels")
         if len(classes) == 1:
             raise ValueError(f"y has one class ({classes.tolist()[0]!r}); {type(self).__name__} needs two or more")
-        if len(classes) > 2 and objective in ("binary:logistic", "reg:logistic"):
+        if len(classes) > 2 and objective in ("binary:logistic", "reg:logistic", "binary:logitraw"):
             if not callable(self.objective) and self.objective not in (None, self._default_objective):
                 raise ValueError(f"y has {len(classes)} classes but objective={objective!r} is binary; use "
                                  "multi:softprob or multi:softmax")
@@ -877,7 +877,7 @@ def _split_qid(X, qid):
     return X, qid
 
 
-_CLASSIFIER_OBJECTIVES = ("binary:logistic", "reg:logistic", "multi:softprob", "multi:softmax")
+_CLASSIFIER_OBJECTIVES = ("binary:logistic", "reg:logistic", "binary:logitraw", "multi:softprob", "multi:softmax")
 
 
 def _host_1d(a) -> np.ndarray:

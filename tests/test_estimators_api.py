@@ -186,6 +186,17 @@ def test_feature_weights_steer_column_sampling():
         GBRegressor(n_estimators=1, device="cpu", feature_weights=-fw).fit(X, y)
 
 
+def test_a_logitraw_classifier_as_xgboost():
+    """XGBClassifier(objective="binary:logitraw"): its predict_proba columns are 1 - margin and
+    the margin, its predict the margin above 0.5, as XGBoost's (which reads the margins as
+    probabilities)."""
+    X, y = binary_data()
+    ours = GBClassifier(n_estimators=3, device="cpu", objective="binary:logitraw").fit(X, y)
+    theirs = xgb.XGBClassifier(n_estimators=3, tree_method="hist", objective="binary:logitraw").fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-5)
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
 @pytest.mark.gpu
 def test_scale_pos_weight_and_feature_weights_on_the_gpu():
     """The GPU paths of both: scale_pos_weight's weights and base score, and the feature
