@@ -218,21 +218,17 @@ class RegLogistic(_Logistic):
     def check_labels(self, xp, y):
         bad = _refused_labels(xp, y, "unit_interval", lambda y: (y < 0) | (y > 1))
         if bad:
-            raise ValueError(f"reg:logistic needs labels in [0, 1]; {bad} labels are not")
+            raise ValueError(f"{self.name} needs labels in [0, 1]; {bad} labels are not")
 
 
-class BinaryLogitRaw(_Logistic):
-    """binary:logitraw: the logistic loss with the margins as outputs. As XGBoost's
+class BinaryLogitRaw(RegLogistic):
+    """binary:logitraw: the logistic loss with the margins as outputs, labels in [0, 1] as
+    reg:logistic's. As XGBoost's
     LogisticRaw: no PredTransform, and no ProbToMargin, so the base score (the weighted mean
     label) is the starting margin as it is; metrics read the margins."""
 
     name = "binary:logitraw"
     default_metric = "logloss"
-
-    def check_labels(self, xp, y):
-        bad = _refused_labels(xp, y, "unit_interval", lambda y: (y < 0) | (y > 1))
-        if bad:
-            raise ValueError(f"binary:logitraw needs labels in [0, 1]; {bad} labels are not")
 
     def transform(self, xp, margin):
         return margin
