@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+from .. import cpu
 from ..arrays import cuda_available
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -25,8 +28,16 @@ def resolve_device(device: str | None) -> str:
 
 
 def get_backend(device: str):
-    """The backend module for a resolved device ('cpu' or 'cuda')."""
+    """The backend module for a resolved device ('cpu' or 'cuda').
+
+    CPUs run the compiled backend where numba is installed, the numpy oracle otherwise or
+    where DASKGB_CPU_KERNELS=numpy asks for it (the tests that compare the two set it).
+    """
     if device == "cpu":
+        if os.environ.get("DASKGB_CPU_KERNELS", "compiled") != "numpy" and cpu.available():
+            from . import compiled_backend
+
+            return compiled_backend
         from . import numpy_backend
 
         return numpy_backend

@@ -44,6 +44,10 @@ def to_device(a):
     return cupy.asarray(a)
 
 
+def set_threads(n: int | None) -> None:
+    """Nothing: the device's kernels do not run on host threads."""
+
+
 def free_device_memory() -> int:
     """The current device's free bytes: a matrix without a budget pages itself by them."""
     free, _ = cupy.cuda.runtime.memGetInfo()

@@ -50,6 +50,10 @@ def phase_clock() -> PhaseClock:
     return PhaseClock()
 
 
+def set_threads(n: int | None) -> None:
+    """Nothing: the numpy oracle's loops run on the calling thread."""
+
+
 def page_copies() -> HostPages:
     """Host pages read in place (ellpack/pages.py)."""
     return HostPages()

@@ -31,6 +31,7 @@ class Fit:
         p = options.train_params
         self.device = resolve_device(p.device)
         self.backend = backend = get_backend(self.device)
+        backend.set_threads(p.nthread if p.nthread else _worker_threads())
         if getattr(dtrain, "feature_types", None) is not None and not backend.splits_by_category:
             raise ValueError(f"categorical features do not train on the {backend.name} backend")
         self.xp = xp = backend.xp
@@ -225,3 +226,14 @@ class Fit:
         for cb in self.callbacks:
             self.booster = cb.after_training(self.booster) or self.booster
         return self.booster
+
+
+def _worker_threads() -> int | None:
+    """A Dask worker's thread count, as xgboost.dask gives its workers' fits; None (every core)
+    in process."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().state.nthreads
+    except (ImportError, ValueError):
+        return None

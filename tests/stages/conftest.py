@@ -2,10 +2,12 @@
 
 backend  each stage test that checks a backend against an independent expectation (a
          definition summed by hand, a round trip, a brute-force search) takes this one:
-         it runs on numpy_backend ("cpu") everywhere and on cupy_backend ("cuda", marked
-         gpu) where CuPy sees a GPU. STYLE.md: one test body, run on every backend.
+         it runs on numpy_backend ("cpu") and compiled_backend ("compiled") everywhere and
+         on cupy_backend ("cuda", marked gpu) where CuPy sees a GPU. STYLE.md: one test body, run on every backend.
 xp       the backend's array module.
 oracle   numpy_backend, the readable reference of every hot loop.
+compiled compiled_backend, for the tests that run the oracle and the CPU's compiled loops
+         on the same input and compare, bit for bit.
 cb       cupy_backend, for the tests (marked gpu) that run the oracle and the CUDA
          backend on the same input and compare: those exist only on a GPU, since the
          oracle compared with itself could not fail.
@@ -21,7 +23,8 @@ import pytest
 
 from daskgb.arrays import cuda_available
 
-BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("compiled", id="compiled"),
+            pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def _cupy_backend():
@@ -35,9 +38,14 @@ def _cupy_backend():
 
 @pytest.fixture(params=BACKENDS)
 def backend(request):
-    """numpy_backend ("cpu"), and cupy_backend ("cuda", marked gpu)."""
+    """numpy_backend ("cpu"), compiled_backend ("compiled", the CPU's compiled loops) and
+    cupy_backend ("cuda", marked gpu)."""
     if request.param == "cuda":
         return _cupy_backend()
+    if request.param == "compiled":
+        from daskgb.backend import compiled_backend
+
+        return compiled_backend
     from daskgb.backend import numpy_backend
 
     return numpy_backend
@@ -61,3 +69,11 @@ def oracle():
 def cb():
     """cupy_backend, for oracle-vs-CUDA tests (mark them gpu)."""
     return _cupy_backend()
+
+
+@pytest.fixture
+def compiled():
+    """compiled_backend: numpy_backend with the CPU's compiled loops (backend/compiled_backend.py)."""
+    from daskgb.backend import compiled_backend
+
+    return compiled_backend
