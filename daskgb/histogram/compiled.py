@@ -30,21 +30,29 @@ def _rows_of(positions, slot_of_node, n_rows, rows, ell_rows, slots):
     return n
 
 
-def _dense(lo, hi, sym, ptrs, rows, ell_rows, slots, g, h, hist):
-    """Features lo..hi of a dense matrix (sym: Fortran order, a feature's feature-local bins)."""
-    for f in range(lo, hi):
-        base = ptrs[f]
-        n_bins = ptrs[f + 1] - base
-        for i in range(rows.shape[0]):
-            v = rows[i]
-            b = np.int64(sym[ell_rows[i], f])
-            if b < n_bins:  # the null symbol (missing) counts past every feature's bins
-                s = slots[i]
-                hist[s, base + b, 0] += g[v]
-                hist[s, base + b, 1] += h[v]
+def _dense(lo, hi, sym, ptrs, rows, ell_rows, slots, gpair, hist):
+    """Features lo..hi of a dense matrix (sym: C order, each row's feature-local bins), row by row:
+    a row's pair is read once for its features, whose bins lie apart, so their adds overlap."""
+    n_features = hi - lo
+    base = np.empty(n_features, np.int64)
+    n_bins = np.empty(n_features, np.int64)
+    for j in range(n_features):
+        base[j] = ptrs[lo + j]
+        n_bins[j] = ptrs[lo + j + 1] - ptrs[lo + j]
+    for i in range(rows.shape[0]):
+        v = rows[i]
+        g = np.float64(gpair[v, 0])
+        h = np.float64(gpair[v, 1])
+        node = hist[slots[i]]
+        row = sym[ell_rows[i]]
+        for j in range(n_features):
+            b = np.int64(row[lo + j])
+            if b < n_bins[j]:  # the null symbol (missing) counts past every feature's bins
+                node[base[j] + b, 0] += g
+                node[base[j] + b, 1] += h
 
 
-def _sparse(lo, hi, sym, rows, ell_rows, slots, g, h, hist):
+def _sparse(lo, hi, sym, rows, ell_rows, slots, gpair, hist):
     """Global bins lo..hi of a sparse matrix (sym: rows of global bins, padded with the null symbol)."""
     stride = sym.shape[1]
     for i in range(rows.shape[0]):
@@ -54,8 +62,8 @@ def _sparse(lo, hi, sym, rows, ell_rows, slots, g, h, hist):
         for j in range(stride):
             b = np.int64(sym[r, j])
             if lo <= b < hi:
-                hist[s, b, 0] += g[v]
-                hist[s, b, 1] += h[v]
+                hist[s, b, 0] += np.float64(gpair[v, 0])
+                hist[s, b, 1] += np.float64(gpair[v, 1])
 
 
 _compiled = {}
@@ -87,16 +95,25 @@ def build_histograms(ell, gpair_native, part, build_nodes):
     n = k["rows_of"](positions, slot_of_node, ell.n_rows, rows, ell_rows, slots)
     rows, ell_rows, slots = rows[:n], ell_rows[:n], slots[:n]
     hist = np.zeros((n_nodes, total_bins, 2), dtype=np.float64)
-    g = np.ascontiguousarray(gpair_native[:, 0])
-    h = np.ascontiguousarray(gpair_native[:, 1])
-    sym = symbols(ell)
+    gpair = np.ascontiguousarray(gpair_native, dtype=np.float32)
+    sym = row_symbols(ell)
     if ell.is_dense:
         ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
         work = max(1, n * ell.n_features // _MIN_PAIRS_PER_THREAD)
-        cpu.run_chunks(k["dense"], ell.n_features, sym, ptrs, rows, ell_rows, slots, g, h, hist,
+        cpu.run_chunks(k["dense"], ell.n_features, sym, ptrs, rows, ell_rows, slots, gpair, hist,
                        min_chunk=max(1, ell.n_features // work))
     else:
         work = max(1, n * sym.shape[1] // _MIN_PAIRS_PER_THREAD)
-        cpu.run_chunks(k["sparse"], total_bins, sym, rows, ell_rows, slots, g, h, hist,
+        cpu.run_chunks(k["sparse"], total_bins, sym, rows, ell_rows, slots, gpair, hist,
                        min_chunk=max(1, total_bins // work))
     return hist
+
+
+def row_symbols(ell):
+    """The unpacked symbols in C order (a row's symbols side by side), as the compiled loops read
+    them; cached on the matrix beside the oracle's (a dense matrix's are Fortran order there)."""
+    cached = ell.__dict__.get("_row_symbols")
+    if cached is None:
+        cached = np.ascontiguousarray(symbols(ell))
+        ell.__dict__["_row_symbols"] = cached
+    return cached

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
+from ..histogram.compiled import row_symbols
 from .reference import RowPartition
 
 
@@ -56,8 +57,6 @@ _MIN_ROWS_PER_THREAD = 1 << 15
 def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids,
                  categories=None):
     """Move the rows of each split node nids[i] to its left or right child: reference.apply_splits."""
-    from ..ellpack.reference import symbols
-
     if not _compiled:
         _compiled["apply"] = cpu.jit(_apply)
     nids = np.asarray(nids, dtype=np.int64)
@@ -71,7 +70,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         cat_begin = cat_size = np.zeros(nids.size, dtype=np.int64)
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
-        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, symbols(ell),
+        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, row_symbols(ell),
         bool(ell.is_dense), int(ell.null_symbol), np.asarray(ell.cuts.ptrs, dtype=np.int64),
         np.asarray(features, dtype=np.int64), np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
