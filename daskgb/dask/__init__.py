@@ -10,8 +10,8 @@ from .data import DaskQuantileMatrix
 from .estimators import DaskGBClassifier, DaskGBRanker, DaskGBRegressor, DaskGBRFClassifier, DaskGBRFRegressor
 from .fit_lock import WorkersBusyError
 from .prediction import inplace_predict, predict
-from .training import WorkerLostError, release_nccl, train
+from .training import WorkerLostError, WorkerUnresponsiveError, release_nccl, train
 
 __all__ = ["DaskQuantileMatrix", "train", "predict", "inplace_predict", "DaskGBRegressor", "DaskGBClassifier",
-           "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier", "WorkerLostError", "WorkersBusyError",
-           "release_nccl"]
+           "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier", "WorkerLostError", "WorkerUnresponsiveError",
+           "WorkersBusyError", "release_nccl"]

@@ -8,10 +8,10 @@ from ..training.options import TrainingOptions
 from . import dashboard, plugin, progress
 from .data import DaskQuantileMatrix
 from .fit_lock import workers_held
-from .watch import gather_watching, live_workers
+from .watch import gather_watching, live_workers, silent_workers
 from .worker import checkpoint_dir_ready, interrupt_job, start_collective, train_on_worker
 
-__all__ = ["train", "run", "WorkerLostError", "release_nccl"]
+__all__ = ["train", "run", "WorkerLostError", "WorkerUnresponsiveError", "release_nccl"]
 
 
 def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int = 10, evals=(),
@@ -115,13 +115,19 @@ def _train(client, options: TrainingOptions, worker_options: TrainingOptions, dt
             # A rank whose NCCL kernels wait on the failed one would hold its worker until the
             # watchdog's timeout: release it now (dask/worker.py interrupt_job).
             rounds = _interrupt(client, job, [a for a in workers if a in alive], f"training failed elsewhere: {exc}")
-            if not lost:
-                raise
             r = getattr(exc, "daskgb_round", None)
             if r is None and rounds:  # a survivor held in NCCL said where it was
                 r = max(rounds)
-            raise WorkerLostError(_lost_message(r, lost, workers, num_boost_round, checkpoint_path),
-                                  lost, r) from exc
+            if lost:
+                raise WorkerLostError(_lost_message(r, lost, workers, num_boost_round, checkpoint_path),
+                                      lost, r) from exc
+            # Alive to the scheduler but silent (stopped, frozen): its peers' collectives gave up on
+            # it after the collective timeout, with an error that cannot say which rank (NCCL's).
+            silent = silent_workers(client, workers)
+            if not silent:
+                raise
+            raise WorkerUnresponsiveError(_silent_message(r, silent, workers, num_boost_round, exc),
+                                          list(silent), r) from exc
     finally:
         if display is not None:
             client.unsubscribe_topic(topic)
@@ -145,6 +151,18 @@ class WorkerLostError(RuntimeError):
         self.workers, self.round = list(workers), round
 
 
+class WorkerUnresponsiveError(RuntimeError):
+    """Training stopped because a worker it ran on stopped answering (stopped, frozen, its event
+    loop blocked) while the scheduler still counted it alive: its peers' collectives gave up on it
+    after the collective timeout (the setting collective.timeout).
+
+    workers: the silent workers' addresses; round: the round training was in, where known."""
+
+    def __init__(self, message: str, workers=(), round: int | None = None):
+        super().__init__(message)
+        self.workers, self.round = list(workers), round
+
+
 def release_nccl(client) -> dict:
     """Free the NCCL communicators the workers keep between fits ({worker: how many}).
 
@@ -165,7 +183,11 @@ def _release_kept_nccl(dask_worker) -> int:
 
 def _interrupt(client, job: str, workers: list, reason: str) -> list:
     """Release the NCCL waits of the job's ranks on these workers (dask/worker.py
-    interrupt_job), within a few seconds at most; the rounds they were in."""
+    interrupt_job), within a few seconds at most; the rounds they were in. Silent workers
+    (dask/watch.py silent_workers) are passed over, as they cannot answer (Client.run waits for
+    every worker's answer, even with wait=False); when one wakes, its NCCL watchdog finds its
+    wait long past the timeout, and its host collectives read the failure rank 0 sent them."""
+    workers = [a for a in workers if a not in silent_workers(client, workers)]
     if not workers:
         return []
     try:  # callback_timeout: Client.run hands it to Client.sync, which bounds the whole call
@@ -193,6 +215,17 @@ def _lost_message(r, lost, workers, num_boost_round, checkpoint_path) -> str:
             else f"checkpoint_dir is {str(checkpoint_path)!r}")
     return (text + f". To go on: {last}; build the DaskQuantileMatrix again from the same data and call train with "
             "the same arguments and resume=True")
+
+
+def _silent_message(r, silent: dict, workers, num_boost_round, exc) -> str:
+    """Which worker stopped answering, when, and what to do."""
+    names = ", ".join(f"{a} (rank {workers.index(a)}; the scheduler has not heard from it for {s:g} s)"
+                      for a, s in silent.items())
+    when = f"in round {r} of {num_boost_round}" if r is not None else "during training"
+    return (f"daskgb: worker {names} stopped answering {when}, so training stopped: its peers gave up waiting "
+            f"for it ({exc}). Its rows are still there: once it answers again, train again (with "
+            "checkpoint_dir= and resume=True to go on from the newest checkpoint); if it stays stopped, restart it "
+            "and build the DaskQuantileMatrix again")
 
 
 def _device(asked: str, data_device: str) -> str:

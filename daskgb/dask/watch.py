@@ -25,6 +25,10 @@ BACKSTOP_S = 10.0
 ERROR_GRACE_S = 10.0
 # How long the peers of a lost worker are given to report their own, more precise, error.
 LOST_GRACE_S = 5.0
+# A worker the scheduler has not heard from for this long (or four of its heartbeat intervals,
+# if longer) is taken as stopped (SIGSTOP, a frozen host, an event loop blocked): healthy workers
+# heartbeat every 0.5 s on clusters of up to 10 workers, every few seconds on large ones.
+SILENT_AFTER_S = 3.0
 
 
 def live_workers(client) -> set:
@@ -39,6 +43,32 @@ def live_workers(client) -> set:
     return set(client.nthreads())
 
 
+def silent_workers(client, workers) -> dict:
+    """{address: seconds since the scheduler last heard from it} for those of these workers that
+    have not heartbeated for SILENT_AFTER_S (or 4 heartbeat intervals): alive as far as the
+    scheduler knows (it removes them only after distributed.scheduler.worker-ttl, 5 minutes by
+    default), but not answering. Asked once, after a failure, to name a stuck rank: NCCL's
+    watchdog can only say that some peer did not arrive. {} if the scheduler cannot be asked."""
+    workers = list(workers)
+    if not workers:
+        return {}
+
+    # Defined here so that it travels by value: the scheduler need not import daskgb.
+    def silent_on_scheduler(workers, silent_after, dask_scheduler=None) -> dict:
+        from distributed.metrics import time as now
+        from distributed.scheduler import heartbeat_interval
+
+        limit = max(silent_after, 4 * heartbeat_interval(len(dask_scheduler.workers)))
+        t = now()
+        seen = {a: t - dask_scheduler.workers[a].last_seen for a in workers if a in dask_scheduler.workers}
+        return {a: round(s, 1) for a, s in seen.items() if s > limit}
+
+    try:
+        return client.run_on_scheduler(silent_on_scheduler, workers, SILENT_AFTER_S)
+    except Exception:  # a closing cluster: nothing to name
+        return {}
+
+
 class _Wait:
     """One gather_watching's view: the workers it watches, those seen to leave, and the event
     that wakes it (set by its futures' done callbacks and by the removal events)."""
@@ -48,6 +78,7 @@ class _Wait:
         self.removed: set[str] = set()
         self.wake = threading.Event()
         self.newly_followed = False  # some worker's events were not followed before this wait
+        self.silent: dict | None = None  # pending ranks' workers not heard from, asked after the first error
 
     def lost(self, address: str) -> None:
         self.removed.add(address)
@@ -171,7 +202,9 @@ def _wait_for(client, watch: WorkerWatch, wait: _Wait, futures, workers, what: s
             erred = [f for f, s in zip(futures, statuses) if s == "error"]
             cause = next((f for f in erred if not isinstance(f.exception(), RuntimeError)), None)
             left = erred_since + ERROR_GRACE_S - time.monotonic()
-            if cause is None and "pending" in statuses and left > 0 and not wait.removed:
+            if wait.silent is None:  # a stopped peer never reports: waiting for it is no use
+                wait.silent = silent_workers(client, [a for a, s in zip(workers, statuses) if s == "pending"])
+            if cause is None and "pending" in statuses and left > 0 and not wait.removed and not wait.silent:
                 next_check = _sleep(client, watch, wait, min(left, next_check - time.monotonic()), next_check)
                 continue
             f = cause or erred[0]

@@ -227,7 +227,8 @@ def test_inplace_predict_margin_missing_and_base_margin(client):
 def test_public_names_are_xgboost_dasks():
     public = {n for n in dir(dgb) if not n.startswith("_") and not isinstance(getattr(dgb, n), types.ModuleType)}
     expected = {"DaskQuantileMatrix", "train", "predict", "inplace_predict", "DaskGBRegressor", "DaskGBClassifier",
-                "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier", "WorkerLostError", "WorkersBusyError",
+                "DaskGBRanker", "DaskGBRFRegressor", "DaskGBRFClassifier", "WorkerLostError", "WorkerUnresponsiveError",
+                "WorkersBusyError",
                 "release_nccl"}
     assert public == expected == set(dgb.__all__)
     xgb_dask = pytest.importorskip("xgboost.dask")
