@@ -51,6 +51,9 @@ CPU_RUNS = [
     ("examples/benchmark_external.py", ["--rows", "4000", "--rounds", "2", "--device", "cpu", "--rates", "0.5",
                                         "--dask", "2"], "through Dask (2 workers, device cpu)"),
     ("examples/benchmark_categorical.py", ["--device", "cpu", "--smoke"], "ratio daskgb / XGBoost: first fit"),
+    ("examples/benchmark_scaling.py", ["--device", "cpu", "--gpus", "2", "--rows-per-gpu", "2000", "--strong-rows",
+                                       "3000", "--same-rows", "3000", "--eval-rows", "1000", "--rounds", "2",
+                                       "--depth", "3", "--plot", "{tmp}/scaling.png"], "| 2 | 4,000 | weak |"),
 ]
 # examples/quickstart.py is left out: it has no smaller size, and its fit (200,000 rows, 100
 # rounds on 2 CPU workers) takes about 30 s on a 2-core machine.

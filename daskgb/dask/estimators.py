@@ -10,6 +10,7 @@ reach the client.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import numpy as np
 
@@ -211,6 +212,7 @@ class _DaskModel:
             raise ValueError(f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
                              f"eval_set has {len(eval_set)}")
         built: list = []
+        started = time.perf_counter()
         try:
             dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
                                         missing=self.missing, max_bin=self._matrix_max_bin(), device=device,
@@ -223,6 +225,9 @@ class _DaskModel:
                                                  missing=self.missing, ref=dtrain, device=device),
                               f"validation_{i}"))
                 built.append(evals[-1][0])
+            # Where a fit's time went, for benchmarks (examples/benchmark_scaling.py): quantising the
+            # matrices here, then _train's part.
+            self._fit_phases = {"quantise_s": time.perf_counter() - started}
             return self._train(params, dtrain, evals, verbose, X)
         finally:
             _release(built)
@@ -242,13 +247,19 @@ class _DaskModel:
                                  "built with ref=dtrain")
             evals.append((m, f"validation_{i}"))
         self._matrix_labels(dtrain)
+        self._fit_phases = {"quantise_s": 0.0}
         return self._train(self._train_params(), dtrain, evals, verbose, None)
 
     def _matrix_labels(self, dtrain) -> None:
         """What fit learns from the labels of a prebuilt matrix (the classifier: its classes)."""
 
     def _train(self, params, dtrain, evals, verbose, X):
+        started = time.perf_counter()
         out = run(self._get_client(), self._training_options(params, verbose, evals), dtrain, evals)
+        # train_s: the training tasks, their set-up included (setup_s: the slowest rank's joining of
+        # the collective and NCCL communicator, as each rank timed it).
+        self._fit_phases = {**getattr(self, "_fit_phases", {}), "train_s": time.perf_counter() - started,
+                            "setup_s": max((c.get("setup_s", 0.0) for c in out["collective"]), default=0.0)}
         self._Booster = out["booster"]
         self.evals_result_ = out["history"]
         self._collective = out["collective"]
