@@ -90,7 +90,8 @@ def _cluster(g: int, device: str):
         return LocalCluster(n_workers=g, threads_per_worker=1, processes=True, dashboard_address=None)
     from dask_cuda import LocalCUDACluster
 
-    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(g)), dashboard_address=None)
+    # The dashboard on, as a user's cluster has it (nobody watches daskgb's page here).
+    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(g)))
 
 
 def run_one(client, g: int, rows: int, args, with_xgboost: bool) -> dict:
