@@ -53,6 +53,10 @@ def main():
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--json", default=None, help="a file each result is appended to, one JSON line each")
     ap.add_argument("--plot", default=None, help="a PNG of fit time and efficiency against GPUs")
+    ap.add_argument("--phases", action="store_true",
+                    help="also, through the functional API: each quantising step of the training and eval "
+                         "matrices (DaskQuantileMatrix.timings), then train with and without the eval set")
+    ap.add_argument("--skip-fit", action="store_true", help="with --phases: only the phases (no fits, no xgboost)")
     args = ap.parse_args()
 
     gpus = [int(g) for g in args.gpus.split(",")]
@@ -114,6 +118,10 @@ def run_one(client, g: int, rows: int, args, with_xgboost: bool) -> dict:
         Xe, ye = eval_set[0]
         return round(float(auc_of(_host(ye.compute()), _host(booster_predict(Xe)))), 5)
 
+    if args.phases:
+        out["phases"] = time_phases(client, X, y, eval_set, args)
+        if args.skip_fit:
+            return out
     clf, runs = fit_daskgb(client, X, y, eval_set, args)
     booster = clf.get_booster()
     phases = clf._fit_phases
@@ -137,6 +145,50 @@ def run_one(client, g: int, rows: int, args, with_xgboost: bool) -> dict:
     del X, y, eval_set, clf, booster
     if args.device == "cuda":
         client.run(lambda: __import__("cupy").get_default_memory_pool().free_all_blocks())
+    return out
+
+
+def time_phases(client, X, y, eval_set, args) -> dict:
+    """Where a fit's time goes, through daskgb.dask's functional API on the same rows (after a
+    warm-up build and 2-round train): each DaskQuantileMatrix step, and train with and without
+    the eval set (the difference: scoring it every round)."""
+    import daskgb.dask as dgb
+
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "max_bin": 256,
+              "device": args.device}
+    if eval_set is not None:
+        params["eval_metric"] = "auc"
+
+    def build():
+        t = time.perf_counter()
+        m = dgb.DaskQuantileMatrix(client, X, y, max_bin=256)
+        built = time.perf_counter() - t
+        e, e_built = None, 0.0
+        if eval_set is not None:
+            t = time.perf_counter()
+            e = dgb.DaskQuantileMatrix(client, *eval_set[0], ref=m)
+            e_built = time.perf_counter() - t
+        return m, built, e, e_built
+
+    m, _, e, _ = build()
+    evals = [(e, "eval")] if e is not None else []
+    dgb.train(client, params, m, 2, evals=evals, verbose_eval=False)
+    m.release()
+    if e is not None:
+        e.release()
+    m, built, e, e_built = build()
+    evals = [(e, "eval")] if e is not None else []
+    out = {"quantise_s": round(built, 3), "quantise_steps_s": {k: round(v, 3) for k, v in m.timings.items()},
+           "eval_quantise_s": round(e_built, 3),
+           "eval_quantise_steps_s": {k: round(v, 3) for k, v in (e.timings if e is not None else {}).items()}}
+    for name, watched in (("train_with_eval_s", evals), ("train_s", [])):
+        t = time.perf_counter()
+        trained = dgb.train(client, params, m, args.rounds, evals=watched, verbose_eval=False)
+        out[name] = round(time.perf_counter() - t, 3)
+        out[name.replace("_s", "_setup_s")] = round(max(c.get("setup_s", 0.0) for c in trained["collective"]), 3)
+    m.release()
+    if e is not None:
+        e.release()
     return out
 
 
@@ -224,6 +276,8 @@ def table(results, args) -> None:
           "weak eff. (ours / xgb) | strong eff. (ours / xgb) | predict (ours / xgb) | AUC (ours / xgb) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
+        if "daskgb" not in r:  # --skip-fit: the phases alone, in the JSON lines above
+            continue
         ours, theirs = r["daskgb"], r.get("xgboost_dask", {})
         print(f"| {r['gpus']} | {r['rows']:,} | {','.join(r['kinds'])} | {ours['fit_s']:.2f} s | "
               f"{ours['quantise_s']:.2f} s | {ours['setup_s']:.2f} s | {ours['train_s']:.2f} s | "
