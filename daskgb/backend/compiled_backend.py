@@ -13,5 +13,6 @@ from .contract import offered_names
 from ..cpu import set_threads  # noqa: F401
 from ..histogram.compiled import build_histograms  # noqa: F401
 from ..partition.compiled import apply_splits  # noqa: F401
+from ..split.compiled import evaluate_splits  # noqa: F401
 
 __all__ = offered_names()
