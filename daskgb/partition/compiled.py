@@ -9,28 +9,33 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import row_symbols
+from ..histogram.compiled import global_symbols
 from .reference import RowPartition
 
 
-def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, null_symbol, ptrs, features, bins,
+def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, ptrs, features, bins,
            default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
-    """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits)."""
+    """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits).
+    sym: histogram/compiled.py's global symbols (total_bins where missing)."""
     stride = sym.shape[1]
+    r = lo % n_rows
     for v in range(lo, hi):
+        if v > lo:
+            r += 1
+            if r == n_rows:
+                r = 0
         p = positions[v]
         if p >= split_of_node.shape[0]:
             continue
         i = split_of_node[p]
         if i < 0:
             continue
-        r = v % n_rows
         f = features[i]
         b = np.int64(-1)  # the feature-local bin, -1 where missing
         if is_dense:
             s = np.int64(sym[r, f])
-            if s != null_symbol:
-                b = s
+            if s != total_bins:
+                b = s - ptrs[f]
         else:
             flo, fhi = ptrs[f], ptrs[f + 1]
             for j in range(stride):
@@ -70,8 +75,8 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         cat_begin = cat_size = np.zeros(nids.size, dtype=np.int64)
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
-        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, row_symbols(ell),
-        bool(ell.is_dense), int(ell.null_symbol), np.asarray(ell.cuts.ptrs, dtype=np.int64),
+        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_symbols(ell),
+        bool(ell.is_dense), int(ell.cuts.total_bins), np.asarray(ell.cuts.ptrs, dtype=np.int64),
         np.asarray(features, dtype=np.int64), np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
         np.asarray(right_ids, dtype=part.positions.dtype), cat_begin, cat_size, cat_words,
