@@ -23,22 +23,23 @@ from ..ellpack.reference import unpack_symbols
 
 
 def _rows_of(positions, slot_of_node, n_rows, rows, ell_rows, slots):
-    """The virtual rows in nodes being built (and their matrix row and node's slot), in row order:
-    the count. Tree c's virtual row v is matrix row v - c * n_rows (partition/reference.py)."""
+    """The virtual rows in nodes being built (and their matrix row and node's slot): the count.
+    Tree c's virtual row v is matrix row v - c * n_rows (partition/reference.py). They come
+    matrix row by matrix row, a row's trees together, so that a forest's level reads each
+    matrix row once; a node is one tree's, so each bin still sums its rows in row order."""
     n = 0
-    r = 0
-    for v in range(positions.shape[0]):
-        p = positions[v]
-        if p < slot_of_node.shape[0]:
-            s = slot_of_node[p]
-            if s >= 0:
-                rows[n] = v
-                ell_rows[n] = r
-                slots[n] = s
-                n += 1
-        r += 1
-        if r == n_rows:
-            r = 0
+    n_trees = positions.shape[0] // n_rows if n_rows else 0
+    for r in range(n_rows):
+        for c in range(n_trees):
+            v = c * n_rows + r
+            p = positions[v]
+            if p < slot_of_node.shape[0]:
+                s = slot_of_node[p]
+                if s >= 0:
+                    rows[n] = v
+                    ell_rows[n] = r
+                    slots[n] = s
+                    n += 1
     return n
 
 
@@ -158,4 +159,14 @@ def global_symbols(ell):
             cached = local.astype(dtype)
         cached = cached.reshape(ell.n_rows, ell.row_stride)
         ell.__dict__["_global_symbols"] = cached
+    return cached
+
+
+def global_columns(ell):
+    """A dense matrix's global symbols a feature after another ((n_features, n_rows), C order),
+    cached beside them: a partition reads one feature of every row, which this order streams."""
+    cached = ell.__dict__.get("_global_columns")
+    if cached is None:
+        cached = np.ascontiguousarray(global_symbols(ell).T)
+        ell.__dict__["_global_columns"] = cached
     return cached
