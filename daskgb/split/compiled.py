@@ -57,14 +57,43 @@ def _gain(G, H, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper):
     return -(np.float32(2.0) * g32 * w + (h32 + np.float32(lam)) * (w * w))
 
 
+def _closed_losses(cg, ch, nb, pg, ph, forward, s0, s1, mcw, lam, root, out):
+    """The loss changes (float32; -inf where invalid or not finite) of a scan's nb candidates, in
+    rules.child_gain's closed form, from the scanned sums cg, ch: written without branches, so
+    that the compiler does the candidates' divisions several at a time."""
+    neg = np.float32(-np.inf)
+    zero = np.float32(0.0)
+    for j in range(nb):
+        a = cg[j]
+        c = ch[j]
+        lg = a * s0 if forward else (pg - a) * s0
+        lh = c * s1 if forward else (ph - c) * s1
+        rg = (pg - a) * s0 if forward else a * s0
+        rh = (ph - c) * s1 if forward else c * s1
+        tl = 0.0 if math.isnan(lg) else lg
+        tr = 0.0 if math.isnan(rg) else rg
+        gl = np.float32(tl * tl / (lh + lam if lh > 0.0 else 1.0))
+        gr = np.float32(tr * tr / (rh + lam if rh > 0.0 else 1.0))
+        loss = ((gl if lh > 0.0 else zero) + (gr if rh > 0.0 else zero)) - root
+        ok = (lh >= mcw) & (rh >= mcw) & (loss > neg) & (loss < np.float32(np.inf))
+        out[j] = loss if ok else neg
+
+
 def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds, mcw, lam, alpha, mds,
           weight_form, out_pick, out_loss, out_acc):
     """Nodes lo..hi: the first best candidate's (feature, bin scored at, backward), its loss change
-    and its scanned sums (the left child's going forward, the right child's going backward)."""
+    and its scanned sums (the left child's going forward, the right child's going backward).
+    A feature's scan in three passes: its running sums, every candidate's loss, the first largest."""
     n_features = ptrs.shape[0] - 1
     s0 = scale[0]
     s1 = scale[1]
     neg = np.float32(-np.inf)
+    width = 1
+    for f in range(n_features):
+        width = max(width, ptrs[f + 1] - ptrs[f])
+    cg = np.empty(width, np.float64)
+    ch = np.empty(width, np.float64)
+    losses = np.empty(width, np.float32)
     for n in range(lo, hi):
         pg = parent[n, 0]
         ph = parent[n, 1]
@@ -84,6 +113,7 @@ def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds,
             if nb <= 0 or not mask[mrow, f]:
                 continue
             direction = monotone[f]
+            closed = not weight_form and direction == 0 and alpha == 0.0
             for side in range(2):
                 ag = 0.0
                 ah = 0.0
@@ -91,27 +121,36 @@ def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds,
                     b = j if side == 0 else nb - 1 - j
                     ag += hist[n, base + b, 0]
                     ah += hist[n, base + b, 1]
-                    if side == 0:
-                        lg, lh, rg, rh = ag * s0, ah * s1, (pg - ag) * s0, (ph - ah) * s1
-                    else:
-                        lg, lh, rg, rh = (pg - ag) * s0, (ph - ah) * s1, ag * s0, ah * s1
-                    if not (lh >= mcw and rh >= mcw):
-                        continue
-                    if direction != 0:
-                        wl = _weight(lg, lh, mcw, lam, alpha, mds, has_bounds, lower, upper)
-                        wr = _weight(rg, rh, mcw, lam, alpha, mds, has_bounds, lower, upper)
-                        if (direction > 0 and not wl <= wr) or (direction < 0 and not wl >= wr):
+                    cg[j] = ag
+                    ch[j] = ah
+                if closed:
+                    _closed_losses(cg, ch, nb, pg, ph, side == 0, s0, s1, mcw, lam, root, losses)
+                else:
+                    for j in range(nb):
+                        if side == 0:
+                            lg, lh, rg, rh = cg[j] * s0, ch[j] * s1, (pg - cg[j]) * s0, (ph - ch[j]) * s1
+                        else:
+                            lg, lh, rg, rh = (pg - cg[j]) * s0, (ph - ch[j]) * s1, cg[j] * s0, ch[j] * s1
+                        losses[j] = neg
+                        if not (lh >= mcw and rh >= mcw):
                             continue
-                    gain = _gain(lg, lh, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper) + \
-                        _gain(rg, rh, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper)
-                    loss = gain - root
-                    if loss > best and not math.isinf(loss):  # NaN compares false
-                        best = loss
+                        if direction != 0:
+                            wl = _weight(lg, lh, mcw, lam, alpha, mds, has_bounds, lower, upper)
+                            wr = _weight(rg, rh, mcw, lam, alpha, mds, has_bounds, lower, upper)
+                            if (direction > 0 and not wl <= wr) or (direction < 0 and not wl >= wr):
+                                continue
+                        loss = _gain(lg, lh, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper) + \
+                            _gain(rg, rh, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper) - root
+                        if not (math.isinf(loss) or math.isnan(loss)):
+                            losses[j] = loss
+                for j in range(nb):
+                    if losses[j] > best:  # the first of equals stays
+                        best = losses[j]
                         best_f = f
-                        best_b = b
+                        best_b = j if side == 0 else nb - 1 - j
                         best_back = side
-                        best_ag = ag
-                        best_ah = ah
+                        best_ag = cg[j]
+                        best_ah = ch[j]
                 # The backward scan only where the node misses values of the feature.
                 if side == 0 and ag == pg and ah == ph:
                     break
@@ -131,7 +170,7 @@ def _kernels():
         # _scan calls the rules by their module names, which numba reads when it compiles _scan:
         # they are compiled first, in their place.
         g = globals()
-        for name in ("_weight", "_gain"):
+        for name in ("_weight", "_gain", "_closed_losses"):
             g[name] = cpu.jit(g[name])
         _compiled["scan"] = cpu.jit(_scan)
     return _compiled
