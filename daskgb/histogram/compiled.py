@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import cpu
 from ..ellpack.reference import unpack_symbols
+from . import reference
 
 
 def _rows_of(positions, slot_of_node, n_rows, rows, ell_rows, slots):
@@ -96,13 +97,36 @@ def _globalise(local, ptrs, null_symbol, total_bins, out):
         out[i] = total_bins if s == null_symbol else ptrs[f] + s
 
 
+def _children(lo, hi, parents, parent_rows, built, build_right, out):
+    """Splits lo..hi: the built child's histogram and its sibling's (the parent's minus it),
+    left child at row 2i of out, right at 2i + 1 (reference.children_histograms)."""
+    n_bins = built.shape[1]
+    for i in range(lo, hi):
+        p = parents[parent_rows[i]]
+        c = built[i]
+        left = out[2 * i]
+        right = out[2 * i + 1]
+        if build_right[i]:
+            for b in range(n_bins):
+                right[b, 0] = c[b, 0]
+                right[b, 1] = c[b, 1]
+                left[b, 0] = p[b, 0] - c[b, 0]
+                left[b, 1] = p[b, 1] - c[b, 1]
+        else:
+            for b in range(n_bins):
+                left[b, 0] = c[b, 0]
+                left[b, 1] = c[b, 1]
+                right[b, 0] = p[b, 0] - c[b, 0]
+                right[b, 1] = p[b, 1] - c[b, 1]
+
+
 _compiled = {}
 
 
 def _kernels():
     if not _compiled:
         _compiled.update(rows_of=cpu.jit(_rows_of), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
-                         globalise=cpu.jit(_globalise))
+                         globalise=cpu.jit(_globalise), children=cpu.jit(_children))
     return _compiled
 
 
@@ -140,6 +164,20 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         cpu.run_chunks(k["sparse"], total_bins, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
                        min_chunk=max(1, total_bins // work))
     return hist[:size].reshape(n_nodes, total_bins, 2)
+
+
+def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):
+    """The children of k split nodes: (2k, total_bins, 2) histograms and (2k, 2) sums, as
+    reference.children_histograms makes them (one pass, no temporaries)."""
+    if parents.dtype != np.float64 or built.dtype != np.float64:
+        return reference.children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right)
+    k = built.shape[0]
+    rows = np.asarray(parent_rows, dtype=np.int64)
+    out = np.empty((2 * k,) + built.shape[1:], dtype=np.float64)
+    cpu.run_chunks(_kernels()["children"], k, np.ascontiguousarray(parents), rows, np.ascontiguousarray(built),
+                   np.asarray(build_right, dtype=np.bool_), out, min_chunk=max(1, _MIN_PAIRS_PER_THREAD // max(1, built.shape[1])))
+    sums = np.stack([parent_left[rows], parent_right[rows]], axis=1)
+    return out, sums.reshape(-1, 2)
 
 
 def global_symbols(ell):

@@ -171,3 +171,22 @@ def test_split_evaluation_equals_the_oracle(oracle, compiled, threads, seed):
                           np.ascontiguousarray(got[0][name]).astype(np.float64), f"record field {name}")
     _assert_same_bits(want[1], got[1], "left sums")
     _assert_same_bits(want[2], got[2], "right sums")
+
+
+def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeypatch):
+    """Sibling subtraction on random float64 sums (rounded differences): parents out of order
+    and some twice, either child built."""
+    from daskgb.histogram import compiled as hist_compiled
+
+    monkeypatch.setattr(hist_compiled, "_MIN_PAIRS_PER_THREAD", 1)
+    rng = np.random.default_rng(7)
+    n_parents, k, bins = 6, 11, 53
+    parents = rng.normal(size=(n_parents, bins, 2)) * 1e3
+    built = rng.normal(size=(k, bins, 2))
+    parent_rows = rng.integers(0, n_parents, k)
+    build_right = rng.random(k) < 0.5
+    left, right = rng.normal(size=(n_parents, 2)), rng.normal(size=(n_parents, 2))
+    want = oracle.children_histograms(parents, parent_rows, built, build_right, left, right)
+    got = compiled.children_histograms(parents, parent_rows, built, build_right, left, right)
+    _assert_same_bits(want[0], got[0], "children's histograms")
+    _assert_same_bits(want[1], got[1], "children's sums")
