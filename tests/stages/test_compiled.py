@@ -190,3 +190,44 @@ def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeyp
     got = compiled.children_histograms(parents, parent_rows, built, build_right, left, right)
     _assert_same_bits(want[0], got[0], "children's histograms")
     _assert_same_bits(want[1], got[1], "children's sums")
+
+
+@pytest.mark.parametrize("missing", [np.nan, -999.0])
+def test_dense_summaries_equal_the_oracle(oracle, compiled, threads, missing):
+    """Columns of few and many distinct values, -0.0 beside 0.0, missing values (NaN and a
+    sentinel), an all-missing column; pruned and unpruned."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    X = np.stack([rng.integers(-5, 6, n) * 0.5, rng.normal(size=n), np.round(rng.normal(size=n), 2),
+                  rng.choice([0.0, -0.0, 1.0], n), np.full(n, np.nan)], axis=1).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[rng.random(X.shape) < 0.05] = -999.0
+    for budget in (None, 40):
+        want = oracle.summarize_dense(X, missing, budget)
+        got = compiled.summarize_dense(X, missing, budget)
+        assert np.array_equal(want.ptrs, got.ptrs)
+        for name in ("value", "rmin", "rmax", "wmin"):
+            _assert_same_bits(getattr(want, name).astype(np.float64), getattr(got, name).astype(np.float64),
+                              f"budget {budget}: {name}")
+    X[5, 1] = np.inf
+    with pytest.raises(ValueError, match="inf"):
+        compiled.summarize_dense(X, missing, 40)
+
+
+@pytest.mark.parametrize("missing", [np.nan, -999.0])
+def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
+    """Values on the cuts' grid (upper-bound ties), past the last cut (clamped), below the
+    first, missing (NaN and a sentinel), a one-bin feature."""
+    from builders import make_X
+    from daskgb.ellpack import compiled as ell_compiled
+    from daskgb.ellpack import reference as ell_reference
+
+    monkeypatch.setattr(ell_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    rng = np.random.default_rng(4)
+    cuts = make_cuts(rng, 7, 50)
+    X = make_X(rng, cuts, 900, missing_frac=0.1, sentinel=not np.isnan(missing))
+    want = ell_reference.bin_dense(X, cuts, missing, 50)
+    got = ell_compiled.bin_dense(X, cuts, missing, 50)
+    assert np.array_equal(want, got) and want.dtype == got.dtype
+    bits = 6
+    assert np.array_equal(ell_reference.pack_dense(X, cuts, missing, 50, bits), compiled.pack_dense(X, cuts, missing, 50, bits))
