@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cpu
-from .reference import segmented_searchsorted
-from .summary import Summary, _empty_summary, prune_with
+from .summary import Summary, _empty_summary, check_prune_budget
 
 
 def _present(col, missing, is_nan_missing, out):
@@ -45,45 +44,95 @@ def _runs(sorted_values, values, counts):
     return m
 
 
+def _prune_marks(ptrs, rmin, rmax, wmin, budget, keep):
+    """summary.prune_with's choice of entries, feature by feature: keep[i] where entry i stays.
+    The same queries in the same arithmetic; the search is a plain binary search of each
+    feature's increasing rmin + rmax."""
+    n_queries = budget - 2
+    for f in range(ptrs.shape[0] - 1):
+        base = ptrs[f]
+        m = ptrs[f + 1] - base
+        if m <= budget:
+            for i in range(base, base + m):
+                keep[i] = True
+            continue
+        keep[base] = True
+        keep[base + m - 1] = True
+        begin = rmax[base]
+        span = rmin[base + m - 1] - begin
+        for q in range(1, n_queries + 1):
+            dx2 = 2.0 * ((np.float64(q) * span) / (budget - 1) + begin)
+            lo = base + 2
+            hi = base + m
+            while lo < hi:  # the first j in [base + 2, base + m) with rmin + rmax > dx2
+                mid = (lo + hi) >> 1
+                if rmin[mid] + rmax[mid] <= dx2:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            i = lo - 1
+            if i < base + m - 1:
+                ic = min(i, base + m - 2)
+                take_next = dx2 >= (rmin[ic] + wmin[ic]) + (rmax[ic + 1] - wmin[ic + 1])
+                keep[ic + 1 if take_next else ic] = True
+            else:
+                keep[base] = True
+
+
 _compiled = {}
 
 
 def _kernels():
     if not _compiled:
-        _compiled.update(present=cpu.jit(_present), runs=cpu.jit(_runs))
+        _compiled.update(present=cpu.jit(_present), runs=cpu.jit(_runs), prune=cpu.jit(_prune_marks))
     return _compiled
 
 
 def summarize_dense(block, missing: float, budget):
-    """Per-column summaries of a dense (rows, k) block, unweighted: reference.summarize_dense's."""
+    """Per-column summaries of a dense (rows, k) block, unweighted: reference.summarize_dense's.
+    Each column is summarised and pruned on its own (a thread's), then the columns joined."""
     k = _kernels()
     n_rows, n_cols = block.shape
     parts: list = [None] * n_cols
     is_nan_missing = bool(np.isnan(missing))
     missing32 = np.float32(0.0 if is_nan_missing else missing)
+    budget = None if budget is None else check_prune_budget(budget)
 
     def columns(lo, hi):
+        buf = np.empty(n_rows, dtype=np.float32)
         for c in range(lo, hi):
-            col = np.ascontiguousarray(block[:, c], dtype=np.float32)
-            buf = np.empty(n_rows, dtype=np.float32)
-            v = buf[: k["present"](col, missing32, is_nan_missing, buf)]
+            v = buf[: k["present"](np.ascontiguousarray(block[:, c], dtype=np.float32), missing32, is_nan_missing,
+                                   buf)]
             v.sort()
             values = np.empty(v.size, dtype=np.float32)
             counts = np.empty(v.size, dtype=np.int64)
             m = k["runs"](v, values, counts)
-            parts[c] = (values[:m], counts[:m], v.size and (np.isinf(v[0]) or np.isinf(v[-1])))
+            wmin = counts[:m].astype(np.float64)
+            rmin = np.cumsum(wmin) - wmin  # counts: exact integers, whatever the order of adds
+            s = Summary(np.array([0, m], dtype=np.int64), values[:m], rmin, rmin + wmin, wmin)
+            if budget is not None and m > budget:
+                s = prune(s, budget)
+            parts[c] = (s, v.size > 0 and bool(np.isinf(v[0]) or np.isinf(v[-1])))
 
     cpu.run_chunks(columns, n_cols)
-    if any(p[2] for p in parts):
+    if any(p[1] for p in parts):
         raise ValueError("input contains inf; use missing=inf to treat it as missing")
-    sizes = np.array([p[0].size for p in parts], dtype=np.int64)
+    sizes = np.array([p[0].value.size for p in parts], dtype=np.int64)
     if not sizes.sum():
         return _empty_summary(np, n_cols)
     ptrs = np.zeros(n_cols + 1, dtype=np.int64)
     np.cumsum(sizes, out=ptrs[1:])
-    counts = np.concatenate([p[1] for p in parts]).astype(np.float64)
-    # Ranks restart at 0 in every column: the counts before an entry, within its column.
-    before = np.cumsum(counts) - counts
-    rmin = before - np.repeat(before[ptrs[:-1][sizes > 0]], sizes[sizes > 0])
-    s = Summary(ptrs, np.concatenate([p[0] for p in parts]), rmin, rmin + counts, counts)
-    return s if budget is None else prune_with(s, budget, segmented_searchsorted)
+    return Summary(ptrs, *(np.concatenate([getattr(p[0], name) for p in parts])
+                           for name in ("value", "rmin", "rmax", "wmin")))
+
+
+def prune(s: Summary, budget: int) -> Summary:
+    """summary.prune_with's summary (at most `budget` entries a feature), by one compiled pass."""
+    budget = check_prune_budget(budget)
+    if not (np.diff(s.ptrs) > budget).any():
+        return s
+    keep = np.zeros(s.value.size, dtype=np.bool_)
+    _kernels()["prune"](s.ptrs, s.rmin, s.rmax, s.wmin, budget, keep)
+    cum = np.zeros(keep.size + 1, dtype=np.int64)
+    np.cumsum(keep, out=cum[1:])
+    return Summary(cum[s.ptrs], s.value[keep], s.rmin[keep], s.rmax[keep], s.wmin[keep])

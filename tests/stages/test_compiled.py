@@ -231,3 +231,23 @@ def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
     assert np.array_equal(want, got) and want.dtype == got.dtype
     bits = 6
     assert np.array_equal(ell_reference.pack_dense(X, cuts, missing, 50, bits), compiled.pack_dense(X, cuts, missing, 50, bits))
+
+
+@pytest.mark.parametrize("budget", [2, 3, 17, 256])
+def test_prune_equals_the_oracle(budget):
+    """summary.prune_with and the compiled prune on exact summaries of repeated and distinct
+    values, features below and above the budget."""
+    from daskgb.sketch import compiled as sketch_compiled
+    from daskgb.sketch import reference as sketch_reference
+    from daskgb.sketch.summary import prune_with
+
+    rng = np.random.default_rng(budget)
+    n = 5000
+    X = np.stack([rng.integers(0, 10, n), rng.normal(size=n), np.round(rng.exponential(size=n), 1),
+                  rng.integers(0, 300, n)], axis=1).astype(np.float32)
+    s = sketch_reference.summarize_dense(np, X, np.nan, None)
+    want = prune_with(s, budget, sketch_reference.segmented_searchsorted)
+    got = sketch_compiled.prune(s, budget)
+    assert np.array_equal(want.ptrs, got.ptrs)
+    for name in ("value", "rmin", "rmax", "wmin"):
+        assert np.array_equal(getattr(want, name), getattr(got, name)), name
