@@ -103,6 +103,7 @@ def dask_case(args):
 
         def theirs():
             import xgboost as xgb
+            import xgboost.dask  # noqa: F401 (not imported by xgboost itself)
 
             m = xgb.dask.DaskXGBClassifier(**params, tree_method="hist")
             t = time.perf_counter()

@@ -3,7 +3,15 @@
 Every bin's gradient sum is accumulated in float64 in row order, as reference.py's bincounts
 (and XGBoost's single-threaded CPU builder) accumulate it, so the two give the same bits. The
 threads split the bins, never the rows: a dense matrix by features (each thread reads its own
-columns), a sparse one by ranges of global bins (each thread reads every row, keeps its bins).
+slots of every row), a sparse one by ranges of global bins (each thread reads every row's
+entries up to its range's end).
+
+The loops read the matrix as global symbols (global_symbols): every entry is its global bin,
+or total_bins where it is missing or padding, in C order (a row's entries side by side). A
+row's pair is read once for all its entries, whose bins lie apart, so their adds overlap; the
+histogram is one flat float64 array indexed without signs, and a missing entry adds to a
+spare pair past the histograms rather than being branched around (a missing entry would be a
+mispredicted branch; the spare adds are free).
 """
 
 from __future__ import annotations
@@ -11,59 +19,105 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cpu
-from ..ellpack.reference import symbols
+from ..ellpack.reference import unpack_symbols
+from . import reference
 
 
 def _rows_of(positions, slot_of_node, n_rows, rows, ell_rows, slots):
-    """The virtual rows in nodes being built (and their matrix row and node's slot), in row order:
-    the count. Tree c's virtual row v is matrix row v - c * n_rows (partition/reference.py)."""
+    """The virtual rows in nodes being built (and their matrix row and node's slot): the count.
+    Tree c's virtual row v is matrix row v - c * n_rows (partition/reference.py). They come
+    matrix row by matrix row, a row's trees together, so that a forest's level reads each
+    matrix row once; a node is one tree's, so each bin still sums its rows in row order."""
     n = 0
-    for v in range(positions.shape[0]):
-        p = positions[v]
-        if p < slot_of_node.shape[0]:
-            s = slot_of_node[p]
-            if s >= 0:
-                rows[n] = v
-                ell_rows[n] = v % n_rows
-                slots[n] = s
-                n += 1
+    n_trees = positions.shape[0] // n_rows if n_rows else 0
+    for r in range(n_rows):
+        for c in range(n_trees):
+            v = c * n_rows + r
+            p = positions[v]
+            if p < slot_of_node.shape[0]:
+                s = slot_of_node[p]
+                if s >= 0:
+                    rows[n] = v
+                    ell_rows[n] = r
+                    slots[n] = s
+                    n += 1
     return n
 
 
-def _dense(lo, hi, sym, ptrs, rows, ell_rows, slots, gpair, hist):
-    """Features lo..hi of a dense matrix (sym: C order, each row's feature-local bins), row by row:
-    a row's pair is read once for its features, whose bins lie apart, so their adds overlap."""
-    n_features = hi - lo
-    base = np.empty(n_features, np.int64)
-    n_bins = np.empty(n_features, np.int64)
-    for j in range(n_features):
-        base[j] = ptrs[lo + j]
-        n_bins[j] = ptrs[lo + j + 1] - ptrs[lo + j]
+def _dense(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
+    """Slots (features) lo..hi of every row of a dense matrix. Missing entries (total_bins) add to
+    the spare pair of this piece, hist[-2 * (lo + 1):], past every node's bins."""
+    stride = gsym.shape[1]
+    flat = gsym.ravel()
+    spare = np.uint64(hist.shape[0] - 2 * (lo + 1))
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
     for i in range(rows.shape[0]):
-        v = rows[i]
-        g = np.float64(gpair[v, 0])
-        h = np.float64(gpair[v, 1])
-        node = hist[slots[i]]
-        row = sym[ell_rows[i]]
-        for j in range(n_features):
-            b = np.int64(row[lo + j])
-            if b < n_bins[j]:  # the null symbol (missing) counts past every feature's bins
-                node[base[j] + b, 0] += g
-                node[base[j] + b, 1] += h
+        g = np.float64(gpair[rows[i], 0])
+        h = np.float64(gpair[rows[i], 1])
+        off = np.uint64(slots[i]) * tb
+        base = np.uint64(ell_rows[i]) * np.uint64(stride)
+        for j in range(lo, hi):
+            s = np.uint64(flat[base + np.uint64(j)])
+            k = (off + s) * two if s < tb else spare
+            hist[k] += g
+            hist[k + np.uint64(1)] += h
 
 
-def _sparse(lo, hi, sym, rows, ell_rows, slots, gpair, hist):
-    """Global bins lo..hi of a sparse matrix (sym: rows of global bins, padded with the null symbol)."""
-    stride = sym.shape[1]
+def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
+    """Global bins lo..hi of a sparse matrix: a row's scan stops at its padding (total_bins).
+    (Its entries rise but where a CSR row repeats a column: no earlier stop is safe.)"""
+    stride = gsym.shape[1]
+    flat = gsym.ravel()
+    ulo = np.uint64(lo)
+    uhi = np.uint64(hi)
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
     for i in range(rows.shape[0]):
-        v = rows[i]
-        r = ell_rows[i]
-        s = slots[i]
+        g = np.float64(gpair[rows[i], 0])
+        h = np.float64(gpair[rows[i], 1])
+        off = np.uint64(slots[i]) * tb
+        base = np.uint64(ell_rows[i]) * np.uint64(stride)
         for j in range(stride):
-            b = np.int64(sym[r, j])
-            if lo <= b < hi:
-                hist[s, b, 0] += np.float64(gpair[v, 0])
-                hist[s, b, 1] += np.float64(gpair[v, 1])
+            s = np.uint64(flat[base + np.uint64(j)])
+            if s >= tb:
+                break
+            if ulo <= s < uhi:
+                k = (off + s) * two
+                hist[k] += g
+                hist[k + np.uint64(1)] += h
+
+
+def _globalise(local, ptrs, null_symbol, total_bins, out):
+    """A dense layout's feature-local symbols (flat, C order) as global ones; missing: total_bins."""
+    n_features = ptrs.shape[0] - 1
+    for i in range(local.shape[0]):
+        s = local[i]
+        f = i % n_features
+        out[i] = total_bins if s == null_symbol else ptrs[f] + s
+
+
+def _children(lo, hi, parents, parent_rows, built, build_right, out):
+    """Splits lo..hi: the built child's histogram and its sibling's (the parent's minus it),
+    left child at row 2i of out, right at 2i + 1 (reference.children_histograms)."""
+    n_bins = built.shape[1]
+    for i in range(lo, hi):
+        p = parents[parent_rows[i]]
+        c = built[i]
+        left = out[2 * i]
+        right = out[2 * i + 1]
+        if build_right[i]:
+            for b in range(n_bins):
+                right[b, 0] = c[b, 0]
+                right[b, 1] = c[b, 1]
+                left[b, 0] = p[b, 0] - c[b, 0]
+                left[b, 1] = p[b, 1] - c[b, 1]
+        else:
+            for b in range(n_bins):
+                left[b, 0] = c[b, 0]
+                left[b, 1] = c[b, 1]
+                right[b, 0] = p[b, 0] - c[b, 0]
+                right[b, 1] = p[b, 1] - c[b, 1]
 
 
 _compiled = {}
@@ -71,7 +125,8 @@ _compiled = {}
 
 def _kernels():
     if not _compiled:
-        _compiled.update(rows_of=cpu.jit(_rows_of), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse))
+        _compiled.update(rows_of=cpu.jit(_rows_of), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
+                         globalise=cpu.jit(_globalise), children=cpu.jit(_children))
     return _compiled
 
 
@@ -94,26 +149,62 @@ def build_histograms(ell, gpair_native, part, build_nodes):
     slots = np.empty(positions.shape[0], dtype=np.int32)
     n = k["rows_of"](positions, slot_of_node, ell.n_rows, rows, ell_rows, slots)
     rows, ell_rows, slots = rows[:n], ell_rows[:n], slots[:n]
-    hist = np.zeros((n_nodes, total_bins, 2), dtype=np.float64)
     gpair = np.ascontiguousarray(gpair_native, dtype=np.float32)
-    sym = row_symbols(ell)
+    gsym = global_symbols(ell)
+    size = n_nodes * total_bins * 2
     if ell.is_dense:
-        ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+        # One spare pair per piece of features (a piece starting at feature lo owns pair lo).
+        hist = np.zeros(size + 2 * ell.n_features, dtype=np.float64)
         work = max(1, n * ell.n_features // _MIN_PAIRS_PER_THREAD)
-        cpu.run_chunks(k["dense"], ell.n_features, sym, ptrs, rows, ell_rows, slots, gpair, hist,
+        cpu.run_chunks(k["dense"], ell.n_features, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
                        min_chunk=max(1, ell.n_features // work))
     else:
-        work = max(1, n * sym.shape[1] // _MIN_PAIRS_PER_THREAD)
-        cpu.run_chunks(k["sparse"], total_bins, sym, rows, ell_rows, slots, gpair, hist,
+        hist = np.zeros(size, dtype=np.float64)
+        work = max(1, n * gsym.shape[1] // _MIN_PAIRS_PER_THREAD)
+        cpu.run_chunks(k["sparse"], total_bins, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
                        min_chunk=max(1, total_bins // work))
-    return hist
+    return hist[:size].reshape(n_nodes, total_bins, 2)
 
 
-def row_symbols(ell):
-    """The unpacked symbols in C order (a row's symbols side by side), as the compiled loops read
-    them; cached on the matrix beside the oracle's (a dense matrix's are Fortran order there)."""
-    cached = ell.__dict__.get("_row_symbols")
+def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):
+    """The children of k split nodes: (2k, total_bins, 2) histograms and (2k, 2) sums, as
+    reference.children_histograms makes them (one pass, no temporaries)."""
+    if parents.dtype != np.float64 or built.dtype != np.float64:
+        return reference.children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right)
+    k = built.shape[0]
+    rows = np.asarray(parent_rows, dtype=np.int64)
+    out = np.empty((2 * k,) + built.shape[1:], dtype=np.float64)
+    cpu.run_chunks(_kernels()["children"], k, np.ascontiguousarray(parents), rows, np.ascontiguousarray(built),
+                   np.asarray(build_right, dtype=np.bool_), out, min_chunk=max(1, _MIN_PAIRS_PER_THREAD // max(1, built.shape[1])))
+    sums = np.stack([parent_left[rows], parent_right[rows]], axis=1)
+    return out, sums.reshape(-1, 2)
+
+
+def global_symbols(ell):
+    """(n_rows, row_stride) global bins, total_bins where missing or padding, C order: what the
+    compiled loops read (histograms, partitions). Cached on the matrix; the narrowest unsigned
+    type that holds total_bins."""
+    cached = ell.__dict__.get("_global_symbols")
     if cached is None:
-        cached = np.ascontiguousarray(symbols(ell))
-        ell.__dict__["_row_symbols"] = cached
+        total_bins = int(ell.cuts.total_bins)
+        dtype = np.uint16 if total_bins < 65536 else np.uint32
+        local = unpack_symbols(ell.words, ell.bits, ell.n_rows * ell.row_stride)
+        if ell.is_dense:
+            cached = np.empty(local.size, dtype=dtype)
+            _kernels()["globalise"](local, np.asarray(ell.cuts.ptrs, dtype=np.int64), np.uint32(ell.null_symbol),
+                                    total_bins, cached)
+        else:  # already global; the null symbol is total_bins
+            cached = local.astype(dtype)
+        cached = cached.reshape(ell.n_rows, ell.row_stride)
+        ell.__dict__["_global_symbols"] = cached
+    return cached
+
+
+def global_columns(ell):
+    """A dense matrix's global symbols a feature after another ((n_features, n_rows), C order),
+    cached beside them: a partition reads one feature of every row, which this order streams."""
+    cached = ell.__dict__.get("_global_columns")
+    if cached is None:
+        cached = np.ascontiguousarray(global_symbols(ell).T)
+        ell.__dict__["_global_columns"] = cached
     return cached

@@ -9,28 +9,34 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import row_symbols
+from ..histogram.compiled import global_columns, global_symbols
 from .reference import RowPartition
 
 
-def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, null_symbol, ptrs, features, bins,
+def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, ptrs, features, bins,
            default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
-    """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits)."""
-    stride = sym.shape[1]
+    """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits).
+    sym: a dense matrix's global_columns, a sparse one's global_symbols (histogram/compiled.py;
+    total_bins where missing)."""
+    stride = sym.shape[1]  # (a sparse matrix's)
+    r = lo % n_rows
     for v in range(lo, hi):
+        if v > lo:
+            r += 1
+            if r == n_rows:
+                r = 0
         p = positions[v]
         if p >= split_of_node.shape[0]:
             continue
         i = split_of_node[p]
         if i < 0:
             continue
-        r = v % n_rows
         f = features[i]
         b = np.int64(-1)  # the feature-local bin, -1 where missing
         if is_dense:
-            s = np.int64(sym[r, f])
-            if s != null_symbol:
-                b = s
+            s = np.int64(sym[f, r])
+            if s != total_bins:
+                b = s - ptrs[f]
         else:
             flo, fhi = ptrs[f], ptrs[f + 1]
             for j in range(stride):
@@ -48,6 +54,27 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, null_symbol,
         positions[v] = left_ids[i] if left else right_ids[i]
 
 
+def _apply_dense(lo, hi, positions, n_rows, split_of_node, cols, total_bins, features, last_left, default_left,
+                 left_ids, right_ids):
+    """_apply for numeric splits of a dense matrix (cols: global_columns), without branches on the
+    row's side (half of them would be mispredicted): a present symbol goes left up to the
+    split's last left global bin, a missing one (total_bins) its default way."""
+    n_split = split_of_node.shape[0]
+    r = lo % n_rows
+    for v in range(lo, hi):
+        p = positions[v]
+        if p < n_split:
+            i = split_of_node[p]
+            if i >= 0:
+                s = np.int64(cols[features[i], r])
+                missing = np.int64(s == total_bins)
+                left = np.int64(s <= last_left[i]) * (1 - missing) + np.int64(default_left[i]) * missing
+                positions[v] = right_ids[i] + left * (left_ids[i] - right_ids[i])
+        r += 1
+        if r == n_rows:
+            r = 0
+
+
 _compiled = {}
 
 # Below this many rows the pass is one thread's work.
@@ -58,21 +85,30 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
                  categories=None):
     """Move the rows of each split node nids[i] to its left or right child: reference.apply_splits."""
     if not _compiled:
-        _compiled["apply"] = cpu.jit(_apply)
+        _compiled.update(apply=cpu.jit(_apply), dense=cpu.jit(_apply_dense))
     nids = np.asarray(nids, dtype=np.int64)
     if nids.size == 0:
         return
     split_of_node = np.full(int(nids.max()) + 1, -1, dtype=np.int32)
     split_of_node[nids] = np.arange(nids.size, dtype=np.int32)
-    if categories is not None and any(c is not None for c in categories):
+    has_categories = categories is not None and any(c is not None for c in categories)
+    ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+    features = np.asarray(features, dtype=np.int64)
+    if ell.is_dense and not has_categories:
+        last_left = ptrs[features] + np.asarray(bins, dtype=np.int64)  # a global bin
+        cpu.run_chunks(_compiled["dense"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node,
+                       global_columns(ell), int(ell.cuts.total_bins), features, last_left,
+                       np.asarray(default_left, dtype=np.int64), np.asarray(left_ids, dtype=np.int64),
+                       np.asarray(right_ids, dtype=np.int64), min_chunk=_MIN_ROWS_PER_THREAD)
+        return
+    if has_categories:
         cat_begin, cat_size, cat_words = pack_sets(categories)
     else:
         cat_begin = cat_size = np.zeros(nids.size, dtype=np.int64)
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
-        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, row_symbols(ell),
-        bool(ell.is_dense), int(ell.null_symbol), np.asarray(ell.cuts.ptrs, dtype=np.int64),
-        np.asarray(features, dtype=np.int64), np.asarray(bins, dtype=np.int64),
+        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_columns(ell) if ell.is_dense else global_symbols(ell),
+        bool(ell.is_dense), int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
         np.asarray(right_ids, dtype=part.positions.dtype), cat_begin, cat_size, cat_words,
         min_chunk=_MIN_ROWS_PER_THREAD)

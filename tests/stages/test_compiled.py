@@ -95,3 +95,159 @@ def test_categorical_splits_route_as_the_oracle(oracle, compiled, threads, layou
     compiled.apply_splits(ell, part_c, *args, categories=categories)
     assert np.array_equal(part_o.positions, part_c.positions)
     assert len(np.unique(part_o.positions)) == 2, "the set sends rows both ways"
+
+
+def _split_nodes(rng, widths, k):
+    """(cuts, float64 hist, parent) of k nodes summed from random rows: pairs on a 1/16 grid
+    (exact sums; ties between candidates), a signal on feature i % F of node i, feature 5 a copy
+    of feature 1 (ties across features), missing values (none in node 2: no backward scan
+    there), a single row in node 3 (no valid split)."""
+    from daskgb.sketch import Cuts
+
+    ptrs = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    values = np.concatenate([np.sort(rng.choice(np.arange(4 * w + 1), w, replace=False)) * 0.5
+                             for w in widths]).astype(np.float32)
+    cuts = Cuts(ptrs.astype(np.int32), values, (values[ptrs[:-1]] - 1.0).astype(np.float32))
+    n_features = len(widths)
+    hist = np.zeros((k, int(ptrs[-1]), 2))
+    parent = np.zeros((k, 2))
+    for i in range(k):
+        n = 1 if i == 3 else int(rng.integers(30, 400))
+        local = np.stack([rng.integers(0, w, n) for w in widths], axis=1)
+        local[:, 5] = np.minimum(local[:, 1], widths[5] - 1)
+        sig = i % n_features
+        g = rng.normal(size=n) + 2.0 * (local[:, sig] > widths[sig] // 2)
+        pair = np.round(np.stack([g, rng.uniform(0.05, 1.0, n)], axis=1) * 16) / 16
+        pair[:, 1] = np.maximum(pair[:, 1], 1 / 16)
+        parent[i] = pair.sum(axis=0)
+        missing = rng.random(local.shape) < (0.0 if i == 2 else 0.15)
+        for f in range(n_features):
+            rows = ~missing[:, f]
+            np.add.at(hist[i, :, 0], ptrs[f] + local[rows, f], pair[rows, 0])
+            np.add.at(hist[i, :, 1], ptrs[f] + local[rows, f], pair[rows, 1])
+    return cuts, hist, parent
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_split_evaluation_equals_the_oracle(oracle, compiled, threads, seed):
+    """Every record field and the children's sums, bit for bit, across the rules (lambda,
+    alpha, min_child_weight, max_delta_step), feature masks (one for all nodes, one per node,
+    a node allowed nothing) and monotone constraints with bounds."""
+    from daskgb.split import SplitParams
+    from daskgb.split import compiled as split_compiled
+    from daskgb.split import reference as split_reference
+
+    rng = np.random.default_rng(100 + seed)
+    widths = [2, 40, 2, 3, 256, 40, 7, 1, 130, 2, 256]
+    k = 14
+    cuts, hist, parent = _split_nodes(rng, widths, k)
+    params = SplitParams(reg_lambda=[0.0, 1.0, 5.0][seed % 3], reg_alpha=0.5 * (seed % 2),
+                         min_child_weight=[1.0, 0.0, 3.0][seed % 4 % 3], max_delta_step=0.7 if seed in (3, 6) else 0.0)
+    mask = [None, rng.random(len(widths)) < 0.6, rng.random((k, len(widths))) < 0.5][seed % 3]
+    if mask is not None and mask.ndim == 2:
+        mask[0] = False
+    monotone = rng.integers(-1, 2, len(widths)) if seed >= 5 else None
+    bounds = None
+    if monotone is not None:
+        lo = rng.uniform(-1.0, 0.0, k).astype(np.float32)
+        bounds = np.stack([lo, lo + rng.uniform(0.05, 1.0, k).astype(np.float32)], axis=1)
+        bounds[1] = [-np.inf, np.inf]
+    monkey_min = split_compiled._MIN_BINS_PER_THREAD
+    split_compiled._MIN_BINS_PER_THREAD = 1  # every node count split between threads
+    try:
+        got = compiled.evaluate_splits(cuts, hist, parent, np.ones(2), params, mask, monotone, bounds)
+    finally:
+        split_compiled._MIN_BINS_PER_THREAD = monkey_min
+    # The one scan of split/reference.py: numpy_backend's grouped scan gives the same records
+    # but for the fields of a node with no split (test_split.py), which nothing reads.
+    want = split_reference.evaluate_splits(np, hist, parent, np.ones(2), cuts.ptrs, cuts.values, cuts.min_values,
+                                           params, mask, monotone, bounds)
+    grouped = oracle.evaluate_splits(cuts, hist, parent, np.ones(2), params, mask, monotone, bounds)
+    assert np.array_equal(grouped[0]["feature"], got[0]["feature"]) and np.array_equal(grouped[1], got[1])
+    assert (want[0]["feature"] >= 0).sum() >= k // 2, "too few nodes split: the test would see little"
+    assert (want[0]["default_left"][want[0]["feature"] >= 0] == 1).any(), "no backward winner"
+    for name in want[0].dtype.names:
+        _assert_same_bits(np.ascontiguousarray(want[0][name]).astype(np.float64),
+                          np.ascontiguousarray(got[0][name]).astype(np.float64), f"record field {name}")
+    _assert_same_bits(want[1], got[1], "left sums")
+    _assert_same_bits(want[2], got[2], "right sums")
+
+
+def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeypatch):
+    """Sibling subtraction on random float64 sums (rounded differences): parents out of order
+    and some twice, either child built."""
+    from daskgb.histogram import compiled as hist_compiled
+
+    monkeypatch.setattr(hist_compiled, "_MIN_PAIRS_PER_THREAD", 1)
+    rng = np.random.default_rng(7)
+    n_parents, k, bins = 6, 11, 53
+    parents = rng.normal(size=(n_parents, bins, 2)) * 1e3
+    built = rng.normal(size=(k, bins, 2))
+    parent_rows = rng.integers(0, n_parents, k)
+    build_right = rng.random(k) < 0.5
+    left, right = rng.normal(size=(n_parents, 2)), rng.normal(size=(n_parents, 2))
+    want = oracle.children_histograms(parents, parent_rows, built, build_right, left, right)
+    got = compiled.children_histograms(parents, parent_rows, built, build_right, left, right)
+    _assert_same_bits(want[0], got[0], "children's histograms")
+    _assert_same_bits(want[1], got[1], "children's sums")
+
+
+@pytest.mark.parametrize("missing", [np.nan, -999.0])
+def test_dense_summaries_equal_the_oracle(oracle, compiled, threads, missing):
+    """Columns of few and many distinct values, -0.0 beside 0.0, missing values (NaN and a
+    sentinel), an all-missing column; pruned and unpruned."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    X = np.stack([rng.integers(-5, 6, n) * 0.5, rng.normal(size=n), np.round(rng.normal(size=n), 2),
+                  rng.choice([0.0, -0.0, 1.0], n), np.full(n, np.nan)], axis=1).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[rng.random(X.shape) < 0.05] = -999.0
+    for budget in (None, 40):
+        want = oracle.summarize_dense(X, missing, budget)
+        got = compiled.summarize_dense(X, missing, budget)
+        assert np.array_equal(want.ptrs, got.ptrs)
+        for name in ("value", "rmin", "rmax", "wmin"):
+            _assert_same_bits(getattr(want, name).astype(np.float64), getattr(got, name).astype(np.float64),
+                              f"budget {budget}: {name}")
+    X[5, 1] = np.inf
+    with pytest.raises(ValueError, match="inf"):
+        compiled.summarize_dense(X, missing, 40)
+
+
+@pytest.mark.parametrize("missing", [np.nan, -999.0])
+def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
+    """Values on the cuts' grid (upper-bound ties), past the last cut (clamped), below the
+    first, missing (NaN and a sentinel), a one-bin feature."""
+    from builders import make_X
+    from daskgb.ellpack import compiled as ell_compiled
+    from daskgb.ellpack import reference as ell_reference
+
+    monkeypatch.setattr(ell_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    rng = np.random.default_rng(4)
+    cuts = make_cuts(rng, 7, 50)
+    X = make_X(rng, cuts, 900, missing_frac=0.1, sentinel=not np.isnan(missing))
+    want = ell_reference.bin_dense(X, cuts, missing, 50)
+    got = ell_compiled.bin_dense(X, cuts, missing, 50)
+    assert np.array_equal(want, got) and want.dtype == got.dtype
+    bits = 6
+    assert np.array_equal(ell_reference.pack_dense(X, cuts, missing, 50, bits), compiled.pack_dense(X, cuts, missing, 50, bits))
+
+
+@pytest.mark.parametrize("budget", [2, 3, 17, 256])
+def test_prune_equals_the_oracle(budget):
+    """summary.prune_with and the compiled prune on exact summaries of repeated and distinct
+    values, features below and above the budget."""
+    from daskgb.sketch import compiled as sketch_compiled
+    from daskgb.sketch import reference as sketch_reference
+    from daskgb.sketch.summary import prune_with
+
+    rng = np.random.default_rng(budget)
+    n = 5000
+    X = np.stack([rng.integers(0, 10, n), rng.normal(size=n), np.round(rng.exponential(size=n), 1),
+                  rng.integers(0, 300, n)], axis=1).astype(np.float32)
+    s = sketch_reference.summarize_dense(np, X, np.nan, None)
+    want = prune_with(s, budget, sketch_reference.segmented_searchsorted)
+    got = sketch_compiled.prune(s, budget)
+    assert np.array_equal(want.ptrs, got.ptrs)
+    for name in ("value", "rmin", "rmax", "wmin"):
+        assert np.array_equal(getattr(want, name), getattr(got, name)), name
