@@ -52,14 +52,16 @@ def make_data(client, rows, n_chunks, exact, seed=2017, device="cuda"):
 
     from daskgb.dask.watch import live_workers
 
-    # Partitions dealt round-robin to the workers, so every GPU holds the same number of
-    # rows: both libraries train rows where they live, and an uneven deal would time the
-    # most loaded worker, not the method.
+    # Partitions dealt in runs of neighbours, the same number to every worker, so every GPU holds
+    # as many rows: both libraries train rows where they live, and an uneven deal would time the
+    # most loaded worker, not the method. Runs, as Dask's scheduler places a collection's
+    # sibling partitions together (co-assigning root tasks); a worker holding a run merges its
+    # partitions' sketches itself (dask/data.py _local_summary).
     workers = sorted(live_workers(client))
     sizes = [rows // n_chunks + (i < rows % n_chunks) for i in range(n_chunks)]
     parts = []
     for i, n in enumerate(sizes):
-        with dask.annotate(workers=[workers[i % len(workers)]], allow_other_workers=False):
+        with dask.annotate(workers=[workers[i * len(workers) // n_chunks]], allow_other_workers=False):
             part = da.from_delayed(dask.delayed(block)(i, n), shape=(n, 29), dtype=np.float32, meta=meta)
             parts.append(client.persist(part, optimize_graph=False))
     wait(parts)

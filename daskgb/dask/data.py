@@ -189,14 +189,17 @@ def _local_groups(parts, ordinals, n_total):
     return ranking.concat_groups(pieces, n_total)
 
 
-def _local_summary(device, missing, budget, positions, *parts):
-    """The weighted quantile summary of each of this worker's partitions, as [(the partition's
-    position in the collection, its summary (host arrays))], empty partitions left out, and the
-    seconds the steps took. A summary per partition, not per worker: _merged_cuts merges them in
-    the collection's order, so the cuts depend on the partitions, never on which worker Dask
-    placed each on. budget: the entries a feature keeps, sized by the cluster's rows (sizing it
-    by the worker's own rows made the cuts coarser for the same error bound on paper: an AUC
-    test with max_bin 32 moved 0.003 from in-process, and the sketch was no faster)."""
+def _local_summary(device, missing, budget, indices, n_summaries, *parts):
+    """This worker's share of the cluster's merge tree of partition summaries, and the seconds
+    its steps took: [(node, summary (host arrays))]. indices: each partition's place among the
+    collection's non-empty partitions (None for an empty one). The summaries merge in one tree
+    fixed by those places (sketch.merge_tree_node), never by which worker holds which, so the
+    cuts depend on the partitions alone; the nodes whose partitions are all here are merged here
+    (sketch.held_merge_nodes), so that a worker holding a run of partitions sends one summary,
+    not one a partition (a partition's summary of a float column is ~190 KB at the budget).
+    budget: the entries a feature keeps, sized by the cluster's rows (sizing it by the worker's
+    own rows made the cuts coarser for the same error bound on paper: an AUC test with max_bin
+    32 moved 0.003 from in-process, and the sketch was no faster)."""
     import time
 
     from ..inputs import as_features, as_vector
@@ -215,8 +218,8 @@ def _local_summary(device, missing, budget, positions, *parts):
     # NaN / inf labels: an error before any training (its count comes to the host: a sync).
     as_vector(y, n, "y (labels)", xp)
     t1 = time.perf_counter()
-    summaries, start = [], 0
-    for position, part in zip(positions, parts):
+    leaves, start = {}, 0
+    for index, part in zip(indices, parts):
         rows = part[0].shape[0]
         if rows:
             weight = None if w is None else w[start : start + rows]
@@ -225,31 +228,29 @@ def _local_summary(device, missing, budget, positions, *parts):
                 s = sketch.summarize_csr(f.indptr, f.indices, f.data, f.n_features, weight, missing, budget)
             else:
                 s = sketch.summarize(xp.asarray(part[0], dtype=xp.float32), weight, missing, budget)
-            summaries.append((position, s.to(np)))
+            leaves[(0, index)] = s
         start += rows
-    return summaries, {"stack and check": t1 - t0, "summarize": time.perf_counter() - t1}
+    t2 = time.perf_counter()
+    nodes = [(node, sketch.merge_tree_node(leaves, n_summaries, node).to(np))
+             for node in sketch.held_merge_nodes([i for _, i in leaves], n_summaries)]
+    return nodes, {"stack and check": t1 - t0, "summarize": t2 - t1, "merge here": time.perf_counter() - t2}
 
 
-def _merged_cuts(device, budget, max_bin, categorical, *pairs):
-    """The cluster's cuts from every partition's summary, merged in the collection's order on
-    this worker's device: neighbours pairwise, level by level (a merge tree fixed by the
-    partitions' positions, so any placement of them gives the same bits, and each level's merges
-    are of like sizes). The merges are many small array steps, which a GPU does in milliseconds."""
+def _merged_cuts(device, budget, max_bin, categorical, n_summaries, *pairs):
+    """The cluster's cuts from the workers' nodes of the merge tree (_local_summary), the rest of
+    the tree merged on this worker's device. The merges are many small array steps, which a GPU
+    does in milliseconds."""
     import daskgb.backend as be
 
     device_in_use()
     xp = be.get_backend(device).xp
-    # Each worker's (_local_summary) [(position, summary)] and timings.
-    level = [s.to(xp) for _, s in sorted((item for summaries, _ in pairs for item in summaries),
-                                         key=lambda item: item[0])]
-    while len(level) > 1:
-        level = [sketch.merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-                 for i in range(0, len(level), 2)]
+    nodes = {node: s.to(xp) for summaries, _ in pairs for node, s in summaries}
+    root = sketch.merge_tree_node(nodes, n_summaries, sketch.merge_tree_root(n_summaries))
     # Pruned to the cluster's budget, then to max_bin + 1 by make_cuts: the prunes an in-process
     # sketch of the same rows makes (its summary pruned to the budget), and XGBoost's AllReduce
     # (SetPrune to the cluster's budget after merging), so 1 and N workers get the same cuts
     # wherever every partition's summary is exact.
-    return sketch.make_cuts(sketch.prune(level[0], budget), max_bin, categorical).to(np)
+    return sketch.make_cuts(sketch.prune(root, budget), max_bin, categorical).to(np)
 
 
 def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_info, labels, groups, paging,
@@ -614,16 +615,19 @@ class DaskQuantileMatrix:
             self.workers = sorted((a for a, i in infos.items() if i["rows"] > 0), key=first.__getitem__)
             self.max_bin = int(max_bin)
             budget = sketch.sketch_budget(self.n_rows, self.max_bin)
+            # The summaries' places in the merge tree: the non-empty partitions in collection order.
+            nonempty = [f.key for f in futures if rows_of[f.key] > 0]
+            index = {key: i for i, key in enumerate(nonempty)}
             summaries = [client.submit(_local_summary, device, self.missing, budget,
-                                       [position[f.key] for f in holder[a]], *holder[a], workers=[a],
-                                       allow_other_workers=False, pure=False) for a in self.workers]
+                                       [index.get(f.key) for f in holder[a]], len(nonempty), *holder[a],
+                                       workers=[a], allow_other_workers=False, pure=False) for a in self.workers]
             steps = gather_watching(client, [client.submit(_second, s, workers=[a], pure=False)
                                              for s, a in zip(summaries, self.workers)], self.workers, "quantisation")
             lap("sketch on workers")
-            for name in ("stack and check", "summarize"):  # the slowest worker's
+            for name in ("stack and check", "summarize", "merge here"):  # the slowest worker's
                 self.timings[f"sketch: {name}"] = max((st.get(name, 0.0) for st in steps), default=0.0)
             cut_future = client.submit(_merged_cuts, device, budget, self.max_bin, categorical_mask(self.feature_types),
-                                       *summaries,
+                                       len(nonempty), *summaries,
                                        workers=[self.workers[0]], allow_other_workers=False, pure=False)
             self.cuts = gather_watching(client, [cut_future], self.workers, "quantisation")[0]
             lap("merge sketches")

@@ -204,10 +204,10 @@ class _DaskModel:
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         client = self._get_client()
-        labels = self._dask_labels(y, fit=True)
+        eval_set = list(eval_set or ())
+        labels, *eval_labels = self._dask_labels([y] + [y_eval for _, y_eval in eval_set])
         params = self._train_params()  # after the labels: the class count picks the objective
         device = None if self.device in (None, "auto") else self.device
-        eval_set = list(eval_set or ())
         if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
             raise ValueError(f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
                              f"eval_set has {len(eval_set)}")
@@ -219,9 +219,9 @@ class _DaskModel:
                                         feature_types=self.feature_types, enable_categorical=self.enable_categorical)
             built.append(dtrain)
             evals = []
-            for i, (X_eval, y_eval) in enumerate(eval_set):
+            for i, ((X_eval, _), y_eval) in enumerate(zip(eval_set, eval_labels)):
                 w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
-                evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
+                evals.append((DaskQuantileMatrix(client, X_eval, y_eval, weight=w,
                                                  missing=self.missing, ref=dtrain, device=device),
                               f"validation_{i}"))
                 built.append(evals[-1][0])
@@ -285,8 +285,9 @@ class DaskGBRegressor(_DaskModel, GBRegressor):
         self.client = client
         super().__init__(objective=objective, **kwargs)
 
-    def _dask_labels(self, y, fit):
-        return _as_dask_vector(y, "y")
+    def _dask_labels(self, ys):
+        """The training labels, then the eval sets', as dask vectors training takes."""
+        return [_as_dask_vector(y, "y") for y in ys]
 
     def score(self, X, y=None, sample_weight=None):
         """R² of predict(X) against y, computed on the workers. X may be a DaskQuantileMatrix
@@ -318,24 +319,27 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         self.client = client
         super().__init__(objective=objective, **kwargs)
 
-    def _dask_labels(self, y, fit):
+    def _dask_labels(self, ys):
+        """The training labels, then the eval sets', encoded by the training classes (classes_,
+        set here): every vector's classes found in one pass over the partitions."""
+        import dask
         import dask.array as da
 
-        y = _as_dask_vector(y, "y")
-        classes = np.unique(da.unique(y).compute())
-        if fit:
-            self._fit_labels(classes)  # checks the classes and sets classes_
-        else:
-            unseen = np.setdiff1d(classes, self.classes_)
+        ys = [_as_dask_vector(y, "y") for y in ys]
+        classes, *eval_classes = (np.unique(c) for c in dask.compute(*(da.unique(y) for y in ys)))
+        self._fit_labels(classes)  # checks the classes and sets classes_
+        known = self.classes_
+        for found in eval_classes:
+            unseen = np.setdiff1d(found, known)
             if len(unseen):
                 raise ValueError(f"eval_set labels {unseen.tolist()} are not among the training classes "
-                                 f"{self.classes_.tolist()}")
-        known = self.classes_
+                                 f"{known.tolist()}")
+
         def encode(block):
             xp = array_module(block)  # cupy partitions stay on their GPU
             return xp.searchsorted(xp.asarray(known), block).astype(xp.float32)
 
-        return y.map_blocks(encode, dtype=np.float32)
+        return [y.map_blocks(encode, dtype=np.float32) for y in ys]
 
     def _matrix_labels(self, dtrain) -> None:
         """A prebuilt matrix holds labels as XGBoost's DMatrix does: class indices 0..K-1."""

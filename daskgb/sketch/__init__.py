@@ -298,6 +298,52 @@ def merge(a: Summary, b: Summary) -> Summary:
     return _fix_error(xp, Summary(ptrs, value, rmin, rmax, wmin))
 
 
+# ----------------------------------------------------------------------------- merge order
+# Many summaries (a Dask collection's partitions) merge in one fixed tree: neighbours pairwise,
+# level by level, an odd last one carried up. Node (level, i) is the merge of summaries
+# [i * 2**level, min((i + 1) * 2**level, n)), so a node whose summaries one worker holds all of
+# can be merged there, and the tree gives the same bits wherever its nodes were merged.
+def merge_tree_root(n: int) -> tuple[int, int]:
+    """The root node (level, 0) of the merge tree of n >= 1 summaries."""
+    return max(int(n) - 1, 0).bit_length(), 0
+
+
+def merge_tree_node(nodes: dict, n: int, node: tuple[int, int]) -> Summary:
+    """Node (level, i) of the merge tree of n summaries, from `nodes`: {(level, i): Summary},
+    holding the leaves (0, j) and any nodes already merged beneath it."""
+    level, i = node
+    found = nodes.get(node)
+    if found is not None:
+        return found
+    if level == 0:
+        raise KeyError(f"summary {i} of {n} is missing from the merge tree")
+    left = merge_tree_node(nodes, n, (level - 1, 2 * i))
+    if (2 * i + 1) << (level - 1) >= n:  # no right child: carried up as it is
+        return left
+    return merge(left, merge_tree_node(nodes, n, (level - 1, 2 * i + 1)))
+
+
+def held_merge_nodes(held, n: int) -> list[tuple[int, int]]:
+    """The largest nodes of the merge tree of n summaries whose summaries are all in `held`
+    (indices), in order: what a worker holding them merges itself."""
+    held = set(held)
+    out: list = []
+
+    def visit(level, i):
+        lo, hi = i << level, min((i + 1) << level, n)
+        if lo >= n:
+            return
+        if all(j in held for j in range(lo, hi)):
+            out.append((level, i))
+        elif level > 0 and any(j in held for j in range(lo, hi)):
+            visit(level - 1, 2 * i)
+            visit(level - 1, 2 * i + 1)
+
+    if n > 0:
+        visit(*merge_tree_root(n))
+    return out
+
+
 def _fix_error(xp, s: Summary) -> Summary:
     """Restore rmin/rmax monotone and rmax >= rmin + wmin after rounding (XGBoost's FixError).
 
