@@ -123,7 +123,9 @@ def _train(client, options: TrainingOptions, worker_options: TrainingOptions, dt
                                       lost, r) from exc
             # Alive to the scheduler but silent (stopped, frozen): its peers' collectives gave up on
             # it after the collective timeout, with an error that cannot say which rank (NCCL's).
-            silent = silent_workers(client, workers)
+            # Only a collective's failure (a RuntimeError) is put down to it: a rank's own error
+            # (bad input, say) is raised as it is.
+            silent = silent_workers(client, workers) if type(exc) is RuntimeError else {}
             if not silent:
                 raise
             raise WorkerUnresponsiveError(_silent_message(r, silent, workers, num_boost_round, exc),
