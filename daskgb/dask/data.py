@@ -497,6 +497,13 @@ class DaskQuantileMatrix:
 
         from ..backend import DEVICES
 
+        # What the matrix was built from (the collections, not their rows): an eval set built
+        # without ref= is built again from it with the training cuts when training starts
+        # (binned_like), as XGBoost bins a DaskDMatrix eval set with the training cuts.
+        source = dict(X=X, y=y, weight=weight, base_margin=base_margin, missing=missing, feature_names=feature_names,
+                      qid=qid, group=group, device_memory_budget=device_memory_budget, spill_dir=spill_dir,
+                      label_lower_bound=label_lower_bound, label_upper_bound=label_upper_bound,
+                      feature_types=feature_types, enable_categorical=enable_categorical)
         # Wall seconds of each step, for whoever asks why quantising took as long as it did.
         self.timings: dict[str, float] = {}
         clock = [time.perf_counter()]
@@ -673,6 +680,9 @@ class DaskQuantileMatrix:
         self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
         self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
         self.has_labels = bool(labels)  # with the bounds and no y, a worker's matrix takes the lower bounds as labels
+        # A matrix with cuts of its own keeps what it was built from; the dask graphs hold no rows
+        # on the workers (a persisted X's partitions stay as long as the user keeps X).
+        self._source = dict(source, device=device) if ref is None else None
         lap("ELLPACK on workers")
 
     @property
@@ -685,6 +695,27 @@ class DaskQuantileMatrix:
 
     def __len__(self) -> int:
         return self.n_rows
+
+    def binned_like(self, ref: "DaskQuantileMatrix", name: str = "the matrix") -> "DaskQuantileMatrix":
+        """This matrix binned with ref's cuts on ref's workers (itself where it is already): a
+        new matrix built from the dask collections this one was built from, with ref=ref. What
+        train does with an eval set built without ref=, as in process (QuantileMatrix.binned_like).
+        ValueError where this matrix keeps no collections (take(), release(), or unpickled) or
+        where they now hold another number of rows."""
+        if self.shares_cuts_with(ref):
+            return self
+        source = getattr(self, "_source", None)
+        if source is None or self.released:
+            raise ValueError(f"{name} was quantised with cuts of its own, and daskgb holds no data to bin it again "
+                             "with the training cuts (the matrix came from take(), was released or unpickled): "
+                             "build it with DaskQuantileMatrix(..., ref=dtrain)")
+        if ref.n_features != self.n_features:
+            raise ValueError(f"{name} has {self.n_features} features, dtrain has {ref.n_features}")
+        binned = DaskQuantileMatrix(self.client, **source, max_bin=ref.max_bin, ref=ref)
+        if binned.n_rows != self.n_rows:
+            binned.release()
+            raise ValueError(f"{name} had {self.n_rows} rows when it was built; its X has {binned.n_rows} now")
+        return binned
 
     def take(self, rows) -> "DaskQuantileMatrix":
         """The given rows (numbered in X's row order) as a matrix of their own, binned as this one:
@@ -715,6 +746,7 @@ class DaskQuantileMatrix:
                                                allow_other_workers=False, pure=False)
             out.rows_per_worker[a] = int(mine.size)
         out.n_rows = int(idx.size)
+        out._source = None  # its rows are a selection of X's: not an eval set without ref=
         sizes = gather_watching(self.client, [self.client.submit(_size, out._local[a], workers=[a],
                                                                  allow_other_workers=False, pure=False)
                                               for a in self.workers], self.workers, "take")
@@ -792,6 +824,7 @@ class DaskQuantileMatrix:
         address comes along so that the other process attaches to the same cluster."""
         state = dict(self.__dict__)
         state["client"] = None
+        state["_source"] = None  # the graphs stay here: an unpickled matrix is not rebinned
         state["_scheduler_address"] = self.client.scheduler.address
         return state
 
@@ -806,7 +839,7 @@ class DaskQuantileMatrix:
         """Free this matrix's memory on the workers now, rather than when the client's garbage
         collector drops its futures; the matrix cannot be trained on afterwards."""
         futures, self._local = list(self._local.values()), {}
-        self.released = True
+        self.released, self._source = True, None
         if futures:
             self.client.cancel(futures)
 

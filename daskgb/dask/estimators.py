@@ -238,8 +238,7 @@ class _DaskModel:
         for i, item in enumerate(eval_set or ()):
             m, label = (item[0], item[1] if len(item) > 1 else None) if isinstance(item, (tuple, list)) else (item, None)
             if not isinstance(m, DaskQuantileMatrix) or label is not None:
-                raise ValueError("fitting on a DaskQuantileMatrix, eval_set holds (DaskQuantileMatrix, None) pairs "
-                                 "built with ref=dtrain")
+                raise ValueError("fitting on a DaskQuantileMatrix, eval_set holds (DaskQuantileMatrix, None) pairs")
             evals.append((m, f"validation_{i}"))
         self._matrix_labels(dtrain)
         return self._train(self._train_params(), dtrain, evals, verbose, None)
