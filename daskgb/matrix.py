@@ -37,6 +37,8 @@ class QuantileMatrix:
     same). The input is then quantised a chunk at a time where it lies (its sketch merged
     from the chunks' sketches; a chunk of CSR rows is made dense on the way).
 
+    ``data=`` and ``label=`` (XGBoost's DMatrix names) may stand for X and y.
+
     Ranking data name its query groups with ``qid`` (a query id per row,
     non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
     row order), as XGBoost's DMatrix does; then ``weight`` holds one weight per
@@ -46,10 +48,12 @@ class QuantileMatrix:
     public_name = "daskgb.QuantileMatrix"
 
     @explained("quantising")
-    def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
+    def __init__(self, X=None, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
                  _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None,
-                 label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False):
+                 label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False,
+                 data=None, label=None):
+        X, y = xgboost_names(X, y, data, label)
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
@@ -398,6 +402,18 @@ def _weakly(X):
         return weakref.ref(X)
     except TypeError:  # lists, tuples and the like: not kept
         return lambda: None
+
+
+def xgboost_names(X, y, data, label):
+    """(X, y) from a matrix's arguments, where data= and label= (XGBoost's DMatrix names) may
+    stand for X and y."""
+    for ours, theirs, name in ((X, data, "X"), (y, label, "y")):
+        if ours is not None and theirs is not None:
+            raise ValueError(f"give {name} or {'data' if name == 'X' else 'label'}= (XGBoost's name for it), not both")
+    X = data if X is None else X
+    if X is None:
+        raise ValueError("a matrix needs X (XGBoost's data=)")
+    return X, label if y is None else y
 
 
 def eval_sets_binned_like(evals, dtrain) -> list:

@@ -384,12 +384,15 @@ class _GBModel:
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        y_given = y
         y = _column_vector_y(y)
         y_train = self._fit_labels(y)
         params = self._train_params()  # after the labels: the class count picks the objective
+        # Matrices are built by keyword, as XGBoost's estimators build theirs.
         dtrain = QuantileMatrix(
-            X, y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing, max_bin=self._matrix_max_bin(),
-            device=self.device, feature_types=self.feature_types, enable_categorical=self.enable_categorical
+            X=X, y=y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing,
+            max_bin=self._matrix_max_bin(), device=self.device, feature_types=self.feature_types,
+            enable_categorical=self.enable_categorical
         )
         eval_set = list(eval_set or ())
         for name, given in (("sample_weight_eval_set", sample_weight_eval_set),
@@ -399,12 +402,17 @@ class _GBModel:
         evals = []
         for i, (X_eval, y_eval) in enumerate(eval_set):
             weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            margin = None if base_margin_eval_set is None else base_margin_eval_set[i]
+            if X_eval is X and y_eval is y_given and weight is sample_weight and margin is base_margin:
+                # The training data itself (the same objects): its matrix, not a second one, as XGBoost does.
+                evals.append((dtrain, f"validation_{i}"))
+                continue
             # ref= the training matrix: eval rows are binned with the training cuts.
             deval = QuantileMatrix(
-                X_eval,
-                self._eval_labels(y_eval),
+                X=X_eval,
+                y=self._eval_labels(y_eval),
                 weight=weight,
-                base_margin=None if base_margin_eval_set is None else base_margin_eval_set[i],
+                base_margin=margin,
                 missing=self.missing,
                 max_bin=self._matrix_max_bin(),
                 ref=dtrain,
@@ -776,7 +784,7 @@ class GBRanker(_GBModel):
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
         def matrix(X, y, weight, qid, group, ref):
-            return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self._matrix_max_bin(), ref=ref,
+            return QuantileMatrix(X=X, y=y, weight=weight, missing=self.missing, max_bin=self._matrix_max_bin(), ref=ref,
                                   device=self.device, qid=qid, group=group,
                                   feature_types=self.feature_types if ref is None else None,
                                   enable_categorical=self.enable_categorical)

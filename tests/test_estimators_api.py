@@ -245,3 +245,24 @@ def test_named_model_refuses_other_width_or_names():
     loaded = pickle.loads(pickle.dumps(model))
     with pytest.raises(ValueError, match="features"):
         loaded.predict(X[:, :4])
+
+
+def test_matrices_take_xgboost_keywords_and_fit_builds_one_for_its_own_training_data():
+    """QuantileMatrix(data=, label=) as DMatrix takes them; fit builds its matrices by keyword and
+    reuses the training matrix for an eval_set entry of the same objects (xgboost.testing's own
+    check, with daskgb's classes)."""
+    from xgboost.testing.shared import validate_data_initialization
+
+    X, y = binary_data()
+    by_name = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(data=X, label=y), 3, verbose_eval=False)
+    positional = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y), 3, verbose_eval=False)
+    np.testing.assert_array_equal(by_name.predict(X), positional.predict(X))
+    with pytest.raises(ValueError, match=r"give X or data= \(XGBoost's name for it\), not both"):
+        daskgb.QuantileMatrix(X, data=X)
+    with pytest.raises(ValueError, match=r"give y or label= \(XGBoost's name for it\), not both"):
+        daskgb.QuantileMatrix(X, y, label=y)
+    init = daskgb.QuantileMatrix.__init__
+    try:
+        validate_data_initialization(daskgb.QuantileMatrix, GBClassifier, X, y)
+    finally:
+        daskgb.QuantileMatrix.__init__ = init

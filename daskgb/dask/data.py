@@ -18,7 +18,7 @@ from .. import sketch
 from ..arrays import array_module, to_host
 from ..inputs import (category_columns, check_feature_names, check_unique_names, feature_types_of,
                       is_numeric_dtype, recode)
-from ..matrix import _survival_bounds, categorical_mask, check_paging
+from ..matrix import _survival_bounds, categorical_mask, check_paging, xgboost_names
 from .plugin import register
 from .watch import gather_watching, live_workers
 from .worker import device_in_use, give_back_device_memory_when_idle
@@ -459,7 +459,8 @@ class DaskQuantileMatrix:
     ELLPACK matrix with cuts shared by all workers, and keeps it for every later fit.
 
     X is a dask array or dataframe (numpy, cupy, pandas or cudf partitions); y,
-    weight and base_margin are partitioned like X. ``ref`` (another
+    weight and base_margin are partitioned like X (``data=`` and ``label=``, XGBoost's names,
+    may stand for X and y). ``ref`` (another
     DaskQuantileMatrix) shares its cuts and places the partitions on its workers,
     as eval sets need. ``device`` (None: follow the workers) picks where each
     worker quantises.
@@ -487,15 +488,17 @@ class DaskQuantileMatrix:
     # Spread over workers, rows without query ids cannot be one query: ranking needs qid= or group=.
     ranks_only_with_groups = True
 
-    def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
+    def __init__(self, client, X=None, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
                  spill_dir=None, label_lower_bound=None, label_upper_bound=None, feature_types=None,
-                 enable_categorical=False):
+                 enable_categorical=False, data=None, label=None):
         import time
 
         from distributed import wait
 
         from ..backend import DEVICES
+
+        X, y = xgboost_names(X, y, data, label)
 
         # What the matrix was built from (the collections, not their rows): an eval set built
         # without ref= is built again from it with the training cuts when training starts
