@@ -307,6 +307,11 @@ class QuantileMatrix:
         """True when both matrices were binned with the same cuts (one built with ref= the other)."""
         return self.cuts_token == other.cuts_token
 
+    def raw_features(self):
+        """The X this matrix was sketched and binned from, while it lives (held weakly); None once
+        it is gone, or for a matrix binned with given cuts, from batches or by take()."""
+        return self._source[0]() if getattr(self, "_source", None) is not None else None
+
     def binned_like(self, ref: "QuantileMatrix", name: str = "the matrix") -> "QuantileMatrix":
         """This matrix binned with ref's cuts (itself where it is already): its rows quantised
         again from its X, its labels, weights, margins and groups kept. What train does with an
@@ -314,7 +319,7 @@ class QuantileMatrix:
         ValueError where X is gone (the matrix held it weakly) or cannot be read again."""
         if self.shares_cuts_with(ref):
             return self
-        X = self._source[0]() if getattr(self, "_source", None) is not None else None
+        X = self.raw_features()
         if X is None:
             raise ValueError(f"{name} was quantised with cuts of its own, and daskgb holds no data to bin it again "
                              "with the training cuts (its X is gone, or the matrix came from batches or take()): "
@@ -410,10 +415,7 @@ def xgboost_names(X, y, data, label):
     for ours, theirs, name in ((X, data, "X"), (y, label, "y")):
         if ours is not None and theirs is not None:
             raise ValueError(f"give {name} or {'data' if name == 'X' else 'label'}= (XGBoost's name for it), not both")
-    X = data if X is None else X
-    if X is None:
-        raise ValueError("a matrix needs X (XGBoost's data=)")
-    return X, label if y is None else y
+    return data if X is None else X, label if y is None else y
 
 
 def eval_sets_binned_like(evals, dtrain) -> list:

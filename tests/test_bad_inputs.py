@@ -270,10 +270,20 @@ def test_estimator_predict_with_reordered_columns(data):
 
 
 def test_predict_on_a_matrix_with_other_cuts(data):
+    """A matrix with cuts of its own is predicted from its X while X lives (as XGBoost predicts any
+    DMatrix); once X is gone, its bins cannot be read with the model's cuts: a clear error."""
+    import gc
+
     X, y = data
-    booster = fit({}, X, y)
-    with pytest.raises(ValueError, match=r"build it with ref=the training matrix"):
-        booster.predict(matrix(X, y))
+    booster = fit({}, X, y, rounds=3)
+    Xc = X.copy()
+    own = matrix(Xc, y)
+    np.testing.assert_array_equal(booster.predict(own), booster.predict(X))
+    np.testing.assert_array_equal(booster.predict(own, pred_contribs=True), booster.predict(X, pred_contribs=True))
+    del Xc
+    gc.collect()
+    with pytest.raises(ValueError, match=r"build it with ref=the training matrix, or keep its X"):
+        booster.predict(own)
 
 
 def test_predict_beyond_the_trained_rounds(data):

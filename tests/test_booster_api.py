@@ -366,3 +366,35 @@ def test_update_keeps_attributes():
     bd.set_attr(note="kept")
     bd.update(dq, 2)
     assert bd.num_boosted_rounds() == 3 and bd.attr("note") == "kept" and bd.attr("training_path")
+
+
+KINDS = [{}, {"output_margin": True}, {"pred_leaf": True}, {"pred_contribs": True}, {"pred_interactions": True}]
+
+
+@pytest.mark.parametrize("objective, extra", [("reg:squarederror", {}), ("multi:softprob", {"num_class": 3}),
+                                              ("multi:softmax", {"num_class": 3}),
+                                              ("reg:squarederror", {"num_parallel_tree": 2})],
+                         ids=["one-output", "softprob", "softmax", "forest"])
+def test_strict_shape_as_xgboost(objective, extra):
+    """strict_shape=True: XGBoost's shapes (leaf ids (n, rounds, groups, num_parallel_tree), ...),
+    and the same numbers as without it."""
+    rng = np.random.default_rng(1)
+    X = np.round(rng.normal(size=(60, 4)), 1).astype(np.float32)
+    y = rng.integers(0, 3, 60).astype(np.float32) if "num_class" in extra else X[:, 0]
+    params = {"objective": objective, "max_depth": 2, **extra}
+    bx = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X, y), 3)
+    m = daskgb.QuantileMatrix(X, y)
+    bd = daskgb.train({**params, "device": "cpu"}, m, 3, verbose_eval=False)
+    for kw in KINDS:
+        for iteration_range in ((0, 0), (0, 2)):
+            want = bx.predict(xgb.DMatrix(X), strict_shape=True, iteration_range=iteration_range, **kw)
+            got = bd.predict(X, strict_shape=True, iteration_range=iteration_range, **kw)
+            assert got.shape == want.shape, kw
+            np.testing.assert_array_equal(got.ravel(), bd.predict(X, iteration_range=iteration_range, **kw).ravel())
+    for predict_type in ("value", "margin"):
+        assert bd.inplace_predict(X, predict_type=predict_type, strict_shape=True).shape == \
+            bx.inplace_predict(X, predict_type=predict_type, strict_shape=True).shape
+    for kw in KINDS:  # a matrix, of the training cuts or its own (predicted from its X)
+        for matrix in (m, daskgb.QuantileMatrix(X, y)):
+            assert bd.predict(matrix, strict_shape=True, **kw).shape == \
+                bx.predict(xgb.DMatrix(X), strict_shape=True, **kw).shape

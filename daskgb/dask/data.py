@@ -699,6 +699,11 @@ class DaskQuantileMatrix:
     def __len__(self) -> int:
         return self.n_rows
 
+    def source(self) -> dict | None:
+        """The collections and arguments this matrix was built from (X, y, weight, base_margin,
+        missing, ...), or None: built with ref=, by take(), released or unpickled."""
+        return None if self.released else getattr(self, "_source", None)
+
     def binned_like(self, ref: "DaskQuantileMatrix", name: str = "the matrix") -> "DaskQuantileMatrix":
         """This matrix binned with ref's cuts on ref's workers (itself where it is already): a
         new matrix built from the dask collections this one was built from, with ref=ref. What
@@ -707,8 +712,8 @@ class DaskQuantileMatrix:
         where they now hold another number of rows."""
         if self.shares_cuts_with(ref):
             return self
-        source = getattr(self, "_source", None)
-        if source is None or self.released:
+        source = self.source()
+        if source is None:
             raise ValueError(f"{name} was quantised with cuts of its own, and daskgb holds no data to bin it again "
                              "with the training cuts (the matrix came from take(), was released or unpickled): "
                              "build it with DaskQuantileMatrix(..., ref=dtrain)")

@@ -33,21 +33,29 @@ def predict(client, model, data, output_margin: bool = False, iteration_range=(0
     n_features + 1) interactions (a group axis after the rows for several outputs), (n,
     n_trees) leaf ids. A dataframe's missing entries (NaN, None, pd.NA) are missing values, and
     so are entries equal to `missing`; validate_features=False skips the check of a dataframe's
-    column names against the model's.
+    column names against the model's. strict_shape=True: Booster.predict's shapes of that name
+    (a dataframe's (n, 1) predictions then come as a DataFrame of one column).
     """
-    if strict_shape:
-        raise NotImplementedError("strict_shape=True is not supported by daskgb.dask.predict")
     booster = _booster_of(model)
     plugin.register(client)
     explain = pred_leaf or pred_contribs or approx_contribs or pred_interactions
     if isinstance(data, DaskQuantileMatrix):
+        source = data.source()
+        if source is not None and (explain or getattr(booster, "_train_cuts_token", None) != data.cuts_token):
+            # Not binned with the model's cuts (or asked for explanations): the collections the
+            # matrix was built from, as XGBoost predicts any DaskDMatrix; an array, as for a matrix.
+            ask = _Ask(output_margin, tuple(iteration_range), pred_leaf, pred_contribs, approx_contribs,
+                       pred_interactions, source["missing"], validate_features, strict_shape)
+            return _predict_collection(client, booster, source["X"], ask, as_frame=False,
+                                       base_margin=source["base_margin"])
         if explain:
-            raise ValueError("pred_contribs and pred_leaf take raw features (a DaskQuantileMatrix holds bins); "
-                             "pass the dask array or dataframe instead")
-        return _predict_matrix(client, booster, data, output_margin, iteration_range)
+            raise ValueError("pred_contribs and pred_leaf take raw features (a DaskQuantileMatrix holds bins, and "
+                             "this one keeps no collections to read them from); pass the dask array or dataframe")
+        out = _predict_matrix(client, booster, data, output_margin, iteration_range)
+        return out[:, None] if strict_shape and out.ndim == 1 else out
     return _predict_collection(client, booster, data, _Ask(output_margin, tuple(iteration_range), pred_leaf,
                                                            pred_contribs, approx_contribs, pred_interactions,
-                                                           missing, validate_features), as_frame=True)
+                                                           missing, validate_features, strict_shape), as_frame=True)
 
 
 def predict_array(client, model, X, output_margin: bool = False, iteration_range=(0, 0), **explain):
@@ -70,17 +78,15 @@ def inplace_predict(client, model, data, *, iteration_range=(0, 0), predict_type
     margins); missing: the value that stands for a missing entry (besides NaN); base_margin: a
     dask array (for array data) or dask series / dataframe (for dataframe data) of margins to
     start from, its rows matched to data's (dask/data.py _aligned); validate_features=False
-    skips the check of a dataframe's column names against the model's."""
+    skips the check of a dataframe's column names against the model's; strict_shape as predict's."""
     if predict_type not in ("value", "margin"):
         raise ValueError(f"predict_type must be 'value' or 'margin', got {predict_type!r}")
-    if strict_shape:
-        raise NotImplementedError("strict_shape=True is not supported by daskgb.dask.inplace_predict")
     if isinstance(data, DaskQuantileMatrix):
         raise ValueError("inplace_predict takes a dask array or dataframe; for a DaskQuantileMatrix use predict")
     booster = _booster_of(model)
     plugin.register(client)
     ask = _Ask(predict_type == "margin", tuple(iteration_range), missing=float(missing),
-               validate_features=bool(validate_features))
+               validate_features=bool(validate_features), strict_shape=strict_shape)
     return _predict_collection(client, booster, data, ask, as_frame=True, base_margin=base_margin)
 
 
@@ -88,7 +94,8 @@ class _Ask:
     """What a prediction asks for, as the blocks' tasks take it."""
 
     def __init__(self, output_margin=False, iteration_range=(0, 0), pred_leaf=False, pred_contribs=False,
-                 approx_contribs=False, pred_interactions=False, missing=np.nan, validate_features=True):
+                 approx_contribs=False, pred_interactions=False, missing=np.nan, validate_features=True,
+                 strict_shape=False):
         if approx_contribs and not (pred_contribs or pred_interactions):
             raise ValueError("approx_contribs=True is a kind of pred_contribs=True; pass both")
         if sum(map(bool, (pred_leaf, pred_contribs, pred_interactions))) > 1:
@@ -97,6 +104,7 @@ class _Ask:
         self.pred_leaf, self.pred_contribs = bool(pred_leaf), bool(pred_contribs)
         self.approx_contribs, self.pred_interactions = bool(approx_contribs), bool(pred_interactions)
         self.missing, self.validate_features = float(missing), bool(validate_features)
+        self.strict_shape = bool(strict_shape)
 
     @property
     def explain(self) -> bool:
@@ -104,6 +112,15 @@ class _Ask:
 
     def row_shape(self, booster) -> tuple:
         """The shape of one row's output (() for a number a row)."""
+        shape = self._loose_row_shape(booster)
+        if not self.strict_shape:
+            return shape
+        kind = ("leaf" if self.pred_leaf else "contribs" if self.pred_contribs else
+                "interactions" if self.pred_interactions else "value")
+        return booster.strict_shape_of(0, kind, int(np.prod(shape, dtype=np.int64)))[1:]
+
+    def _loose_row_shape(self, booster) -> tuple:
+        """row_shape() of strict_shape=False."""
         k, f = booster.n_groups, booster.n_features
         if self.pred_leaf:
             start, end = booster._tree_slice(self.iteration_range)  # checked here, before any block runs
@@ -246,7 +263,7 @@ def _predict_block(block, booster, ask: _Ask, shape: tuple, margin=None):
     return booster.predict(block, output_margin=ask.output_margin, iteration_range=ask.iteration_range,
                            missing=ask.missing, base_margin=margin, pred_leaf=ask.pred_leaf,
                            pred_contribs=ask.pred_contribs, pred_interactions=ask.pred_interactions,
-                           approx_contribs=ask.approx_contribs)
+                           approx_contribs=ask.approx_contribs, strict_shape=ask.strict_shape)
 
 
 def _module_of_block(block):
@@ -273,6 +290,9 @@ def _predict_matrix(client, booster, m, output_margin, iteration_range):
         raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
     if m.n_features != booster.n_features:
         raise ValueError(f"the model was trained on {booster.n_features} features, the matrix has {m.n_features}")
+    if getattr(booster, "_train_cuts_token", None) != m.cuts_token:
+        raise ValueError("this DaskQuantileMatrix was binned with cuts other than the model's, and keeps no "
+                         "collections to predict from (take(), or unpickled); pass the dask array or dataframe")
     handle = _scattered(client, booster)
     columns = sum(_Ask(output_margin, iteration_range).row_shape(booster))
     meta = _empty_like_kind("cupy" if m.device == "cuda" else "numpy")

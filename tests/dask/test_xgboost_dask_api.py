@@ -215,8 +215,6 @@ def test_inplace_predict_margin_missing_and_base_margin(client):
     np.testing.assert_allclose(got.compute(), booster.predict(X, missing=0.25, output_margin=True), atol=1e-6)
     with pytest.raises(ValueError, match="predict_type"):
         dgb.inplace_predict(client, booster, Xd, predict_type="leaf")
-    with pytest.raises(NotImplementedError, match="strict_shape"):
-        dgb.inplace_predict(client, booster, Xd, strict_shape=True)
     with pytest.raises(ValueError, match="dict train"):
         dgb.predict(client, {"history": {}}, Xd)
 
@@ -281,3 +279,27 @@ def test_gpu_matrix_order_csr_partitions_and_cupy_blocks():
         pred = dgb.inplace_predict(client, booster, blocks)
         assert pred.chunks[0] == (250,) * 4 and type(pred._meta).__module__.startswith("cupy")
         np.testing.assert_allclose(cupy.asnumpy(pred.compute()), booster.predict(X), atol=1e-5)
+
+
+def test_strict_shape_as_xgboost_dask(client):
+    """strict_shape=True in daskgb.dask.predict / inplace_predict: Booster.predict's strict shapes,
+    which are XGBoost's, block by block."""
+    X, y = exact_data(n=300)
+    Xd, yd = da.from_array(X, chunks=(100, 5)), da.from_array(y, chunks=100)
+    booster = trained(client, Xd, yd, rounds=3, params={**PARAMS, "num_parallel_tree": 2})["booster"]
+    for kw in ({}, {"pred_leaf": True}, {"pred_contribs": True}, {"pred_interactions": True}):
+        got = dgb.predict(client, booster, Xd, strict_shape=True, **kw).compute()
+        want = booster.predict(X, strict_shape=True, **kw)
+        assert got.shape == want.shape and want.shape[1] == 1 + (kw == {"pred_leaf": True}) * 2, kw
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert dgb.inplace_predict(client, booster, Xd, strict_shape=True).compute().shape == (300, 1)
+    # A matrix with cuts of its own is predicted from its collections, as XGBoost predicts a DaskDMatrix.
+    own = dgb.DaskQuantileMatrix(client, Xd, yd)
+    got = dgb.predict(client, booster, own, strict_shape=True).compute()
+    assert got.shape == (300, 1)
+    np.testing.assert_allclose(got[:, 0], booster.predict(X), atol=1e-6)
+    np.testing.assert_allclose(dgb.predict(client, booster, own, pred_contribs=True).compute(),
+                               booster.predict(X, pred_contribs=True), atol=1e-5)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=2)
+    out = dgb.inplace_predict(client, booster, frame, strict_shape=True).compute()
+    assert isinstance(out, pd.DataFrame) and out.shape == (300, 1)
