@@ -301,6 +301,26 @@ class Booster:
         self.params = params
         self._raw_params = raw
 
+    def save_config(self) -> str:
+        """The training configuration as XGBoost's Booster.save_config gives it: a JSON string of
+        XGBoost's layout (learner.generic_param, gradient_booster.tree_train_param, ...) holding
+        the parameters daskgb has (xgboost_config.py)."""
+        from .xgboost_config import save_config
+
+        return save_config(self)
+
+    def load_config(self, config: str) -> None:
+        """Set the parameters a save_config() string (daskgb's or XGBoost's) holds, as
+        xgboost.Booster.load_config; its metrics become eval_metric where they are not the
+        objective's default one."""
+        from .xgboost_config import params_of_config
+
+        params = params_of_config(config)
+        metrics = params.pop("eval_metric", None)
+        self.set_param(params)
+        if metrics and metrics != [self.objective.default_metric]:
+            self.set_param({"eval_metric": metrics})
+
     def keep_rounds(self, n: int) -> None:
         """Drop the trees of every round after the first n."""
         k = self.trees_per_round
@@ -381,7 +401,8 @@ class Booster:
                             pred_interactions=pred_interactions)
         if not strict_shape:
             return out
-        kind = "leaf" if pred_leaf else "contribs" if pred_contribs else "interactions" if pred_interactions else "value"
+        kind = ("leaf" if pred_leaf else "contribs" if pred_contribs else
+                "interactions" if pred_interactions else "value")
         return out.reshape(self.strict_shape_of(out.shape[0], kind, out.size // max(out.shape[0], 1)))
 
     def strict_shape_of(self, n_rows: int, kind: str, per_row: int) -> tuple:

@@ -285,6 +285,16 @@ class _GBModel:
                 setattr(self, key, value)
             else:
                 self._kwargs[key] = value
+        booster = getattr(self, "_Booster", None)
+        if booster is not None:
+            # As XGBModel.set_params: a fitted model's booster takes the new training parameters.
+            from dataclasses import fields
+
+            from .params import ALIASES, IGNORED, TrainParams
+
+            known = {f.name for f in fields(TrainParams)} | IGNORED
+            booster.set_param({k: v for k, v in params.items()
+                               if ALIASES.get(k, k) in known and v is not None and not callable(v)})
         return self
 
     def __sklearn_tags__(self):

@@ -398,3 +398,54 @@ def test_strict_shape_as_xgboost(objective, extra):
         for matrix in (m, daskgb.QuantileMatrix(X, y)):
             assert bd.predict(matrix, strict_shape=True, **kw).shape == \
                 bx.predict(xgb.DMatrix(X), strict_shape=True, **kw).shape
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "interaction_constraints": "[[0,1]]"},
+    {"objective": "count:poisson", "nthread": 2, "eta": 0.1, "tree_method": "hist", "num_parallel_tree": 2},
+    {"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "monotone_constraints": "(1,0,-1)", "gamma": 0.5},
+], ids=["multiclass", "poisson-forest", "tweedie"])
+def test_save_config_is_xgboosts_and_load_config_reads_it(params):
+    """save_config: XGBoost's JSON layout, every entry XGBoost writes for these parameters, with
+    its value; load_config takes XGBoost's back into a daskgb booster."""
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(80, 3)), 1).astype(np.float32)
+    y = rng.integers(0, 3, 80).astype(np.float32) + (params["objective"] != "multi:softprob")
+    bx = xgb.train(params, xgb.DMatrix(X, y), 2)
+    bd = daskgb.train({**params, "device": "cpu"}, daskgb.QuantileMatrix(X, y), 2, verbose_eval=False)
+    theirs, ours = _flat(json.loads(bx.save_config())), _flat(json.loads(bd.save_config()))
+    assert set(ours) == set(theirs)
+    differ = {k: (ours[k], theirs[k]) for k in ours if ours[k] != theirs[k]}
+    # The intercept is estimated (exact for the multiclass margins); daskgb's device default is "auto".
+    assert set(differ) <= {"learner.learner_model_param.base_score", "learner.generic_param.device"}, differ
+    fresh = daskgb.Booster()
+    fresh.load_config(bx.save_config())
+    reread = _flat(json.loads(fresh.save_config()))
+    for key in ("tree_train_param.eta", "tree_train_param.max_depth", "tree_train_param.interaction_constraints",
+                "tree_train_param.monotone_constraints", "learner_train_param.objective", "gbtree_model_param"
+                ".num_parallel_tree", "generic_param.nthread"):
+        full = next(k for k in theirs if k.endswith(key))
+        assert reread[full] == theirs[full], key
+    with pytest.raises(ValueError, match="booster='gblinear'"):
+        fresh.load_config(json.dumps({"learner": {"learner_train_param": {"booster": "gblinear"}}}))
+
+
+def test_set_params_reaches_a_fitted_models_booster():
+    """As XGBModel.set_params: the fitted booster takes the new training parameters."""
+    X = np.random.default_rng(0).normal(size=(60, 3)).astype(np.float32)
+    clf = daskgb.GBClassifier(n_estimators=1, nthread=4).fit(X, (X[:, 0] > 0).astype(int))
+    assert json.loads(clf.get_booster().save_config())["learner"]["generic_param"]["nthread"] == "4"
+    clf.set_params(nthread=16, n_estimators=3)
+    assert json.loads(clf.get_booster().save_config())["learner"]["generic_param"]["nthread"] == "16"
+    assert json.loads(clf.get_booster().save_config())["learner"]["gradient_booster"]["gbtree_train_param"][
+        "tree_method"] == "auto"  # unset: XGBoost keeps "auto"
