@@ -16,6 +16,7 @@ from .arrays import array_module, to_host
 from .backend import get_backend, resolve_device
 from .inputs import as_features, as_margin, as_vector, check_categorical_values, check_feature_names
 from .out_of_memory import explained
+from .text_files import is_text_uri, read_text_uri
 
 
 class QuantileMatrix:
@@ -37,7 +38,10 @@ class QuantileMatrix:
     same). The input is then quantised a chunk at a time where it lies (its sketch merged
     from the chunks' sketches; a chunk of CSR rows is made dense on the way).
 
-    ``data=`` and ``label=`` (XGBoost's DMatrix names) may stand for X and y.
+    ``data=`` and ``label=`` (XGBoost's DMatrix names) may stand for X and y. X may also be a
+    text file named as XGBoost names one, ``"train.txt?format=libsvm"`` or
+    ``"train.csv?format=csv&label_column=0"`` (text_files.py): its labels (and LIBSVM qids) are
+    the matrix's unless y (qid, group) are given.
 
     Ranking data name its query groups with ``qid`` (a query id per row,
     non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
@@ -54,6 +58,13 @@ class QuantileMatrix:
                  label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False,
                  data=None, label=None):
         X, y = xgboost_names(X, y, data, label)
+        # A text file's rows (XGBoost's "path?format=libsvm" data) are this matrix's own: held strongly.
+        owned = None
+        if is_text_uri(X):
+            X, file_y, file_qid = read_text_uri(X)
+            owned = X
+            y = file_y if y is None else y
+            qid = file_qid if qid is None and group is None else qid
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
@@ -147,7 +158,8 @@ class QuantileMatrix:
         # matrix never keeps the user's data alive (the rows are quantised: X may be dropped).
         self._source = None
         if sketched:
-            self._source = (_weakly(X), dict(feature_names=feature_names, feature_types=feature_types,
+            self._source = (_weakly(X) if owned is None else lambda: owned,
+                            dict(feature_names=feature_names, feature_types=feature_types,
                                              enable_categorical=enable_categorical))
         if chunked:
 

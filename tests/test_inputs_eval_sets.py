@@ -117,3 +117,38 @@ def test_an_eval_set_without_ref_on_the_gpu():
     daskgb.train(params, dtrain, 10, evals=[(QuantileMatrix(Xe_d, cupy.asarray(ye), ref=dtrain), "e")],
                  evals_result=want, verbose_eval=False)
     assert got == want
+
+
+def test_text_files_named_as_xgboost_names_them(tmp_path):
+    """DMatrix("path?format=libsvm") / ("path?format=csv&label_column=0"): the same rows, labels
+    and query ids as XGBoost reads, so the same model; a path without its format is refused."""
+    import warnings
+
+    rng = np.random.default_rng(4)
+    X = np.round(rng.normal(size=(300, 6)), 1).astype(np.float32)
+    X[rng.random(X.shape) < 0.4] = np.nan  # absent from the LIBSVM rows: missing
+    y = (np.nan_to_num(X[:, 0]) > 0).astype(np.float32)
+    qid = np.repeat(np.arange(30), 10)
+    lines = [" ".join([f"{int(y[i])}", f"qid:{qid[i]}"] + [f"{j}:{v:g}" for j, v in enumerate(X[i]) if v == v])
+             for i in range(300)]
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
+    np.savetxt(tmp_path / "train.csv", np.column_stack([y, np.nan_to_num(X)]), delimiter=",", fmt="%g")
+    params = {"objective": "binary:logistic", "max_depth": 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # XGBoost deprecates text input since 3.1
+        for uri in (f"{tmp_path / 'train.txt'}?format=libsvm", f"{tmp_path / 'train.csv'}?format=csv&label_column=0"):
+            ours, theirs = QuantileMatrix(uri), xgb.DMatrix(uri)
+            assert (ours.n_rows, ours.n_features) == (theirs.num_row(), theirs.num_col())
+            np.testing.assert_array_equal(ours.get_label(), theirs.get_label())
+            bd = daskgb.train({**params, "device": "cpu"}, ours, 5, verbose_eval=False)
+            bx = xgb.train({**params, "tree_method": "hist"}, theirs, 5)
+            np.testing.assert_allclose(bd.predict(ours), bx.predict(theirs), rtol=1e-5, atol=1e-6)
+    ranked = QuantileMatrix(f"{tmp_path / 'train.txt'}?format=libsvm")
+    np.testing.assert_array_equal(ranked.get_group(), np.full(30, 10))
+    with pytest.raises(ValueError, match=r"the format of text data must be named.*\?format=libsvm"):
+        QuantileMatrix(str(tmp_path / "train.txt"))
+    with pytest.raises(ValueError, match="no such data file"):
+        QuantileMatrix(f"{tmp_path / 'none.txt'}?format=libsvm")
+    (tmp_path / "bad.txt").write_text("1 0:1\n1 x:2\n")
+    with pytest.raises(ValueError, match=r"bad.txt, line 2: not a LIBSVM row"):
+        QuantileMatrix(f"{tmp_path / 'bad.txt'}?format=libsvm")
