@@ -65,7 +65,10 @@ class EvalSets:
                                                   aft=(p.aft_loss_distribution, p.aft_loss_distribution_scale)))
                 named.append((name, k))
             if custom is not None:
-                customs[name] = custom_metric(custom, em if self.options.obj is not None else out, m, comm)
+                # What predict gives (XGBoost's custom metric reads predict's output: multi:softmax's
+                # classes, not the probabilities its built-in metrics read); margins with a custom objective.
+                predt = em if self.options.obj is not None else objective.transform(xp, em)
+                customs[name] = custom_metric(custom, predt, m, comm)
         return Scores(HostCopy(_stack(xp, parts)) if parts else None, named, customs)
 
     def record(self, scores: "Scores") -> list[str]:
