@@ -377,7 +377,7 @@ class _GBModel:
 
         return self.max_bin if self.max_bin is not None else TrainParams.max_bin
 
-    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False, *,
+    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True, *,
             checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, base_margin=None,
             base_margin_eval_set=None, feature_weights=None):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
@@ -385,7 +385,8 @@ class _GBModel:
         Booster, a fitted estimator or a saved model's path): as daskgb.train takes them.
         base_margin (and base_margin_eval_set, one per eval_set entry): each row's starting
         margin, instead of the base score (XGBoost's names). feature_weights: as the constructor's
-        (XGBoost's fit takes them too), for this fit."""
+        (XGBoost's fit takes them too), for this fit. verbose: print the eval sets' metrics every
+        round (True, XGBoost's default), every n-th round (an int n) or not (False)."""
         from .matrix import QuantileMatrix
 
         self._fit_feature_weights = _fit_feature_weights(self, feature_weights)

@@ -266,3 +266,17 @@ def test_matrices_take_xgboost_keywords_and_fit_builds_one_for_its_own_training_
         validate_data_initialization(daskgb.QuantileMatrix, GBClassifier, X, y)
     finally:
         daskgb.QuantileMatrix.__init__ = init
+
+
+def test_fit_prints_the_eval_log_by_default_as_xgboost(capsys):
+    """XGBModel.fit's verbose defaults to True: one line a round for an eval set (none without one)."""
+    X, y = binary_data()
+    GBClassifier(n_estimators=4, device="cpu").fit(X, y, eval_set=[(X, y)])
+    ours = capsys.readouterr().out.strip().splitlines()
+    xgb.XGBClassifier(n_estimators=4, tree_method="hist").fit(X, y, eval_set=[(X, y)])
+    theirs = capsys.readouterr().out.strip().splitlines()
+    assert len(ours) == len(theirs) == 4
+    assert [line.split(":")[0] for line in ours] == [line.split(":")[0] for line in theirs]
+    GBClassifier(n_estimators=2, device="cpu").fit(X, y)
+    GBClassifier(n_estimators=2, device="cpu").fit(X, y, eval_set=[(X, y)], verbose=False)
+    assert capsys.readouterr().out == ""
