@@ -119,6 +119,22 @@ class _SklearnMetric:
         return name, self.func(y_true, predt, sample_weight=to_host(weight))
 
 
+class _SklearnRankingMetric(_SklearnMetric):
+    """XGBRanker's callable metric (XGBoost's ltr_metric_decorator): ``func(y_true, y_score)`` of
+    each query group, a group of one row scoring 1.0, averaged with the groups' sizes as weights
+    (what XGBoost weighs them by: DMatrix.get_group())."""
+
+    def __call__(self, predt, dmatrix):
+        y_true, predt = to_host(dmatrix.get_label()), to_host(predt)
+        sizes = np.asarray(to_host(dmatrix.get_group()), dtype=np.int64)
+        if sizes.size == 0:
+            raise ValueError("a ranker's eval_metric callable scores query groups, and the eval set has none")
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        scores = [1.0 if b - a <= 1 else float(self.func(y_true[a:b], predt[a:b])) for a, b in zip(ptr[:-1], ptr[1:])]
+        name = getattr(self.func, "__name__", type(self.func).__name__)
+        return name, float(np.average(scores, weights=sizes))
+
+
 def _fit_feature_weights(model, weights):
     """fit's feature_weights, which the constructor's must not also give."""
     if weights is not None and model.feature_weights is not None:
@@ -835,6 +851,12 @@ class GBRanker(_GBModel):
             # ref= the training matrix: eval rows are binned with the training cuts.
             evals.append((matrix(X_eval, y_eval, weight, q, g, dtrain), f"validation_{i}"))
         return self._train(params, dtrain, evals, verbose, X)
+
+    def _custom_callables(self) -> dict:
+        out = super()._custom_callables()
+        if "custom_metric" in out:  # scored query group by query group, as XGBRanker scores it
+            out["custom_metric"] = _SklearnRankingMetric(out["custom_metric"].func)
+        return out
 
     def predict(self, X, output_margin=False, iteration_range=None):
         """Ranking scores: higher ranks first (a qid column in X is ignored)."""

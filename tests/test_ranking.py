@@ -535,3 +535,22 @@ def test_unsuffixed_metric_names_are_cut_at_32_as_in_xgboost(xgb):
         daskgb.train({**params, "eta": 1e-30, "device": "cpu"}, m, 1, evals=[(m, "t")], evals_result=res,
                      verbose_eval=False)
         assert res["t"][objective.replace("rank:pairwise", "rank:ndcg")[5:]][0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_rankers_callable_metric_is_averaged_over_query_groups_as_xgbranker(xgb):
+    """XGBRanker scores a callable eval_metric query by query (a query of one row: 1.0) and
+    averages the scores weighted by the queries' sizes."""
+    X, y, qid, _ = make(seed=12, n_queries=20)
+    Xv, yv, qv, _ = make(seed=13, n_queries=9)
+    qv = np.concatenate([qv, [qv.max() + 1]])  # a query of one row
+    Xv, yv = np.concatenate([Xv, Xv[:1]]), np.concatenate([yv, yv[:1]])
+
+    def top_relevance(y_true, y_score):
+        return float(y_true[np.argmax(y_score)])
+
+    ours = daskgb.GBRanker(n_estimators=4, max_depth=3, device="cpu", eval_metric=top_relevance)
+    theirs = xgb.XGBRanker(n_estimators=4, max_depth=3, tree_method="hist", eval_metric=top_relevance)
+    ours.fit(X, y, qid=qid, eval_set=[(Xv, yv)], eval_qid=[qv])
+    theirs.fit(X, y, qid=qid, eval_set=[(Xv, yv)], eval_qid=[qv])
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["top_relevance"],
+                               theirs.evals_result()["validation_0"]["top_relevance"], rtol=1e-6)
