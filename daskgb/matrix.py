@@ -371,8 +371,38 @@ class QuantileMatrix:
         without unpacking (backend.gather_rows). A paged matrix gives its rows in ascending
         order, as one in-core matrix. A cross-validation split of a matrix is this.
 
-        Not for ranking matrices: a subset of rows would cut query groups apart."""
-        idx = row_indices(rows, self.n_rows, self.groups is not None)
+        Not for ranking matrices: a subset of rows would cut query groups apart (take_groups
+        takes whole query groups)."""
+        return self._take_rows(row_indices(rows, self.n_rows, self.groups is not None))
+
+    def take_groups(self, groups) -> "QuantileMatrix":
+        """The given query groups (indices into this matrix's groups, in the order given) as a
+        matrix of their own, their rows in that order and each group whole, numbered 0.. in the
+        new matrix (as XGBoost's DMatrix.slice(rows, allow_groups=True) then set_group does): a
+        cross-validation fold of a ranking matrix."""
+        from .ranking import Groups
+
+        if self.groups is None:
+            raise ValueError("take_groups() of a matrix without query groups: use take()")
+        g = np.asarray(to_host(groups))
+        if g.ndim != 1 or (g.size and g.dtype.kind not in "iu"):
+            raise ValueError("take_groups() takes a 1-d array of query group indices")
+        n_groups = self.groups.n_groups
+        if g.size == 0:
+            raise ValueError("take_groups() of no groups: a matrix needs at least one row")
+        if g.min() < 0 or g.max() >= n_groups:
+            raise ValueError(f"query group index out of range: the matrix has {n_groups} groups")
+        ptr = self.groups.ptr
+        sizes = (ptr[1:] - ptr[:-1])[g]
+        starts = np.repeat(ptr[g] - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+        m = self._take_rows(np.arange(int(sizes.sum()), dtype=np.int64) + starts)
+        weight = self.groups.weight
+        m.groups = Groups(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                          weight=None if weight is None else weight[get_backend(self.device).xp.asarray(g)])
+        return m
+
+    def _take_rows(self, idx: np.ndarray) -> "QuantileMatrix":
+        """take() of checked host row indices (query groups are the caller's to keep whole)."""
         backend = get_backend(self.device)
         xp = backend.xp
         if self.paged:
