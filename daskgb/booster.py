@@ -429,6 +429,11 @@ class Booster:
             raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
         explain = pred_leaf or pred_contribs or pred_interactions
         if isinstance(data, QuantileMatrix):
+            if self.feature_names is not None and data.feature_names != self.feature_names:
+                # As XGBoost validates a DMatrix: a named model predicts only matrices of its names
+                # (raw arrays without names are taken by position).
+                raise ValueError(f"feature_names mismatch: the model has {self.feature_names}, the matrix has "
+                                 f"{data.feature_names}")
             raw = data.raw_features() if getattr(self, "_train_cuts_token", None) != data.cuts_token else None
             if raw is not None:
                 # Binned with cuts of its own: its rows as given (the matrix holds them weakly), as

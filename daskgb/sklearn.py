@@ -157,7 +157,22 @@ def _column_vector_y(y):
 
 
 class _GBModel:
-    """Parameters, fit and the scikit-learn protocol shared by both estimators."""
+    """Parameters, fit and the scikit-learn protocol shared by both estimators. Used itself (as
+    XGBoost's XGBModel is), it fits and predicts as a regressor does, with XGBoost's default
+    objective."""
+
+    _estimator_type = None
+    _default_objective = "reg:squarederror"
+
+    def _fit_labels(self, y):
+        return y
+
+    def _eval_labels(self, y):
+        return y
+
+    def predict(self, X, output_margin=False, iteration_range=None):
+        """Predicted values (numpy, or cupy for cupy input)."""
+        return self._margin_or_value(X, output_margin, iteration_range)
 
     def __init__(
         self,
@@ -409,8 +424,12 @@ class _GBModel:
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
+        if X is None:  # XGBoost's type of error (scikit-learn's check_estimator asks for one that names y)
+            raise TypeError(f"{type(self).__name__}.fit got X of type NoneType: no feature data given")
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            classes = "Invalid classes: " if self._estimator_type == "classifier" else ""
+            raise ValueError(f"{classes}{type(self).__name__} requires y to be passed, but the target y is None "
+                             "(y: the labels)")
         y_given = y
         y = _column_vector_y(y)
         y_train = self._fit_labels(y)
@@ -596,6 +615,11 @@ class _GBModel:
         if shape is not None and len(shape) == 2 and expected is not None and shape[1] != expected:
             raise ValueError(f"X has {shape[1]} features, but {type(self).__name__} is expecting {expected} features "
                              "as input")
+        if hasattr(X, "dtypes") and hasattr(X, "columns"):
+            from .inputs import category_columns
+
+            # As XGBoost's estimators: category columns need enable_categorical at predict too.
+            category_columns(X, bool(self.enable_categorical))
         kwargs = {"output_margin": output_margin}
         if not _both_nan(float(self.missing), np.nan):
             kwargs["missing"] = self.missing
@@ -612,16 +636,6 @@ class GBRegressor(_GBModel):
 
     def __init__(self, *, objective="reg:squarederror", **kwargs):
         super().__init__(objective=objective, **kwargs)
-
-    def _fit_labels(self, y):
-        return y
-
-    def _eval_labels(self, y):
-        return y
-
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted values (numpy, or cupy for cupy input)."""
-        return self._margin_or_value(X, output_margin, iteration_range)
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R² of predict(X) against y."""

@@ -548,3 +548,17 @@ def test_values_beyond_float32_are_named_not_read_as_inf(data):
     real_inf[3, 0] = np.inf  # an infinity in the data is still read as one
     with pytest.raises(ValueError, match="input contains inf; use missing=inf"):
         matrix(real_inf, y)
+
+
+def test_a_named_model_predicts_only_matrices_of_its_names(data):
+    """As XGBoost validates a DMatrix: a model trained on named features refuses a matrix without
+    (or with other) names; raw arrays are taken by position."""
+    X, y = data
+    named = daskgb.train({"device": "cpu"}, matrix(X, y, feature_names=["a", "b", "c"]), 1, verbose_eval=False)
+    named.predict(matrix(X, y, feature_names=["a", "b", "c"]))
+    named.predict(X)
+    for other in (matrix(X, y), matrix(X, y, feature_names=["a", "b", "d"])):
+        with pytest.raises(ValueError, match=r"feature_names mismatch: the model has \['a', 'b', 'c'\]"):
+            named.predict(other)
+    unnamed = daskgb.train({"device": "cpu"}, matrix(X, y), 1, verbose_eval=False)
+    unnamed.predict(matrix(X, y, feature_names=["a", "b", "c"]))

@@ -280,3 +280,37 @@ def test_fit_prints_the_eval_log_by_default_as_xgboost(capsys):
     GBClassifier(n_estimators=2, device="cpu").fit(X, y)
     GBClassifier(n_estimators=2, device="cpu").fit(X, y, eval_set=[(X, y)], verbose=False)
     assert capsys.readouterr().out == ""
+
+
+def test_the_base_estimator_fits_as_xgbmodel():
+    """xgboost.XGBModel is itself an estimator (a regressor of XGBoost's default objective, or the
+    one given): so is daskgb's base, with the same model."""
+    from daskgb.sklearn import _GBModel
+
+    X, y = binary_data()
+    ours = _GBModel(n_estimators=3, objective="binary:logistic", device="cpu").fit(X, y, eval_set=[(X, y)],
+                                                                                 verbose=False)
+    theirs = xgb.XGBModel(n_estimators=3, objective="binary:logistic", tree_method="hist").fit(
+        X, y, eval_set=[(X, y)], verbose=False)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["logloss"],
+                               theirs.evals_result()["validation_0"]["logloss"], rtol=1e-5)
+
+
+def test_fit_without_data_and_predict_of_categories_unasked_are_xgboosts_errors():
+    pd = pytest.importorskip("pandas")
+    X, y = binary_data()
+    with pytest.raises(TypeError, match="NoneType"):
+        GBClassifier().fit(None, [0, 1])
+    with pytest.raises(ValueError, match="Invalid classes"):
+        GBClassifier().fit(X, None)
+    with pytest.raises(ValueError, match="labels"):
+        GBRegressor().fit(X, None)
+    df = pd.DataFrame(X[:, :3], columns=["a", "b", "c"]).assign(
+        d=pd.Series(np.asarray(["x", "y", "z"])[np.arange(len(X)) % 3], dtype="category"))
+    model = GBClassifier(n_estimators=2, enable_categorical=True, device="cpu").fit(df, y, verbose=False)
+    model.apply(df)
+    model.set_params(enable_categorical=False)
+    for method in (model.apply, model.predict):
+        with pytest.raises(ValueError, match="`category` dtype.*enable_categorical"):
+            method(df)
