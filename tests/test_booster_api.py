@@ -110,7 +110,7 @@ def test_copy_is_deep():
 
 
 @pytest.mark.parametrize("with_stats", [False, True])
-@pytest.mark.parametrize("dump_format", ["text", "json"])
+@pytest.mark.parametrize("dump_format", ["text", "json", "dot"])
 def test_get_dump_as_xgboost(dump_format, with_stats):
     _, _, _, _, bx, bd = models()
     ours, theirs = bd.get_dump(with_stats=with_stats, dump_format=dump_format), \
@@ -128,22 +128,20 @@ def test_dump_feature_names_fmap_and_dump_model(tmp_path):
     names = ['"feature 0"', "\tfeature\n1", 'feature "2".', "d", "e", "f"]
     bx = xgb.train({**PARAMS, "tree_method": "hist", "nthread": 1}, xgb.DMatrix(X, y, feature_names=names), 3)
     bd = daskgb.train(PARAMS, daskgb.QuantileMatrix(X, y, feature_names=names), 3, verbose_eval=False)
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         for a, b in zip(bd.get_dump(dump_format=fmt), bx.get_dump(dump_format=fmt)):
             assert numbers_close(a, b)
     fmap = tmp_path / "fmap.txt"
     fmap.write_text("".join(f"{i} n{i} {'int' if i == 0 else 'q'}\n" for i in range(6)))
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         for a, b in zip(bd.get_dump(fmap=str(fmap), dump_format=fmt), bx.get_dump(fmap=str(fmap), dump_format=fmt)):
             assert numbers_close(a, b)
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         bd.dump_model(tmp_path / "ours.txt", with_stats=True, dump_format=fmt)
         bx.dump_model(str(tmp_path / "theirs.txt"), with_stats=True, dump_format=fmt)
         assert numbers_close((tmp_path / "ours.txt").read_text(), (tmp_path / "theirs.txt").read_text())
     with pytest.raises(ValueError, match="dump_format"):
         bd.get_dump(dump_format="yaml")
-    with pytest.raises(NotImplementedError, match="dot"):
-        bd.get_dump(dump_format="dot")
 
 
 def test_trees_to_dataframe_as_xgboost():
@@ -159,7 +157,7 @@ def test_categorical_dump_and_dataframe():
     params = {**PARAMS, "max_cat_to_onehot": 1}
     bx = xgb.train({**params, "tree_method": "hist", "nthread": 1}, xgb.DMatrix(frame, y, enable_categorical=True), 3)
     bd = daskgb.train(params, daskgb.QuantileMatrix(frame, y, enable_categorical=True), 3, verbose_eval=False)
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         for a, b in zip(bd.get_dump(with_stats=True, dump_format=fmt), bx.get_dump(with_stats=True, dump_format=fmt)):
             assert numbers_close(a, b, rtol=1e-4), f"{a}\n---\n{b}"  # gains: float sums in another order
     pd.testing.assert_frame_equal(bd.trees_to_dataframe(), bx.trees_to_dataframe(), check_exact=False, rtol=1e-4)
