@@ -101,6 +101,37 @@ class _SklearnObjective:
         return self.func(dtrain.get_label(), margin)
 
 
+def _positional_args_warned(fn):
+    """fn with XGBoost's _deprecate_positional_args: positional arguments past fn's positional
+    parameters are taken as its keyword-only ones, in their order, with XGBoost's FutureWarning."""
+    import functools
+
+    params = list(inspect.signature(fn).parameters.values())
+    n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    keyword_only = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        extra = args[n_positional:]
+        if not extra:
+            return fn(*args, **kwargs)
+        if len(extra) > len(keyword_only):
+            raise TypeError(f"{fn.__qualname__} takes at most {n_positional + len(keyword_only) - 1} positional "
+                            f"arguments, {len(args) - 1} were given")
+        names = keyword_only[:len(extra)]
+        import warnings
+
+        warnings.warn(f"Pass `{', '.join(names)}` as keyword args.  Passing these as positional arguments will be "
+                      "considered as error in future releases.", FutureWarning, stacklevel=2)
+        for name, value in zip(names, extra):
+            if name in kwargs:
+                raise TypeError(f"{fn.__qualname__} got multiple values for argument {name!r}")
+            kwargs[name] = value
+        return fn(*args[:n_positional], **kwargs)
+
+    return inner
+
+
 class _SklearnMetric:
     """XGBoost's scikit-learn metric ``func(y_true, y_pred[, sample_weight]) -> float`` (a
     scikit-learn metric, say) as train()'s ``custom_metric(predt, dmatrix) -> (name, value)``,
@@ -174,6 +205,7 @@ class _GBModel:
         """Predicted values (numpy, or cupy for cupy input)."""
         return self._margin_or_value(X, output_margin, iteration_range)
 
+    @_positional_args_warned
     def __init__(
         self,
         *,
@@ -408,7 +440,8 @@ class _GBModel:
 
         return self.max_bin if self.max_bin is not None else TrainParams.max_bin
 
-    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True, *,
+    @_positional_args_warned
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True,
             checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, base_margin=None,
             base_margin_eval_set=None, feature_weights=None):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
@@ -634,6 +667,7 @@ class GBRegressor(_GBModel):
     _estimator_type = "regressor"
     _default_objective = "reg:squarederror"
 
+    @_positional_args_warned
     def __init__(self, *, objective="reg:squarederror", **kwargs):
         super().__init__(objective=objective, **kwargs)
 
@@ -661,6 +695,7 @@ class GBClassifier(_GBModel):
     _estimator_type = "classifier"
     _default_objective = "binary:logistic"
 
+    @_positional_args_warned
     def __init__(self, *, objective="binary:logistic", **kwargs):
         super().__init__(objective=objective, **kwargs)
 
@@ -755,6 +790,7 @@ class _RandomForest:
     regularisation (reg_lambda 1e-5). Early stopping and callbacks are refused, as XGBoost
     refuses them: the forest is one round. Put before the estimator in the bases."""
 
+    @_positional_args_warned
     def __init__(self, *, learning_rate=1.0, subsample=0.8, colsample_bynode=0.8, reg_lambda=1e-5, **kwargs):
         super().__init__(learning_rate=learning_rate, subsample=subsample, colsample_bynode=colsample_bynode,
                          reg_lambda=reg_lambda, **kwargs)
@@ -797,6 +833,7 @@ class GBRanker(_GBModel):
     _estimator_type = "ranker"
     _default_objective = "rank:ndcg"
 
+    @_positional_args_warned
     def __init__(self, *, objective="rank:ndcg", **kwargs):
         # Checked in fit: scikit-learn's __init__ and set_params only store.
         super().__init__(objective=objective, **kwargs)
@@ -809,6 +846,7 @@ class GBRanker(_GBModel):
         tags.input_tags.sparse = True
         return tags
 
+    @_positional_args_warned
     def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
             verbose=False, sample_weight_eval_set=None, checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None):
         """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column;

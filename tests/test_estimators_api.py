@@ -314,3 +314,22 @@ def test_fit_without_data_and_predict_of_categories_unasked_are_xgboosts_errors(
     for method in (model.apply, model.predict):
         with pytest.raises(ValueError, match="`category` dtype.*enable_categorical"):
             method(df)
+
+
+def test_positional_arguments_past_xgboosts_are_taken_with_its_future_warning():
+    """XGBoost's _deprecate_positional_args: XGBRegressor(3) and fit(X, y, w) still work, with a
+    FutureWarning naming the keyword the argument was taken as."""
+    X, y = binary_data()
+    w = np.random.default_rng(0).uniform(size=y.size)
+    with pytest.warns(FutureWarning, match="Pass `objective` as keyword args"):
+        assert GBRegressor("reg:absoluteerror").objective == "reg:absoluteerror"
+    with pytest.warns(FutureWarning, match="Pass `learning_rate` as keyword args"):
+        assert daskgb.GBRFRegressor(0.5).learning_rate == 0.5
+    with pytest.warns(FutureWarning, match="Pass `sample_weight` as keyword args"):
+        weighted = GBClassifier(n_estimators=2, device="cpu").fit(X, y, w)
+    np.testing.assert_array_equal(weighted.predict_proba(X),
+                                  GBClassifier(n_estimators=2, device="cpu").fit(X, y, sample_weight=w).predict_proba(X))
+    with pytest.warns(FutureWarning, match="Pass `group` as keyword args"):
+        daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, [len(y)])
+    with pytest.raises(TypeError, match="multiple values for argument 'sample_weight'"):
+        GBClassifier(n_estimators=1).fit(X, y, w, sample_weight=w)
