@@ -305,6 +305,43 @@ class QuantileMatrix:
         """The weights, or an empty array when there are none (as XGBoost's DMatrix.get_weight)."""
         return self.weight if self.weight is not None else np.zeros(0, dtype=np.float32)
 
+    def get_base_margin(self):
+        """The base margins, or an empty array when there are none (XGBoost's DMatrix.get_base_margin)."""
+        return self.base_margin if self.base_margin is not None else np.zeros(0, dtype=np.float32)
+
+    def num_row(self) -> int:
+        return self.n_rows
+
+    def num_col(self) -> int:
+        return self.n_features
+
+    def set_label(self, label) -> None:
+        """Replace the labels (XGBoost's DMatrix.set_label), checked as the constructor checks them."""
+        self._set("label", as_vector(label, self.n_rows, "y (labels)", self._xp()))
+
+    def set_weight(self, weight) -> None:
+        """Replace the weights (XGBoost's DMatrix.set_weight); None removes them. Not for a matrix
+        with query groups, whose weights are one per group: build it again with weight=."""
+        if self.groups is not None:
+            raise ValueError("set_weight() of a matrix with query groups: its weights are one per group; build it "
+                             "again with weight=")
+        w = as_vector(weight, self.n_rows, "weight", self._xp(), nonnegative=True)
+        if w is not None and float(w.sum()) <= 0:
+            raise ValueError("weights are all zero: no row carries any weight")
+        self._set("weight", w)
+
+    def set_base_margin(self, margin) -> None:
+        """Replace the base margins each row starts from (XGBoost's DMatrix.set_base_margin): a
+        length-n vector, or (n, K) for K outputs; None removes them."""
+        self._set("base_margin", as_margin(margin, self.n_rows, None, self._xp()))
+
+    def _xp(self):
+        return get_backend(self.device).xp
+
+    def _set(self, name: str, value) -> None:
+        setattr(self, name, value)
+        self._on = {self.device: self}  # copies on other devices hold the old vector
+
     @property
     def cuts(self):
         return self.ellpack.cuts

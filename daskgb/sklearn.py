@@ -201,9 +201,10 @@ class _GBModel:
     def _eval_labels(self, y):
         return y
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted values (numpy, or cupy for cupy input)."""
-        return self._margin_or_value(X, output_margin, iteration_range)
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Predicted values (numpy, or cupy for cupy input); base_margin: each row's starting
+        margin (XGBoost's), instead of the base score."""
+        return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
 
     @_positional_args_warned
     def __init__(
@@ -755,18 +756,20 @@ class GBClassifier(_GBModel):
         xp = array_module(y)
         return encoded if xp is np else xp.asarray(encoded)
 
-    def predict_proba(self, X, iteration_range=None):
-        """(n, n_classes_) array of class probabilities, columns in classes_ order."""
+    def predict_proba(self, X, iteration_range=None, *, base_margin=None):
+        """(n, n_classes_) array of class probabilities, columns in classes_ order; base_margin as
+        predict's."""
         if self._multiclass:
-            margin = self._margin_or_value(X, True, iteration_range)
+            margin = self._margin_or_value(X, True, iteration_range, base_margin=base_margin)
             return self.get_booster().objective.eval_transform(array_module(margin), margin)
-        p = self._margin_or_value(X, False, iteration_range)
+        p = self._margin_or_value(X, False, iteration_range, base_margin=base_margin)
         xp = array_module(p)
         return xp.stack([1.0 - p, p], axis=1)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted labels (from classes_), or raw margins with output_margin=True."""
-        p = self._margin_or_value(X, output_margin or self._multiclass, iteration_range)
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Predicted labels (from classes_), or raw margins with output_margin=True; base_margin:
+        each row's starting margin (XGBoost's)."""
+        p = self._margin_or_value(X, output_margin or self._multiclass, iteration_range, base_margin=base_margin)
         if output_margin:
             return p
         xp = array_module(p)
@@ -910,10 +913,11 @@ class GBRanker(_GBModel):
             out["custom_metric"] = _SklearnRankingMetric(out["custom_metric"].func)
         return out
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Ranking scores: higher ranks first (a qid column in X is ignored)."""
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Ranking scores: higher ranks first (a qid column in X is ignored); base_margin as
+        GBRegressor.predict's."""
         X, _ = _split_qid(X, None)
-        return self._margin_or_value(X, output_margin, iteration_range)
+        return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
 
     def score(self, X, y):
         """The last evaluation metric (eval_metric, or the objective's default, e.g. ndcg@32) of predict(X)

@@ -152,3 +152,40 @@ def test_text_files_named_as_xgboost_names_them(tmp_path):
     (tmp_path / "bad.txt").write_text("1 0:1\n1 x:2\n")
     with pytest.raises(ValueError, match=r"bad.txt, line 2: not a LIBSVM row"):
         QuantileMatrix(f"{tmp_path / 'bad.txt'}?format=libsvm")
+
+
+def test_matrix_setters_as_xgboosts_dmatrix():
+    """set_base_margin / set_label / set_weight, num_row / num_col: boosting from a first model's
+    margins set on the matrix gives the two-round model, as XGBoost's test_boost_from_prediction."""
+    X, y = data(800, 7)
+    m = QuantileMatrix(X, y)
+    assert (m.num_row(), m.num_col()) == (800, 5) and m.get_base_margin().size == 0
+    params = {"objective": "binary:logistic", "max_depth": 3, "device": "cpu"}
+    first = daskgb.train(params, m, 1, verbose_eval=False)
+    m.set_base_margin(first.predict(m, output_margin=True))
+    second = daskgb.train(params, m, 1, verbose_eval=False)
+    both = daskgb.train(params, QuantileMatrix(X, y), 2, verbose_eval=False)
+    np.testing.assert_allclose(second.predict(m), both.predict(X), rtol=1e-5, atol=1e-6)
+    m.set_base_margin(None)
+    m.set_label(1 - y)
+    np.testing.assert_array_equal(m.get_label(), 1 - y)
+    m.set_weight(np.full(800, 2.0))
+    assert float(m.get_weight().sum()) == 1600.0
+    with pytest.raises(ValueError, match="weight"):
+        m.set_weight(np.ones(3))
+    with pytest.raises(ValueError, match="query groups"):
+        QuantileMatrix(X, y, group=[400, 400]).set_weight(np.ones(2))
+
+
+def test_estimators_predict_from_base_margins_as_xgboost():
+    X, y = data(600, 8)
+    margin = np.random.default_rng(0).normal(size=600).astype(np.float32)
+    ours = daskgb.GBClassifier(n_estimators=3, device="cpu").fit(X, y, base_margin=margin)
+    theirs = xgb.XGBClassifier(n_estimators=3, tree_method="hist").fit(X, y, base_margin=margin)
+    for method in ("predict", "predict_proba"):
+        np.testing.assert_allclose(getattr(ours, method)(X, base_margin=margin),
+                                   getattr(theirs, method)(X, base_margin=margin), rtol=1e-5, atol=1e-6)
+    ours = daskgb.GBRegressor(n_estimators=3, device="cpu").fit(X, y)
+    theirs = xgb.XGBRegressor(n_estimators=3, tree_method="hist").fit(X, y)
+    np.testing.assert_allclose(ours.predict(X, base_margin=margin), theirs.predict(X, base_margin=margin),
+                               rtol=1e-5, atol=1e-5)

@@ -262,6 +262,9 @@ class _DaskModel:
             # numpy, pandas, ...: predicted here, as the in-process estimator does (a model loaded
             # from a pickle or a file needs no cluster for that).
             return super()._margin_or_value(X, output_margin, iteration_range, **explain)
+        if explain.pop("base_margin", None) is not None:
+            raise ValueError("base_margin with dask data: use daskgb.dask.inplace_predict(client, model, X, "
+                             "base_margin=...)")
         return predict(self._get_client(), self._Booster, _missing_as_nan(X, self.missing),
                        output_margin=output_margin, iteration_range=iteration_range or (0, 0), **explain)
 
