@@ -804,8 +804,10 @@ class _RandomForest:
     def _train_params(self) -> dict:
         """fit's parameters, checked before any data is quantised."""
         if self.early_stopping_rounds is not None or self.callbacks is not None:
-            raise ValueError(f"early_stopping_rounds and callbacks are not supported by {type(self).__name__} "
-                             "(a random forest is one boosting round; as XGBoost's random forest estimators)")
+            # NotImplementedError: what XGBoost's random forest estimators raise here.
+            raise NotImplementedError(f"early_stopping_rounds and callbacks are not supported by "
+                                      f"{type(self).__name__} (a random forest is one boosting round; as XGBoost's "
+                                      "random forest estimators)")
         n = _DEFAULT_N_ESTIMATORS if self.n_estimators is None else self.n_estimators
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n_estimators (the forest's trees) must be an integer >= 1, got {n!r}")
