@@ -160,7 +160,7 @@ def category_columns(frame, enable_categorical: bool) -> list[int]:
     if cat_cols and not enable_categorical:
         names = [str(frame.columns[i]) for i in cat_cols]
         raise ValueError(f"X has categorical (`category` dtype) columns {names[:10]}: pass enable_categorical=True "
-                         "to train on them as categories (XGBoost's parameter), or convert them to numbers")
+                         "(XGBoost's `enable_categorical`) to take them as categories, or convert them to numbers")
     return cat_cols
 
 

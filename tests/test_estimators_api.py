@@ -312,7 +312,7 @@ def test_fit_without_data_and_predict_of_categories_unasked_are_xgboosts_errors(
     model.apply(df)
     model.set_params(enable_categorical=False)
     for method in (model.apply, model.predict):
-        with pytest.raises(ValueError, match="`category` dtype.*enable_categorical"):
+        with pytest.raises(ValueError, match="`category` dtype.*`enable_categorical`"):
             method(df)
 
 
