@@ -156,14 +156,17 @@ class _SklearnRankingMetric(_SklearnMetric):
     (what XGBoost weighs them by: DMatrix.get_group())."""
 
     def __call__(self, predt, dmatrix):
-        y_true, predt = to_host(dmatrix.get_label()), to_host(predt)
-        sizes = np.asarray(to_host(dmatrix.get_group()), dtype=np.int64)
+        name = getattr(self.func, "__name__", type(self.func).__name__)
+        return name, self.score(to_host(dmatrix.get_label()), to_host(predt), to_host(dmatrix.get_group()))
+
+    def score(self, y_true, predt, sizes) -> float:
+        """The metric of predictions predt of labels y_true in query groups of the given sizes."""
+        sizes = np.asarray(sizes, dtype=np.int64)
         if sizes.size == 0:
             raise ValueError("a ranker's eval_metric callable scores query groups, and the eval set has none")
         ptr = np.concatenate([[0], np.cumsum(sizes)])
         scores = [1.0 if b - a <= 1 else float(self.func(y_true[a:b], predt[a:b])) for a, b in zip(ptr[:-1], ptr[1:])]
-        name = getattr(self.func, "__name__", type(self.func).__name__)
-        return name, float(np.average(scores, weights=sizes))
+        return float(np.average(scores, weights=sizes))
 
 
 def _fit_feature_weights(model, weights):
@@ -922,8 +925,9 @@ class GBRanker(_GBModel):
         return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
 
     def score(self, X, y):
-        """The last evaluation metric (eval_metric, or the objective's default, e.g. ndcg@32) of predict(X)
-        against y, over the query groups of X's qid column (all rows one query without it), as XGBRanker."""
+        """The last evaluation metric (eval_metric, or the objective's default, e.g. ndcg@32; a callable
+        eval_metric's, query by query) of predict(X) against y, over the query groups of X's qid column (all
+        rows one query without it), as XGBRanker."""
         from .metric import evaluate
         from .ranking import groups_from_qid
 
@@ -933,6 +937,10 @@ class GBRanker(_GBModel):
         booster = self.get_booster()
         name, k = _score_metric(booster)
         groups = None if qid is None else groups_from_qid(qid, y.shape[0])
+        _, custom = _split_eval_metric(self.eval_metric)
+        if custom is not None:  # the last metric XGBRanker reports: the callable one, query by query
+            sizes = [y.shape[0]] if groups is None else np.diff(groups.ptr)
+            return _SklearnRankingMetric(custom).score(y, pred, sizes)
         return evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=booster.params.ndcg_exp_gain,
                         rank_default_k=k)
 

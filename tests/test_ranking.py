@@ -554,3 +554,6 @@ def test_a_rankers_callable_metric_is_averaged_over_query_groups_as_xgbranker(xg
     theirs.fit(X, y, qid=qid, eval_set=[(Xv, yv)], eval_qid=[qv])
     np.testing.assert_allclose(ours.evals_result()["validation_0"]["top_relevance"],
                                theirs.evals_result()["validation_0"]["top_relevance"], rtol=1e-6)
+    frame = pd.DataFrame(Xv, columns=[f"f{i}" for i in range(Xv.shape[1])]).assign(qid=qv)
+    assert ours.score(frame, yv) == pytest.approx(theirs.score(frame, yv), rel=1e-6)  # score: the callable's too
+    assert ours.score(frame, yv) == pytest.approx(ours.evals_result()["validation_0"]["top_relevance"][-1])
