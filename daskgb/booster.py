@@ -795,11 +795,17 @@ class Booster:
 
     # ------------------------------------------------------------------ dumps (model_dump.py)
     def get_dump(self, fmap="", with_stats: bool = False, dump_format: str = "text") -> list[str]:
-        """Each tree as text, as xgboost.Booster.get_dump writes it: dump_format "text" or
-        "json", with_stats adding each node's gain and cover, fmap a feature map file."""
+        """Each tree as text, as xgboost.Booster.get_dump writes it: dump_format "text", "json" or
+        "dot" (Graphviz), with_stats adding each node's gain and cover, fmap a feature map file."""
         from .model_dump import get_dump
 
         return get_dump(self, fmap, with_stats, dump_format)
+
+    def get_split_value_histogram(self, feature: str, fmap="", bins=None, as_pandas: bool = True):
+        """A histogram of the thresholds of the splits on a feature (XGBoost's): model_dump.py."""
+        from .model_dump import split_value_histogram
+
+        return split_value_histogram(self, feature, fmap, bins, as_pandas)
 
     def dump_model(self, fout, fmap="", with_stats: bool = False, dump_format: str = "text") -> None:
         """Write get_dump's trees to fout (a path or an open text file), as XGBoost's dump_model."""

@@ -190,6 +190,36 @@ def get_dump(booster, fmap="", with_stats: bool = False, dump_format: str = "tex
     return [_json_tree(t, 0, 0, names, types, bool(with_stats)) for t in booster.trees]
 
 
+def split_value_histogram(booster, feature: str, fmap="", bins=None, as_pandas: bool = True):
+    """A histogram of the thresholds the model's splits on `feature` (a name of the text dump)
+    use, as XGBoost's Booster.get_split_value_histogram: read off the text dump, at most `bins`
+    bins (default: one per distinct threshold), the empty bins dropped; a DataFrame of
+    SplitValue (each bin's upper edge) and Count, or an (n, 2) array. A categorical feature's
+    splits have no thresholds: an error."""
+    pattern = re.compile(r"\[{0}<([\d.Ee+-]+)\]".format(feature))  # XGBoost's: the name as a regular expression
+    values = [float(v) for tree in get_dump(booster, fmap) for v in pattern.findall(tree)]
+    n_unique = len(np.unique(values))
+    bins = max(min(n_unique, bins) if bins is not None else n_unique, 1)
+    counts, edges = np.histogram(values, bins=bins)
+    table = np.column_stack((edges[1:], counts))
+    table = table[table[:, 1] > 0]
+    if table.size == 0:
+        names, types = feature_map(booster, fmap)
+        if feature in names and types[names.index(feature)] == "c":
+            raise ValueError("the split value histogram is of numerical splits; categorical splits have no values")
+    if as_pandas:
+        try:
+            from pandas import DataFrame
+        except ImportError:
+            import warnings
+
+            warnings.warn("Returning histogram as ndarray (as_pandas == True, but pandas is not installed).",
+                          UserWarning, stacklevel=3)
+            return table
+        return DataFrame(table, columns=["SplitValue", "Count"])
+    return table
+
+
 def dump_model(booster, fout, fmap="", with_stats: bool = False, dump_format: str = "text") -> None:
     """Write get_dump's trees to a file (a path, or an open text file), as XGBoost's dump_model."""
     dumps = get_dump(booster, fmap, with_stats, dump_format)

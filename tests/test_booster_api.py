@@ -447,3 +447,15 @@ def test_set_params_reaches_a_fitted_models_booster():
     assert json.loads(clf.get_booster().save_config())["learner"]["generic_param"]["nthread"] == "16"
     assert json.loads(clf.get_booster().save_config())["learner"]["gradient_booster"]["gbtree_train_param"][
         "tree_method"] == "auto"  # unset: XGBoost keeps "auto"
+
+
+def test_split_value_histogram_as_xgboost():
+    _, _, _, _, bx, bd = models()
+    assert len(bd.get_split_value_histogram("f0")) > 1
+    for feature in ("f0", "f2", "not_there"):
+        for bins in (None, 0, 1, 2, 5):
+            ours = bd.get_split_value_histogram(feature, bins=bins)
+            theirs = bx.get_split_value_histogram(feature, bins=bins)
+            pd.testing.assert_frame_equal(ours, theirs, check_exact=False, rtol=1e-6)
+            np.testing.assert_allclose(bd.get_split_value_histogram(feature, bins=bins, as_pandas=False),
+                                       theirs.to_numpy(), rtol=1e-6)
