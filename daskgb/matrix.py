@@ -90,6 +90,9 @@ class QuantileMatrix:
         self.label_lower_bound, self.label_upper_bound = _survival_bounds(label_lower_bound, label_upper_bound, n, xp)
         if y is None and self.label_lower_bound is not None:
             y = self.label_lower_bound  # survival:aft reads the bounds; the label is there for the checks
+        if getattr(y, "ndim", 1) == 2 and y.shape[1] > 1:
+            raise ValueError(f"y (labels) must be 1-dimensional, got shape {tuple(y.shape)}: several targets a row "
+                             "(multi-output) are not supported by daskgb; train a model per column")
         self.label = as_vector(y, n, "y (labels)", xp)
         if self.groups is not None and weight is not None:
             # Ranking weights are per group; rows carry their group's weight (for the sketch).

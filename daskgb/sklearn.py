@@ -176,6 +176,14 @@ def _fit_feature_weights(model, weights):
     return weights
 
 
+def _one_target(y) -> None:
+    """A clear error for y of several columns (several targets a row)."""
+    shape = getattr(y, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] > 1:
+        raise ValueError(f"y has {shape[1]} columns: multi-output regression and multi-label classification "
+                         "(XGBoost's num_target > 1) are not supported by daskgb; fit a model per column")
+
+
 def _column_vector_y(y):
     """y of shape (n, 1) as (n,), with scikit-learn's DataConversionWarning (a UserWarning
     when scikit-learn is not loaded), as its estimators warn."""
@@ -469,6 +477,7 @@ class _GBModel:
                              "(y: the labels)")
         y_given = y
         y = _column_vector_y(y)
+        _one_target(y)
         y_train = self._fit_labels(y)
         params = self._train_params()  # after the labels: the class count picks the objective
         # Matrices are built by keyword, as XGBoost's estimators build theirs.

@@ -562,3 +562,13 @@ def test_a_named_model_predicts_only_matrices_of_its_names(data):
             named.predict(other)
     unnamed = daskgb.train({"device": "cpu"}, matrix(X, y), 1, verbose_eval=False)
     unnamed.predict(matrix(X, y, feature_names=["a", "b", "c"]))
+
+
+def test_several_targets_a_row_are_a_clear_error(data):
+    X, _ = data
+    Y = np.random.default_rng(0).integers(0, 2, size=(X.shape[0], 3)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"got shape \(50, 3\): several targets a row \(multi-output\) are not"):
+        matrix(X, Y)
+    for model in (daskgb.GBRegressor(n_estimators=1), daskgb.GBClassifier(n_estimators=1)):
+        with pytest.raises(ValueError, match="y has 3 columns: multi-output regression and multi-label"):
+            model.fit(X, Y)
