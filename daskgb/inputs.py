@@ -90,6 +90,7 @@ def as_features(X, feature_names=None, allow_empty: bool = False, feature_types=
         if _is_pandas_series(X):  # one feature, named after the series (XGBoost: pd.DataFrame(series))
             X = X.to_frame()
         if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a dataframe
+            X = _dense_columns(X)
             X, frame_types, frame_categories = _categorical_columns(X, enable_categorical, categories)
             bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not is_numeric_dtype(t)]
             if bad:
@@ -289,6 +290,21 @@ def check_feature_names(expected, given, expected_what: str, given_what: str) ->
                                               f"{expected_what} lacks {extra[:10]}" if extra else "") if part)
     raise ValueError(f"feature_names mismatch: {expected_what} has {expected[:10]}, {given_what} has {given[:10]} "
                      f"({detail})")
+
+
+def _dense_columns(frame):
+    """A pandas frame with its Sparse columns made dense (their fill value a value, as XGBoost
+    reads pandas' sparse columns)."""
+    sparse = [i for i, t in enumerate(frame.dtypes) if str(t).startswith("Sparse")]
+    if not sparse:
+        return frame
+    import warnings
+
+    warnings.warn("Sparse arrays from pandas are converted into dense.", UserWarning, stacklevel=4)  # XGBoost's words
+    frame = frame.copy(deep=False)
+    for i in sparse:
+        frame.isetitem(i, frame.iloc[:, i].sparse.to_dense())
+    return frame
 
 
 def is_numeric_dtype(t) -> bool:

@@ -189,3 +189,22 @@ def test_estimators_predict_from_base_margins_as_xgboost():
     theirs = xgb.XGBRegressor(n_estimators=3, tree_method="hist").fit(X, y)
     np.testing.assert_allclose(ours.predict(X, base_margin=margin), theirs.predict(X, base_margin=margin),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_a_frame_of_sparse_columns_is_read_as_xgboost_reads_it():
+    """pandas' Sparse columns (DataFrame.sparse.from_spmatrix) are taken dense, fill values as
+    values: the same model as XGBoost's and as of the dense frame."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(9)
+    X = np.round(rng.normal(size=(300, 3)), 1) * (rng.random((300, 3)) < 0.5)
+    y = (X[:, 0] > 0).astype(np.float32)
+    frame = pd.DataFrame.sparse.from_spmatrix(scipy.sparse.csr_matrix(X), columns=["a", "b", "c"])
+    params = {"objective": "binary:logistic", "max_depth": 3}
+    with pytest.warns(UserWarning, match="Sparse arrays from pandas are converted into dense"):  # XGBoost's warning
+        ours = daskgb.train({**params, "device": "cpu"}, QuantileMatrix(frame, y), 4, verbose_eval=False)
+    dense = daskgb.train({**params, "device": "cpu"}, QuantileMatrix(pd.DataFrame(X, columns=["a", "b", "c"]), y), 4,
+                         verbose_eval=False)
+    theirs = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(frame, y), 4)
+    np.testing.assert_array_equal(ours.predict(frame), dense.predict(X))
+    np.testing.assert_allclose(ours.predict(frame), theirs.predict(xgb.DMatrix(frame)), rtol=1e-5, atol=1e-6)
