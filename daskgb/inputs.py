@@ -354,7 +354,9 @@ def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bo
         bad = int((~src.isfinite(a)).sum()) if finite and not bool(src.isfinite(a).all()) else 0
         neg = int((a < 0).sum()) if nonnegative else 0
     if finite and bad:
-        raise ValueError(f"{what} has {bad} NaN or infinite values")
+        # The words after the count are scikit-learn's (check_array), which XGBoost's tests look for.
+        raise ValueError(f"{what} has {bad} NaN or infinite values: it contains NaN, infinity or a value too large "
+                         "for float32")
     if nonnegative and neg:
         raise ValueError(f"{what} has {neg} negative values")
     return xp.asarray(a) if xp is not np else to_host(a)

@@ -915,7 +915,8 @@ class GBRanker(_GBModel):
             X_eval, q = split_qid(X_eval, None if eval_qid is None else eval_qid[i])
             g = None if eval_group is None else eval_group[i]
             if g is None and q is None:
-                raise ValueError(f"eval_set[{i}] has no query groups: pass eval_group or eval_qid (or a qid column)")
+                raise ValueError(f"eval_set[{i}] has no query groups. Either `group` or `qid` is needed for ranking "
+                                 "(XGBoost's words): pass eval_group or eval_qid (or a qid column)")
             weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
             # ref= the training matrix: eval rows are binned with the training cuts.
             evals.append((matrix(X_eval, y_eval, weight, q, g, dtrain), f"validation_{i}"))

@@ -482,7 +482,7 @@ def test_gbranker_protocol_and_errors():
     wrong = daskgb.GBRanker(objective="reg:squarederror")  # stored; checked by fit, as scikit-learn asks
     with pytest.raises(ValueError, match="ranking objective"):
         wrong.fit(X, y, qid=qid)
-    with pytest.raises(ValueError, match="eval_set\\[0\\] has no query groups"):
+    with pytest.raises(ValueError, match="eval_set\\[0\\] has no query groups. Either `group` or `qid`"):
         daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, qid=qid, eval_set=[(X, y)])
     with pytest.raises(ValueError, match="eval_qid has 2 entries"):
         daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, qid=qid, eval_set=[(X, y)], eval_qid=[qid, qid])
