@@ -56,10 +56,11 @@ class QuantileMatrix:
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
                  _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None,
                  label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False,
-                 data=None, label=None):
+                 data=None, label=None, _hold_features=False):
         X, y = xgboost_names(X, y, data, label)
-        # A text file's rows (XGBoost's "path?format=libsvm" data) are this matrix's own: held strongly.
-        owned = None
+        # A text file's rows (XGBoost's "path?format=libsvm" data) are this matrix's own, and a
+        # DMatrix keeps its X: held strongly.
+        owned = X if _hold_features else None
         if is_text_uri(X):
             X, file_y, file_qid = read_text_uri(X)
             owned = X
@@ -481,6 +482,19 @@ class QuantileMatrix:
         pages = f" in {self.ellpack.n_pages} pages" if self.paged else ""
         return (f"QuantileMatrix(n_rows={self.n_rows}, n_features={self.n_features}, max_bin={self.max_bin}, "
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
+
+
+class DMatrix(QuantileMatrix):
+    """XGBoost's DMatrix: a QuantileMatrix that keeps the X it was built from (held, where a
+    QuantileMatrix holds it weakly), as XGBoost's DMatrix keeps its data. So it is predicted
+    exactly, and binned again with the training cuts as an eval set built without ref=, whatever
+    becomes of the caller's X (a temporary, say: DMatrix(X.compute())). It costs X's memory for
+    the matrix's life; a QuantileMatrix (XGBoost's QuantileDMatrix) does not keep it."""
+
+    public_name = "daskgb.DMatrix"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, _hold_features=True, **kwargs)
 
 
 def _weakly(X):

@@ -208,3 +208,25 @@ def test_a_frame_of_sparse_columns_is_read_as_xgboost_reads_it():
     theirs = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(frame, y), 4)
     np.testing.assert_array_equal(ours.predict(frame), dense.predict(X))
     np.testing.assert_allclose(ours.predict(frame), theirs.predict(xgb.DMatrix(frame)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_dmatrix_keeps_its_rows_as_xgboosts_does():
+    """daskgb.DMatrix(X) holds X: built from a temporary, it is still predicted exactly and binned
+    again as an eval set without ref= (a QuantileMatrix of a temporary cannot be: it holds X
+    weakly); the same predictions and metrics as XGBoost's DMatrix."""
+    X, y = data(1500, 10)
+    Xe, ye = data(500, 11, levels=60)
+    dtrain = daskgb.DMatrix(X, y)
+    deval = daskgb.DMatrix(Xe.copy(), ye)  # the copy is gone once built
+    gc.collect()
+    got, theirs = {}, {}
+    booster = daskgb.train(PARAMS, dtrain, 6, evals=[(deval, "e")], evals_result=got, verbose_eval=False)
+    reference = xgb.train({**PARAMS, "tree_method": "hist"}, xgb.DMatrix(X, y), 6,
+                          evals=[(xgb.DMatrix(Xe, ye), "e")], evals_result=theirs, verbose_eval=False)
+    for metric in ("logloss", "auc"):
+        np.testing.assert_allclose(got["e"][metric], theirs["e"][metric], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(booster.predict(daskgb.DMatrix(Xe.copy())), booster.predict(Xe))
+    np.testing.assert_allclose(booster.predict(deval), reference.predict(xgb.DMatrix(Xe)), rtol=1e-5, atol=1e-6)
+    assert isinstance(deval, QuantileMatrix)
+    with pytest.raises(ValueError, match="keep its X"):
+        booster.predict(QuantileMatrix(Xe.copy()))
