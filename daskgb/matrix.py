@@ -339,6 +339,29 @@ class QuantileMatrix:
         length-n vector, or (n, K) for K outputs; None removes them."""
         self._set("base_margin", as_margin(margin, self.n_rows, None, self._xp()))
 
+    def set_info(self, *, label=None, weight=None, base_margin=None, feature_names=None, **others) -> None:
+        """Set several of the rows' vectors at once (XGBoost's DMatrix.set_info): label, weight,
+        base_margin, feature_names; those left None are kept. Query groups, survival bounds and
+        feature types are set when the matrix is built."""
+        given = sorted(k for k, v in others.items() if v is not None)
+        if given:
+            raise ValueError(f"set_info sets label, weight, base_margin and feature_names; give {given} when "
+                             "building the matrix")
+        if label is not None:
+            self.set_label(label)
+        if weight is not None:
+            self.set_weight(weight)
+        if base_margin is not None:
+            self.set_base_margin(base_margin)
+        if feature_names is not None:
+            names = [str(n) for n in feature_names]
+            if len(names) != self.n_features:
+                raise ValueError(f"feature_names has {len(names)} names for {self.n_features} features")
+            from .inputs import check_unique_names
+
+            check_unique_names(names)
+            self._set("feature_names", names)
+
     def _xp(self):
         return get_backend(self.device).xp
 

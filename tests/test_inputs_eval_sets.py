@@ -175,6 +175,11 @@ def test_matrix_setters_as_xgboosts_dmatrix():
         m.set_weight(np.ones(3))
     with pytest.raises(ValueError, match="query groups"):
         QuantileMatrix(X, y, group=[400, 400]).set_weight(np.ones(2))
+    m.set_info(label=y, weight=np.ones(800), base_margin=np.zeros(800), feature_names=list("abcde"))
+    assert m.feature_names == list("abcde") and float(m.get_weight().sum()) == 800.0
+    np.testing.assert_array_equal(m.get_label(), y)
+    with pytest.raises(ValueError, match=r"give \['qid'\] when building the matrix"):
+        m.set_info(qid=np.zeros(800))
 
 
 def test_estimators_predict_from_base_margins_as_xgboost():

@@ -182,23 +182,28 @@ class _DaskModel:
                 self._scoped_client = None
 
     def fit(self, X, y=None, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True, *,
-            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, feature_weights=None):
+            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, feature_weights=None,
+            base_margin=None, base_margin_eval_set=None):
         """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs.
         X may also be a DaskQuantileMatrix (y=None: its labels and weights are inside), so that
         a parameter search quantises once; its eval_set then holds (matrix, None) pairs.
         checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them.
         feature_weights: as the constructor's, for this fit (a dask array is computed).
+        base_margin (and base_margin_eval_set, one per eval_set entry): each row's starting
+        margin, partitioned like X (XGBoost's names).
         Inside a Dask task, without client=, the fit runs on the worker's client."""
         with self._client_scope():
             self._fit_feature_weights = _fit_feature_weights(self, _computed(feature_weights))
             return self._fit(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose, checkpoint_dir,
-                             checkpoint_every, resume, xgb_model)
+                             checkpoint_every, resume, xgb_model, base_margin, base_margin_eval_set)
 
     def _fit(self, X, y, sample_weight, eval_set, sample_weight_eval_set, verbose, checkpoint_dir, checkpoint_every,
-             resume, xgb_model):
+             resume, xgb_model, base_margin=None, base_margin_eval_set=None):
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
         if isinstance(X, DaskQuantileMatrix):
+            if base_margin is not None or base_margin_eval_set is not None:
+                raise ValueError("a DaskQuantileMatrix carries its base margins: build it with base_margin=")
             return self._fit_matrix(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -207,20 +212,22 @@ class _DaskModel:
         params = self._train_params()  # after the labels: the class count picks the objective
         device = None if self.device in (None, "auto") else self.device
         eval_set = list(eval_set or ())
-        if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
-            raise ValueError(f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
-                             f"eval_set has {len(eval_set)}")
+        for name, given in (("sample_weight_eval_set", sample_weight_eval_set),
+                            ("base_margin_eval_set", base_margin_eval_set)):
+            if given is not None and len(given) != len(eval_set):
+                raise ValueError(f"{name} has {len(given)} entries, eval_set has {len(eval_set)}")
         built: list = []
         try:
-            dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
+            dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight, base_margin=base_margin,
                                         missing=self.missing, max_bin=self._matrix_max_bin(), device=device,
                                         feature_types=self.feature_types, enable_categorical=self.enable_categorical)
             built.append(dtrain)
             evals = []
             for i, (X_eval, y_eval) in enumerate(eval_set):
                 w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+                m = None if base_margin_eval_set is None else base_margin_eval_set[i]
                 evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
-                                                 missing=self.missing, ref=dtrain, device=device),
+                                                 base_margin=m, missing=self.missing, ref=dtrain, device=device),
                               f"validation_{i}"))
                 built.append(evals[-1][0])
             return self._train(params, dtrain, evals, verbose, X)

@@ -19,7 +19,7 @@ def predict(client, model, data, output_margin: bool = False, iteration_range=(0
             missing=np.nan, validate_features: bool = True, strict_shape: bool = False):
     """Lazy predictions for a dask array or dataframe, or a DaskQuantileMatrix, as xgboost.dask.predict's.
 
-    model: a Booster, or the dict train() returns (its "booster"). The booster travels to each
+    model: a Booster, the dict train() returns (its "booster"), or a future of either. The booster travels to each
     worker once (scattered), never with every block.
 
     What comes back, in data's row order: for a dask array, a dask array of a block per
@@ -134,7 +134,12 @@ class _Ask:
 
 
 def _booster_of(model):
-    """The Booster of a model argument: a Booster, or train()'s dict (as xgboost.dask takes it)."""
+    """The Booster of a model argument: a Booster, train()'s dict, or a future of either (as
+    xgboost.dask takes them)."""
+    from distributed import Future
+
+    if isinstance(model, Future):
+        model = model.result()
     if isinstance(model, dict):
         if "booster" not in model:
             raise ValueError("model is a dict without a 'booster': pass a Booster or the dict train() returns")

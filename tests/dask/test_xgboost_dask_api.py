@@ -303,3 +303,22 @@ def test_strict_shape_as_xgboost_dask(client):
     frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=2)
     out = dgb.inplace_predict(client, booster, frame, strict_shape=True).compute()
     assert isinstance(out, pd.DataFrame) and out.shape == (300, 1)
+
+
+def test_estimator_base_margins_and_a_future_model_as_xgboost_dask(client):
+    """DaskGB*.fit(base_margin=, base_margin_eval_set=) as xgboost.dask's estimators take them (the
+    model equals in-process's), and predict of a scattered booster (a future), as xgboost.dask's."""
+    X, y = exact_data(n=400)
+    margin = np.random.default_rng(1).normal(size=400).astype(np.float32)
+    Xd, yd, md = (da.from_array(v, chunks=200) if v.ndim == 1 else da.from_array(v, chunks=(200, 5))
+                  for v in (X, y, margin))
+    kw = dict(n_estimators=3, max_depth=3, device="cpu")
+    ours = daskgb.DaskGBRegressor(client=client, **kw).fit(Xd, yd, base_margin=md, eval_set=[(Xd, yd)],
+                                                           base_margin_eval_set=[md], verbose=False)
+    local = daskgb.GBRegressor(**kw).fit(X, y, base_margin=margin, eval_set=[(X, y)], base_margin_eval_set=[margin],
+                                         verbose=False)
+    np.testing.assert_allclose(ours.predict(X), local.predict(X), atol=1e-5)
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["rmse"],
+                               local.evals_result()["validation_0"]["rmse"], rtol=1e-6)
+    future = client.scatter(ours.get_booster())
+    np.testing.assert_allclose(dgb.predict(client, future, Xd).compute(), local.predict(X), atol=1e-5)
