@@ -172,13 +172,16 @@ def _predict_collection(client, booster, X, ask: _Ask, as_frame: bool, base_marg
         raise ValueError(f"X must be a dask array or dataframe, got {type(X).__name__}")
     shape = ask.row_shape(booster)
     handle = _scattered(client, booster)
-    if frame and (as_frame and len(shape) <= 1):
-        return _predict_frame(X, handle, ask, shape, base_margin)
+    if frame and len(shape) <= 1 and (as_frame or base_margin is not None):
+        out = _predict_frame(X, handle, ask, shape, base_margin)  # a base margin travels as X's columns
+        return out if as_frame else out.to_dask_array()
     if frame:
         if base_margin is not None:
             raise ValueError("base_margin with outputs of more than two dimensions: pass X as a dask array")
-        # The partitions as float32 (pd.NA and None as NaN), as an array of row counts unknown to dask.
-        arr = X.map_partitions(_float_frame, meta=_float_frame(X._meta)).to_dask_array()
+        # The partitions as float32 (pd.NA and None as NaN), as an array: of row counts unknown to
+        # dask for a value a row (as XGBoost's estimators give them), counted for outputs of more
+        # dimensions (leaf ids, contributions), which callers reshape, as XGBoost's are counted.
+        arr = X.map_partitions(_float_frame, meta=_float_frame(X._meta)).to_dask_array(lengths=bool(shape))
     else:
         arr = X.rechunk({1: -1})
     margin = None

@@ -322,3 +322,22 @@ def test_estimator_base_margins_and_a_future_model_as_xgboost_dask(client):
                                local.evals_result()["validation_0"]["rmse"], rtol=1e-6)
     future = client.scatter(ours.get_booster())
     np.testing.assert_allclose(dgb.predict(client, future, Xd).compute(), local.predict(X), atol=1e-5)
+
+
+def test_a_dataframe_matrix_with_margins_and_leaf_ids_of_counted_shape(client):
+    """predict of a DaskQuantileMatrix built from a dataframe with base margins equals
+    inplace_predict's (xgboost.dask's test_inplace_predict); apply of a dataframe gives leaf ids
+    of known chunk sizes, which reshape (as XGBoost's, made through a DaskDMatrix)."""
+    X, y = exact_data(n=300)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=3)
+    ys = dd.from_pandas(pd.Series(y), npartitions=3)
+    reg = daskgb.DaskGBRegressor(client=client, n_estimators=3, num_parallel_tree=2, device="cpu").fit(frame, ys)
+    booster = reg.get_booster()
+    inplace = dgb.inplace_predict(client, booster, frame, base_margin=ys).compute()
+    copied = dgb.predict(client, booster, dgb.DaskQuantileMatrix(client, frame, base_margin=ys)).compute()
+    np.testing.assert_allclose(np.asarray(inplace), np.asarray(copied), atol=1e-6)
+    np.testing.assert_allclose(copied, booster.predict(X, base_margin=y), atol=1e-5)
+    leaf = reg.apply(frame)
+    assert not any(np.isnan(c) for c in leaf.chunks[0])
+    np.testing.assert_array_equal(leaf.reshape((300, 3, 1, 2)).compute(),
+                                  booster.predict(X, pred_leaf=True, strict_shape=True))
