@@ -181,7 +181,7 @@ def _predict_collection(client, booster, X, ask: _Ask, as_frame: bool, base_marg
         # The partitions as float32 (pd.NA and None as NaN), as an array: of row counts unknown to
         # dask for a value a row (as XGBoost's estimators give them), counted for outputs of more
         # dimensions (leaf ids, contributions), which callers reshape, as XGBoost's are counted.
-        arr = X.map_partitions(_float_frame, meta=_float_frame(X._meta)).to_dask_array(lengths=bool(shape))
+        arr = X.map_partitions(_float_frame, meta=_float_frame(X._meta)).to_dask_array(lengths=True if shape else None)
     else:
         arr = X.rechunk({1: -1})
     margin = None

@@ -341,3 +341,19 @@ def test_a_dataframe_matrix_with_margins_and_leaf_ids_of_counted_shape(client):
     assert not any(np.isnan(c) for c in leaf.chunks[0])
     np.testing.assert_array_equal(leaf.reshape((300, 3, 1, 2)).compute(),
                                   booster.predict(X, pred_leaf=True, strict_shape=True))
+
+
+def test_the_workers_threads_are_the_models_nthread_as_xgboost_dask(client):
+    """xgboost.dask trains with each worker's thread count and the model's config says so;
+    an nthread given is kept."""
+    import json
+
+    X, y = exact_data(n=200)
+    Xd, yd = da.from_array(X, chunks=(100, 5)), da.from_array(y, chunks=100)
+    threads = next(iter(client.scheduler_info()["workers"].values()))["nthreads"]
+    booster = trained(client, Xd, yd, rounds=1)["booster"]
+    assert int(json.loads(booster.save_config())["learner"]["generic_param"]["nthread"]) == threads
+    booster = trained(client, Xd, yd, rounds=1, params={**PARAMS, "nthread": 3})["booster"]
+    assert int(json.loads(booster.save_config())["learner"]["generic_param"]["nthread"]) == 3
+    local = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y), 1, verbose_eval=False)
+    assert json.loads(local.save_config())["learner"]["generic_param"]["nthread"] == "0"  # in process: unset
