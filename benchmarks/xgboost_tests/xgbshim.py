@@ -26,7 +26,7 @@ NAMES = {
     "train": daskgb.train,
     "cv": daskgb.cv,
     "Booster": daskgb.Booster,
-    "DMatrix": daskgb.DMatrix,
+    "DMatrix": getattr(daskgb, "DMatrix", daskgb.QuantileMatrix),  # checkouts before daskgb.DMatrix: the matrix
     "QuantileDMatrix": daskgb.QuantileMatrix,
     "plot_importance": daskgb.plot_importance,
     "plot_tree": daskgb.plot_tree,
