@@ -218,7 +218,8 @@ class _DaskModel:
                 raise ValueError(f"{name} has {len(given)} entries, eval_set has {len(eval_set)}")
         built: list = []
         try:
-            dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight, base_margin=base_margin,
+            # Matrices are built by keyword, as XGBoost's estimators build theirs.
+            dtrain = DaskQuantileMatrix(client=client, X=X, y=labels, weight=sample_weight, base_margin=base_margin,
                                         missing=self.missing, max_bin=self._matrix_max_bin(), device=device,
                                         feature_types=self.feature_types, enable_categorical=self.enable_categorical)
             built.append(dtrain)
@@ -226,8 +227,13 @@ class _DaskModel:
             for i, (X_eval, y_eval) in enumerate(eval_set):
                 w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
                 m = None if base_margin_eval_set is None else base_margin_eval_set[i]
-                evals.append((DaskQuantileMatrix(client, X_eval, self._dask_labels(y_eval, fit=False), weight=w,
-                                                 base_margin=m, missing=self.missing, ref=dtrain, device=device),
+                if X_eval is X and y_eval is y and w is sample_weight and m is base_margin:
+                    # The training data itself (the same objects): its matrix, not a second one, as XGBoost does.
+                    evals.append((dtrain, f"validation_{i}"))
+                    continue
+                evals.append((DaskQuantileMatrix(client=client, X=X_eval, y=self._dask_labels(y_eval, fit=False),
+                                                 weight=w, base_margin=m, missing=self.missing, ref=dtrain,
+                                                 device=device),
                               f"validation_{i}"))
                 built.append(evals[-1][0])
             return self._train(params, dtrain, evals, verbose, X)
@@ -451,7 +457,8 @@ class DaskGBRanker(_DaskModel, GBRanker):
         built: list = []
 
         def matrix(X, y, weight, qid, group, ref):
-            built.append(DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
+            built.append(DaskQuantileMatrix(client=client, X=X, y=_as_dask_vector(y, "y"), weight=weight,
+                                            missing=self.missing,
                                             max_bin=self._matrix_max_bin(), ref=ref, device=device,
                                             qid=_as_dask_vector(qid, "qid"), group=group,
                                             feature_types=self.feature_types if ref is None else None,

@@ -357,3 +357,18 @@ def test_the_workers_threads_are_the_models_nthread_as_xgboost_dask(client):
     assert int(json.loads(booster.save_config())["learner"]["generic_param"]["nthread"]) == 3
     local = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y), 1, verbose_eval=False)
     assert json.loads(local.save_config())["learner"]["generic_param"]["nthread"] == "0"  # in process: unset
+
+
+def test_fit_builds_one_matrix_for_its_own_training_data_as_xgboost_dask(client):
+    """xgboost.testing's own check with daskgb's classes: the Dask estimators build their matrices
+    by keyword, and an eval_set entry of the training objects reuses the training matrix."""
+    from xgboost.testing.shared import validate_data_initialization
+
+    X, y = exact_data(n=200)
+    Xd = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=2)
+    yd = dd.from_pandas(pd.Series((y > 0).astype(np.int64)), npartitions=2)
+    init = dgb.DaskQuantileMatrix.__init__
+    try:
+        validate_data_initialization(dgb.DaskQuantileMatrix, daskgb.DaskGBClassifier, Xd, yd)
+    finally:
+        dgb.DaskQuantileMatrix.__init__ = init
