@@ -275,9 +275,6 @@ class _DaskModel:
             # numpy, pandas, ...: predicted here, as the in-process estimator does (a model loaded
             # from a pickle or a file needs no cluster for that).
             return super()._margin_or_value(X, output_margin, iteration_range, **explain)
-        if explain.pop("base_margin", None) is not None:
-            raise ValueError("base_margin with dask data: use daskgb.dask.inplace_predict(client, model, X, "
-                             "base_margin=...)")
         return predict(self._get_client(), self._Booster, _missing_as_nan(X, self.missing),
                        output_margin=output_margin, iteration_range=iteration_range or (0, 0), **explain)
 
@@ -353,28 +350,29 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
                              f"they are {classes[:10].tolist()}")
         self._fit_labels(classes)
 
-    def predict_proba(self, X, iteration_range=None):
+    def predict_proba(self, X, iteration_range=None, *, base_margin=None):
         """Lazy (n, n_classes_) dask array of class probabilities, columns in classes_ order (for
-        numpy or pandas X, computed here, as GBClassifier's)."""
+        numpy or pandas X, computed here, as GBClassifier's); base_margin: margins to start from,
+        partitioned like X."""
         import dask.array as da
 
         if not _is_dask(X):
-            return GBClassifier.predict_proba(self, X, iteration_range)
+            return GBClassifier.predict_proba(self, X, iteration_range, base_margin=base_margin)
 
         if self._multiclass:
             objective = self.get_booster().objective
-            margin = self._margin_or_value(X, True, iteration_range)
+            margin = self._margin_or_value(X, True, iteration_range, base_margin=base_margin)
             return margin.map_blocks(lambda b: objective.eval_transform(array_module(b), b), dtype=np.float32)
-        p = self._margin_or_value(X, False, iteration_range)
+        p = self._margin_or_value(X, False, iteration_range, base_margin=base_margin)
         return da.stack([1.0 - p, p], axis=1)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
         """Lazy dask array of predicted labels (or margins with output_margin=True); for numpy or
-        pandas X, computed here, as GBClassifier's."""
+        pandas X, computed here, as GBClassifier's; base_margin as predict_proba's."""
         if not _is_dask(X):
-            return GBClassifier.predict(self, X, output_margin, iteration_range)
+            return GBClassifier.predict(self, X, output_margin, iteration_range, base_margin=base_margin)
         multiclass = self._multiclass
-        p = self._margin_or_value(X, output_margin or multiclass, iteration_range)
+        p = self._margin_or_value(X, output_margin or multiclass, iteration_range, base_margin=base_margin)
         if output_margin:
             return p
         classes = self.classes_
@@ -471,10 +469,11 @@ class DaskGBRanker(_DaskModel, GBRanker):
         finally:
             _release(built)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Lazy dask array of ranking scores (a qid column in X is ignored)."""
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Lazy dask array of ranking scores (a qid column in X is ignored); base_margin: margins
+        to start from, partitioned like X."""
         X, _ = _split_qid(X, None)
-        return self._margin_or_value(X, output_margin, iteration_range)
+        return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
 
     def score(self, X, y, qid=None):
         """The last evaluation metric (e.g. ndcg@32) of predict(X) against y over the query groups of qid

@@ -58,17 +58,22 @@ def predict(client, model, data, output_margin: bool = False, iteration_range=(0
                                                            missing, validate_features, strict_shape), as_frame=True)
 
 
-def predict_array(client, model, X, output_margin: bool = False, iteration_range=(0, 0), **explain):
+def predict_array(client, model, X, output_margin: bool = False, iteration_range=(0, 0), base_margin=None,
+                  **explain):
     """predict(), with a dask array for a dataframe too (its chunk sizes unknown), as the
-    estimators' predict returns (as XGBoost's do)."""
+    estimators' predict returns (as XGBoost's do); base_margin: a dask collection of margins to
+    start from, its rows matched to X's (as inplace_predict's)."""
     booster = _booster_of(model)
     plugin.register(client)
     if isinstance(X, DaskQuantileMatrix):
+        if base_margin is not None:
+            raise ValueError("a DaskQuantileMatrix carries its base margins: build it with base_margin=")
         return predict(client, booster, X, output_margin, iteration_range, **explain)
     names = ("pred_leaf", "pred_contribs", "approx_contribs", "pred_interactions")
-    return _predict_collection(client, booster, X, _Ask(output_margin, tuple(iteration_range),
-                                                        *(bool(explain.get(n, False)) for n in names)),
-                               as_frame=False)
+    ask = _Ask(output_margin, tuple(iteration_range), *(bool(explain.get(n, False)) for n in names))
+    if base_margin is not None and ask.explain:
+        raise ValueError("base_margin goes with predictions and margins, not with leaf ids or contributions")
+    return _predict_collection(client, booster, X, ask, as_frame=False, base_margin=base_margin)
 
 
 def inplace_predict(client, model, data, *, iteration_range=(0, 0), predict_type: str = "value", missing=np.nan,

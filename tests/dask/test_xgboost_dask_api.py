@@ -320,6 +320,12 @@ def test_estimator_base_margins_and_a_future_model_as_xgboost_dask(client):
     np.testing.assert_allclose(ours.predict(X), local.predict(X), atol=1e-5)
     np.testing.assert_allclose(ours.evals_result()["validation_0"]["rmse"],
                                local.evals_result()["validation_0"]["rmse"], rtol=1e-6)
+    np.testing.assert_allclose(ours.predict(Xd, base_margin=md).compute(), local.predict(X, base_margin=margin),
+                               atol=1e-5)
+    clf = daskgb.DaskGBClassifier(client=client, **kw).fit(Xd, (yd > 0).astype(np.int64), base_margin=md)
+    local_clf = daskgb.GBClassifier(**kw).fit(X, (y > 0).astype(np.int64), base_margin=margin)
+    np.testing.assert_allclose(clf.predict_proba(Xd, base_margin=md).compute(),
+                               local_clf.predict_proba(X, base_margin=margin), atol=1e-5)
     future = client.scatter(ours.get_booster())
     np.testing.assert_allclose(dgb.predict(client, future, Xd).compute(), local.predict(X), atol=1e-5)
 
