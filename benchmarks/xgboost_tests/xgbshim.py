@@ -92,6 +92,16 @@ EXCLUDED = {  # node id -> reason: the triage of each failing test (XGBoost 3.2.
     "test_with_sklearn.py::test_estimator_type": "XGBoost's private XGBModel._get_type",
     "test_with_sklearn.py::test_tags": "the private _more_tags of scikit-learn < 1.6",
     "test_with_sklearn.py::test_doc_link": "XGBoost's private _get_doc_link (links into XGBoost's docs)",
+    # tests/test_distributed/test_with_dask/test_with_dask.py
+    "test_with_dask.py::test_doc_link": "XGBoost's private _get_doc_link",
+    "test_with_dask.py::TestWithDask::test_n_workers": "xgboost.dask's private _get_workers_from_data",
+    "test_with_dask.py::TestWithDask::test_no_duplicated_partition": "DaskDMatrix's private _create_fn_args",
+    "test_with_dask.py::test_invalid_config": "XGBoost's collective config (CollConfig, its tracker) and "
+                                              "dask.config's xgboost.* keys",
+    "test_with_dask.py::TestWithDask::test_global_config[verbosity-0]": "xgboost.config's global configuration "
+                                                                        "carried to the workers",
+    "test_with_dask.py::TestWithDask::test_global_config[use_rmm-True]": "xgboost.config's global configuration "
+                                                                         "carried to the workers",
 }
 
 _outcomes = {}
