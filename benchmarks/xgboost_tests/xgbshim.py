@@ -98,6 +98,9 @@ EXCLUDED = {  # node id -> reason: the triage of each failing test (XGBoost 3.2.
     "test_with_dask.py::TestWithDask::test_no_duplicated_partition": "DaskDMatrix's private _create_fn_args",
     "test_with_dask.py::test_invalid_config": "XGBoost's collective config (CollConfig, its tracker) and "
                                               "dask.config's xgboost.* keys",
+    "test_with_dask.py::test_categorical": "run_categorical(client, 'approx', ...) first",
+    "test_with_dask.py::TestWithDask::test_approx": "tree_method='approx'",
+    "test_with_dask.py::TestWithDask::test_feature_weights": "get_feature_weights(tree_method='approx') too",
     "test_with_dask.py::TestWithDask::test_global_config[verbosity-0]": "xgboost.config's global configuration "
                                                                         "carried to the workers",
     "test_with_dask.py::TestWithDask::test_global_config[use_rmm-True]": "xgboost.config's global configuration "

@@ -215,10 +215,13 @@ def _predict_frame(X, handle, ask: _Ask, shape: tuple, base_margin):
     """A dataframe's predictions as a dask Series (a DataFrame of columns 0..k-1 for k outputs a
     row) with X's index and divisions. A base margin travels as columns of X (assign aligns it
     with X's rows by index)."""
+    import dask.array as da
+
     n_margin = 0
     if base_margin is not None:
-        if not hasattr(base_margin, "map_partitions"):
-            raise ValueError("base_margin for a dask dataframe X must be a dask series or dataframe, got "
+        # A dask array (a model's margins, say) meets X's rows by position (_aligned).
+        if not (hasattr(base_margin, "map_partitions") or isinstance(base_margin, da.Array)):
+            raise ValueError("base_margin for a dask dataframe X must be a dask series, dataframe or array, got "
                              f"{type(base_margin).__name__}")
         from .data import _aligned
 

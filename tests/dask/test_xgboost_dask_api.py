@@ -343,6 +343,10 @@ def test_a_dataframe_matrix_with_margins_and_leaf_ids_of_counted_shape(client):
     copied = dgb.predict(client, booster, dgb.DaskQuantileMatrix(client, frame, base_margin=ys)).compute()
     np.testing.assert_allclose(np.asarray(inplace), np.asarray(copied), atol=1e-6)
     np.testing.assert_allclose(copied, booster.predict(X, base_margin=y), atol=1e-5)
+    # A model's margins (a dask array of unknown chunk sizes) as the next model's base margins, by position.
+    margin = reg.predict(frame, output_margin=True)
+    np.testing.assert_allclose(reg.predict(frame, base_margin=margin).compute(),
+                               booster.predict(X, base_margin=booster.predict(X, output_margin=True)), atol=1e-5)
     leaf = reg.apply(frame)
     assert not any(np.isnan(c) for c in leaf.chunks[0])
     np.testing.assert_array_equal(leaf.reshape((300, 3, 1, 2)).compute(),
@@ -378,3 +382,17 @@ def test_fit_builds_one_matrix_for_its_own_training_data_as_xgboost_dask(client)
         validate_data_initialization(dgb.DaskQuantileMatrix, daskgb.DaskGBClassifier, Xd, yd)
     finally:
         dgb.DaskQuantileMatrix.__init__ = init
+
+
+def test_gblinear_on_dask_is_not_implemented_as_xgboost_dask_says(client):
+    """xgboost.dask raises NotImplementedError naming gblinear; daskgb's refusal is one (and still
+    a ValueError, as its other parameter errors)."""
+    X, y = exact_data(n=100)
+    dtrain = dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=(50, 5)), da.from_array(y, chunks=50))
+    for booster in ("gblinear", "dart"):
+        with pytest.raises(NotImplementedError, match=booster):
+            dgb.train(client, {"booster": booster}, dtrain, 1)
+        with pytest.raises(ValueError, match=booster):
+            dgb.train(client, {"booster": booster}, dtrain, 1)
+    with pytest.raises(ValueError, match="booster must be 'gbtree'"):
+        dgb.train(client, {"booster": "gbtre"}, dtrain, 1)
