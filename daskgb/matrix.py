@@ -412,6 +412,23 @@ class QuantileMatrix:
         m._on = {m.device: m}
         return m
 
+    def with_max_bin(self, max_bin: int) -> "QuantileMatrix":
+        """This matrix sketched and binned again from its X with max_bin bins a feature (itself
+        where it has them, or where its X is gone: training then names the difference). What
+        train does when the parameters' max_bin differs, as XGBoost bins a DMatrix with the
+        training parameters' max_bin. Labels, weights, margins and groups are kept."""
+        X = self.raw_features()
+        if max_bin == self.max_bin or X is None:
+            return self
+        binned = QuantileMatrix(X, weight=self.weight, missing=self.missing, max_bin=max_bin, device=self.device,
+                                _allow_empty=True, **self._source[1])
+        m = object.__new__(type(self))
+        m.__dict__.update(self.__dict__)
+        for key in ("ellpack", "cuts_token", "max_bin"):
+            setattr(m, key, getattr(binned, key))
+        m._on = {m.device: m}
+        return m
+
     def on(self, device: str) -> "QuantileMatrix":
         """This matrix on another device (moved once, then cached)."""
         m = self._on.get(device)

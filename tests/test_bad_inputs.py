@@ -214,9 +214,12 @@ def test_num_class_for_a_single_output_objective(data):
 
 
 def test_max_bin_differs_from_the_matrix(data):
+    """A matrix whose X is gone cannot be binned again with the parameters' max_bin
+    (tests/test_inputs_eval_sets.py: one whose X lives is)."""
     X, y = data
-    with pytest.raises(ValueError, match=r"params max_bin=64 differs from the QuantileMatrix's max_bin=256"):
-        fit({"max_bin": 64}, X, y)
+    with pytest.raises(ValueError, match=r"params max_bin=64 differs from the QuantileMatrix's max_bin=256, and "
+                                         r"daskgb holds no data to bin it again"):
+        daskgb.train({"device": "cpu", "max_bin": 64}, matrix(X.copy(), y), 1, verbose_eval=False)
 
 
 @pytest.mark.parametrize("rounds, match", [(-1, r"num_boost_round must be an integer >= 0, got -1"),

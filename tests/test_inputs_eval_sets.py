@@ -235,3 +235,23 @@ def test_a_dmatrix_keeps_its_rows_as_xgboosts_does():
     assert isinstance(deval, QuantileMatrix)
     with pytest.raises(ValueError, match="keep its X"):
         booster.predict(QuantileMatrix(Xe.copy()))
+
+
+def test_the_parameters_max_bin_bins_a_matrix_again():
+    """train({"max_bin": 16}, QuantileMatrix(X, y)): the matrix is sketched again with 16 bins
+    from its X, as XGBoost bins a DMatrix with the parameters' max_bin: the same model and eval
+    history as a matrix built with max_bin=16."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(2000, 4)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] + rng.normal(size=2000) > 0).astype(np.float32)
+    params = {"objective": "binary:logistic", "max_depth": 3, "max_bin": 16, "device": "cpu"}
+    Xe = X[:500]
+    dtrain, deval = QuantileMatrix(X, y), QuantileMatrix(Xe, y[:500])
+    got, want = {}, {}
+    ours = daskgb.train(params, dtrain, 4, evals=[(deval, "e")], evals_result=got, verbose_eval=False)
+    assert dtrain.max_bin == 256  # the user's matrix is left as it was
+    direct_train = QuantileMatrix(X, y, max_bin=16)
+    direct = daskgb.train(params, direct_train, 4, evals=[(QuantileMatrix(Xe, y[:500], ref=direct_train), "e")],
+                          evals_result=want, verbose_eval=False)
+    np.testing.assert_array_equal(ours.predict(X), direct.predict(X))
+    assert got == want

@@ -63,8 +63,15 @@ def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) 
     # An eval set built without ref=dtrain is binned with dtrain's cuts on dtrain's workers (as
     # XGBoost bins a DaskDMatrix eval set); the matrices made for it are this fit's, freed after it.
     given = list(evals or [])
+    made = []
+    p = options.train_params
+    if isinstance(dtrain, DaskQuantileMatrix) and "max_bin" in options.params and dtrain.max_bin != p.max_bin \
+            and dtrain.source() is not None:
+        # A matrix with cuts of its own takes the parameters' max_bin (as XGBoost bins a DaskDMatrix).
+        dtrain = DaskQuantileMatrix(dtrain.client, **dtrain.source(), max_bin=p.max_bin)
+        made.append(dtrain)
     evals = _eval_sets_binned_like(given, dtrain)
-    made = [m for (m, _), item in zip(evals, given) if m is not item[0]]
+    made += [m for (m, _), item in zip(evals, given) if m is not item[0]]
     try:
         options.check(dtrain, evals, DaskQuantileMatrix)
         device = _device(options.train_params.device, dtrain.device)

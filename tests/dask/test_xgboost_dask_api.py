@@ -396,3 +396,22 @@ def test_gblinear_on_dask_is_not_implemented_as_xgboost_dask_says(client):
             dgb.train(client, {"booster": booster}, dtrain, 1)
     with pytest.raises(ValueError, match="booster must be 'gbtree'"):
         dgb.train(client, {"booster": "gbtre"}, dtrain, 1)
+
+
+def test_the_parameters_max_bin_bins_a_dask_matrix_again(client):
+    """dgb.train({"max_bin": 8}, DaskQuantileMatrix(client, X, y)): sketched again from its
+    collections with 8 bins (as XGBoost bins a DaskDMatrix with the parameters' max_bin): the
+    model of a matrix built with max_bin=8; a matrix keeping no collections is refused."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 4)).astype(np.float32)
+    y = (X[:, 0] + rng.normal(size=600) > 0).astype(np.float32)
+    Xd, yd = da.from_array(X, chunks=(300, 4)), da.from_array(y, chunks=300)
+    params = {**PARAMS, "objective": "binary:logistic", "max_bin": 8}
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    out = dgb.train(client, params, dtrain, 3, evals=[(dtrain, "t")], verbose_eval=False)
+    direct = dgb.train(client, params, dgb.DaskQuantileMatrix(client, Xd, yd, max_bin=8), 3, evals=[(dtrain, "t")],
+                       verbose_eval=False)
+    np.testing.assert_array_equal(out["booster"].predict(X), direct["booster"].predict(X))
+    assert out["history"] == direct["history"] and dtrain.max_bin == 256
+    with pytest.raises(ValueError, match="params max_bin=8 differs from the DaskQuantileMatrix's max_bin=256"):
+        dgb.train(client, params, dtrain.take(np.arange(300)), 1, verbose_eval=False)
