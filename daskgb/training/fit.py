@@ -112,7 +112,7 @@ class Fit:
         from .continued import trees_in_bins
         from .evaluation import column
 
-        trees = trees_in_bins(base, self.dtrain.cuts, self.dtrain.cuts_token)
+        trees = trees_in_bins(base, self.dtrain.cuts, self.dtrain.cuts_token, getattr(self.dtrain, "categories", None))
         self.booster.trees[:], self.booster.tree_info[:] = trees, list(base.tree_info)
         for tree, group in zip(trees, base.tree_info):
             add_tree_binned(self.backend, self.dtrain.ellpack, tree, column(self.margin, group))
