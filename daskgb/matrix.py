@@ -158,10 +158,11 @@ class QuantileMatrix:
         # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
         self.cuts_token = token
         # A matrix with cuts of its own may be given to train as an eval set without ref=: it is then
-        # binned again, from X, with the training cuts (binned_like). X is held weakly, so that a
-        # matrix never keeps the user's data alive (the rows are quantised: X may be dropped).
+        # binned again, from X, with the training cuts (binned_like); and any matrix is predicted
+        # from X by a model of other cuts. X is held weakly, so that a matrix never keeps the user's
+        # data alive (the rows are quantised: X may be dropped); a DMatrix holds it.
         self._source = None
-        if sketched:
+        if sketched or ref is not None:
             self._source = (_weakly(X) if owned is None else lambda: owned,
                             dict(feature_names=feature_names, feature_types=feature_types,
                                              enable_categorical=enable_categorical))
@@ -384,8 +385,8 @@ class QuantileMatrix:
         return self.cuts_token == other.cuts_token
 
     def raw_features(self):
-        """The X this matrix was sketched and binned from, while it lives (held weakly); None once
-        it is gone, or for a matrix binned with given cuts, from batches or by take()."""
+        """The X this matrix was binned from, while it lives (held weakly; a DMatrix holds it); None
+        once it is gone, or for a matrix binned with cuts= (the Dask layer's), from batches or by take()."""
         return self._source[0]() if getattr(self, "_source", None) is not None else None
 
     def binned_like(self, ref: "QuantileMatrix", name: str = "the matrix") -> "QuantileMatrix":

@@ -284,6 +284,8 @@ def test_predict_on_a_matrix_with_other_cuts(data):
     own = matrix(Xc, y)
     np.testing.assert_array_equal(booster.predict(own), booster.predict(X))
     np.testing.assert_array_equal(booster.predict(own, pred_contribs=True), booster.predict(X, pred_contribs=True))
+    # One built with ref= another matrix (an eval set of another fit) too.
+    np.testing.assert_array_equal(booster.predict(matrix(Xc, y, ref=own)), booster.predict(X))
     del Xc
     gc.collect()
     with pytest.raises(ValueError, match=r"build it with ref=the training matrix, or keep its X"):

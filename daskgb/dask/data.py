@@ -683,9 +683,10 @@ class DaskQuantileMatrix:
         self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
         self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
         self.has_labels = bool(labels)  # with the bounds and no y, a worker's matrix takes the lower bounds as labels
-        # A matrix with cuts of its own keeps what it was built from; the dask graphs hold no rows
-        # on the workers (a persisted X's partitions stay as long as the user keeps X).
-        self._source = dict(source, device=device) if ref is None else None
+        # The matrix keeps what it was built from: a model of other cuts predicts it from there, and
+        # one with cuts of its own is binned again from there as an eval set. The dask graphs hold
+        # no rows on the workers (a persisted X's partitions stay as long as the user keeps X).
+        self._source = dict(source, device=device)
         lap("ELLPACK on workers")
 
     @property
@@ -701,7 +702,7 @@ class DaskQuantileMatrix:
 
     def source(self) -> dict | None:
         """The collections and arguments this matrix was built from (X, y, weight, base_margin,
-        missing, ...), or None: built with ref=, by take(), released or unpickled."""
+        missing, ...), or None: made by take(), released or unpickled."""
         return None if self.released else getattr(self, "_source", None)
 
     def binned_like(self, ref: "DaskQuantileMatrix", name: str = "the matrix") -> "DaskQuantileMatrix":

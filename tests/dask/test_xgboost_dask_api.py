@@ -415,3 +415,14 @@ def test_the_parameters_max_bin_bins_a_dask_matrix_again(client):
     assert out["history"] == direct["history"] and dtrain.max_bin == 256
     with pytest.raises(ValueError, match="params max_bin=8 differs from the DaskQuantileMatrix's max_bin=256"):
         dgb.train(client, params, dtrain.take(np.arange(300)), 1, verbose_eval=False)
+
+
+def test_a_matrix_of_another_fits_cuts_is_predicted_from_its_collections(client):
+    """A DaskQuantileMatrix built with ref= another fit's matrix (an eval set) is predicted by a
+    model of other cuts from the collections it was built from, as XGBoost predicts any DaskDMatrix."""
+    X, y = exact_data(n=300)
+    Xd, yd = da.from_array(X, chunks=(150, 5)), da.from_array(y, chunks=150)
+    first = dgb.DaskQuantileMatrix(client, Xd, yd)
+    valid = dgb.DaskQuantileMatrix(client, Xd, yd, ref=first)
+    other = trained(client, Xd, yd, rounds=2)["booster"]  # its own matrix, other cuts
+    np.testing.assert_allclose(dgb.predict(client, other, valid).compute(), other.predict(X), atol=1e-6)
