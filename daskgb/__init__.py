@@ -1,7 +1,7 @@
 """daskgb: gradient-boosted decision trees on Dask clusters of GPUs (and on CPUs), XGBoost-compatible."""
 
 from .booster import Booster, register_training_api
-from .matrix import QuantileMatrix
+from .matrix import DMatrix, QuantileMatrix
 from .out_of_memory import OutOfMemoryError
 from .training import booster_rounds, train
 from .training.cv import cv
@@ -11,7 +11,7 @@ register_training_api(booster_rounds)
 
 __version__ = "0.1.0"
 
-__all__ = ["Booster", "QuantileMatrix", "OutOfMemoryError", "train", "cv", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
+__all__ = ["Booster", "DMatrix", "QuantileMatrix", "OutOfMemoryError", "train", "cv", "GBRegressor", "GBClassifier", "GBRanker", "DaskGBRegressor",
            "DaskGBClassifier", "DaskGBRanker", "GBRFRegressor", "GBRFClassifier", "DaskGBRFRegressor",
            "DaskGBRFClassifier", "plot_importance", "plot_metric", "plot_tree", "__version__"]
 

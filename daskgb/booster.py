@@ -301,6 +301,26 @@ class Booster:
         self.params = params
         self._raw_params = raw
 
+    def save_config(self) -> str:
+        """The training configuration as XGBoost's Booster.save_config gives it: a JSON string of
+        XGBoost's layout (learner.generic_param, gradient_booster.tree_train_param, ...) holding
+        the parameters daskgb has (xgboost_config.py)."""
+        from .xgboost_config import save_config
+
+        return save_config(self)
+
+    def load_config(self, config: str) -> None:
+        """Set the parameters a save_config() string (daskgb's or XGBoost's) holds, as
+        xgboost.Booster.load_config; its metrics become eval_metric where they are not the
+        objective's default one."""
+        from .xgboost_config import params_of_config
+
+        params = params_of_config(config)
+        metrics = params.pop("eval_metric", None)
+        self.set_param(params)
+        if metrics and metrics != [self.objective.default_metric]:
+            self.set_param({"eval_metric": metrics})
+
     def keep_rounds(self, n: int) -> None:
         """Drop the trees of every round after the first n."""
         k = self.trees_per_round
@@ -351,7 +371,7 @@ class Booster:
 
     def predict(self, data, output_margin: bool = False, iteration_range=(0, 0), missing=np.nan,
                 base_margin=None, *, pred_leaf: bool = False, pred_contribs: bool = False,
-                approx_contribs: bool = False, pred_interactions: bool = False):
+                approx_contribs: bool = False, pred_interactions: bool = False, strict_shape: bool = False):
         """Predictions for raw features (numpy, pandas, cupy, scipy CSR) or a QuantileMatrix.
 
         Returns numpy for host input and cupy for cupy input. Missing values (NaN
@@ -370,7 +390,38 @@ class Booster:
           the diagonal holds Saabas's values and the rest is zero.
         - ``pred_leaf=True``: the id of the leaf each tree sends each row to, (n_rows, n_trees),
           as float32 (XGBoost's type).
+
+        ``strict_shape=True`` gives XGBoost's shapes that do not depend on the model's outputs
+        (strict_shape_of): (n_rows, outputs) predictions, (n_rows, groups, n_features + 1)
+        contributions, (n_rows, groups, n_features + 1, n_features + 1) interactions and
+        (n_rows, rounds, groups, num_parallel_tree) leaf ids.
         """
+        out = self._predict(data, output_margin, iteration_range, missing, base_margin, pred_leaf=pred_leaf,
+                            pred_contribs=pred_contribs, approx_contribs=approx_contribs,
+                            pred_interactions=pred_interactions)
+        if not strict_shape:
+            return out
+        kind = ("leaf" if pred_leaf else "contribs" if pred_contribs else
+                "interactions" if pred_interactions else "value")
+        return out.reshape(self.strict_shape_of(out.shape[0], kind, out.size // max(out.shape[0], 1)))
+
+    def strict_shape_of(self, n_rows: int, kind: str, per_row: int) -> tuple:
+        """The shape XGBoost's strict_shape=True gives n_rows predictions of a kind ("value" or
+        "margin", "leaf", "contribs", "interactions") holding per_row numbers a row."""
+        groups = self.n_groups
+        if kind == "leaf":
+            return (n_rows, per_row // self.trees_per_round, groups, self.params.num_parallel_tree)
+        if kind == "contribs":
+            return (n_rows, groups, self.n_features + 1)
+        if kind == "interactions":
+            return (n_rows, groups, self.n_features + 1, self.n_features + 1)
+        if kind in ("value", "margin"):
+            return (n_rows, per_row)
+        raise ValueError(f"unknown kind of prediction {kind!r}")
+
+    def _predict(self, data, output_margin, iteration_range, missing, base_margin, *, pred_leaf, pred_contribs,
+                 approx_contribs, pred_interactions):
+        """predict(), its shapes those of strict_shape=False."""
         start, end = self._tree_slice(iteration_range)
         if approx_contribs and not (pred_contribs or pred_interactions):
             raise ValueError("approx_contribs=True is a kind of pred_contribs=True; pass both")
@@ -378,9 +429,21 @@ class Booster:
             raise ValueError("pred_leaf, pred_contribs and pred_interactions are different outputs; ask for one")
         explain = pred_leaf or pred_contribs or pred_interactions
         if isinstance(data, QuantileMatrix):
-            if not explain:
+            if self.feature_names is not None and data.feature_names != self.feature_names:
+                # As XGBoost validates a DMatrix: a named model predicts only matrices of its names
+                # (raw arrays without names are taken by position).
+                raise ValueError(f"feature_names mismatch: the model has {self.feature_names}, the matrix has "
+                                 f"{data.feature_names}")
+            raw = data.raw_features() if getattr(self, "_train_cuts_token", None) != data.cuts_token else None
+            if raw is not None:
+                # Binned with cuts of its own: its rows as given (the matrix holds them weakly), as
+                # XGBoost predicts any DMatrix, with the matrix's missing value and base margins.
+                base_margin = data.base_margin if base_margin is None else base_margin
+                data, missing = raw, data.missing
+            elif not explain:
                 return self._predict_matrix(data, output_margin, start, end)
-            data, missing = self._representative_features(data), np.nan
+            else:
+                data, missing = self._representative_features(data), np.nan
         features = as_features(data, feature_types=self.feature_types if _is_frame(data) else None,
                                enable_categorical=self.feature_types is not None, categories=self.categories)
         if features.n_features != self.n_features:
@@ -544,8 +607,9 @@ class Booster:
             raise ValueError(f"the model was trained on {self.n_features} features, the data has {m.n_features}")
         cuts_ok = getattr(self, "_train_cuts_token", None) == m.cuts_token
         if not cuts_ok:
-            raise ValueError("a QuantileMatrix can be predicted only with the cuts the model was trained on "
-                             "(build it with ref=the training matrix); pass the raw features instead")
+            raise ValueError("a QuantileMatrix can be predicted only with the cuts the model was trained on, or "
+                             "while the X it was built from lives (build it with ref=the training matrix, or keep "
+                             "its X); pass the raw features instead")
         device = resolve_device(self.params.device)
         if self.has_categorical_splits and not get_backend(device).splits_by_category:
             device = "cpu"  # the host walks categorical splits
@@ -731,11 +795,17 @@ class Booster:
 
     # ------------------------------------------------------------------ dumps (model_dump.py)
     def get_dump(self, fmap="", with_stats: bool = False, dump_format: str = "text") -> list[str]:
-        """Each tree as text, as xgboost.Booster.get_dump writes it: dump_format "text" or
-        "json", with_stats adding each node's gain and cover, fmap a feature map file."""
+        """Each tree as text, as xgboost.Booster.get_dump writes it: dump_format "text", "json" or
+        "dot" (Graphviz), with_stats adding each node's gain and cover, fmap a feature map file."""
         from .model_dump import get_dump
 
         return get_dump(self, fmap, with_stats, dump_format)
+
+    def get_split_value_histogram(self, feature: str, fmap="", bins=None, as_pandas: bool = True):
+        """A histogram of the thresholds of the splits on a feature (XGBoost's): model_dump.py."""
+        from .model_dump import split_value_histogram
+
+        return split_value_histogram(self, feature, fmap, bins, as_pandas)
 
     def dump_model(self, fout, fmap="", with_stats: bool = False, dump_format: str = "text") -> None:
         """Write get_dump's trees to fout (a path or an open text file), as XGBoost's dump_model."""
@@ -765,11 +835,8 @@ class Booster:
         if validate_features and hasattr(data, "shape") and len(data.shape) == 2 \
                 and data.shape[1] != self.n_features:
             raise ValueError(f"Feature shape mismatch, expected: {self.n_features}, got {data.shape[1]}")
-        out = self.predict(data, output_margin=predict_type == "margin", iteration_range=iteration_range,
-                           missing=missing, base_margin=base_margin)
-        if strict_shape:
-            out = out.reshape(out.shape[0], -1)
-        return out
+        return self.predict(data, output_margin=predict_type == "margin", iteration_range=iteration_range,
+                            missing=missing, base_margin=base_margin, strict_shape=strict_shape)
 
     # ------------------------------------------------------------------ rounds and evaluation (training/)
     def update(self, dtrain, iteration: int, fobj=None) -> None:

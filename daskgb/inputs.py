@@ -90,6 +90,7 @@ def as_features(X, feature_names=None, allow_empty: bool = False, feature_types=
         if _is_pandas_series(X):  # one feature, named after the series (XGBoost: pd.DataFrame(series))
             X = X.to_frame()
         if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a dataframe
+            X = _dense_columns(X)
             X, frame_types, frame_categories = _categorical_columns(X, enable_categorical, categories)
             bad = [str(c) for c, t in zip(X.columns, X.dtypes) if not is_numeric_dtype(t)]
             if bad:
@@ -160,7 +161,7 @@ def category_columns(frame, enable_categorical: bool) -> list[int]:
     if cat_cols and not enable_categorical:
         names = [str(frame.columns[i]) for i in cat_cols]
         raise ValueError(f"X has categorical (`category` dtype) columns {names[:10]}: pass enable_categorical=True "
-                         "to train on them as categories (XGBoost's parameter), or convert them to numbers")
+                         "(XGBoost's `enable_categorical`) to take them as categories, or convert them to numbers")
     return cat_cols
 
 
@@ -291,6 +292,21 @@ def check_feature_names(expected, given, expected_what: str, given_what: str) ->
                      f"({detail})")
 
 
+def _dense_columns(frame):
+    """A pandas frame with its Sparse columns made dense (their fill value a value, as XGBoost
+    reads pandas' sparse columns)."""
+    sparse = [i for i, t in enumerate(frame.dtypes) if str(t).startswith("Sparse")]
+    if not sparse:
+        return frame
+    import warnings
+
+    warnings.warn("Sparse arrays from pandas are converted into dense.", UserWarning, stacklevel=4)  # XGBoost's words
+    frame = frame.copy(deep=False)
+    for i in sparse:
+        frame.isetitem(i, frame.iloc[:, i].sparse.to_dense())
+    return frame
+
+
 def is_numeric_dtype(t) -> bool:
     try:
         return np.dtype(t).kind in "biuf"
@@ -338,7 +354,9 @@ def _checked_float32(a, src, what: str, xp, finite: bool = True, nonnegative: bo
         bad = int((~src.isfinite(a)).sum()) if finite and not bool(src.isfinite(a).all()) else 0
         neg = int((a < 0).sum()) if nonnegative else 0
     if finite and bad:
-        raise ValueError(f"{what} has {bad} NaN or infinite values")
+        # The words after the count are scikit-learn's (check_array), which XGBoost's tests look for.
+        raise ValueError(f"{what} has {bad} NaN or infinite values: it contains NaN, infinity or a value too large "
+                         "for float32")
     if nonnegative and neg:
         raise ValueError(f"{what} has {neg} negative values")
     return xp.asarray(a) if xp is not np else to_host(a)

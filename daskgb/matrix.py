@@ -16,6 +16,7 @@ from .arrays import array_module, to_host
 from .backend import get_backend, resolve_device
 from .inputs import as_features, as_margin, as_vector, check_categorical_values, check_feature_names
 from .out_of_memory import explained
+from .text_files import is_text_uri, read_text_uri
 
 
 class QuantileMatrix:
@@ -37,6 +38,11 @@ class QuantileMatrix:
     same). The input is then quantised a chunk at a time where it lies (its sketch merged
     from the chunks' sketches; a chunk of CSR rows is made dense on the way).
 
+    ``data=`` and ``label=`` (XGBoost's DMatrix names) may stand for X and y. X may also be a
+    text file named as XGBoost names one, ``"train.txt?format=libsvm"`` or
+    ``"train.csv?format=csv&label_column=0"`` (text_files.py): its labels (and LIBSVM qids) are
+    the matrix's unless y (qid, group) are given.
+
     Ranking data name its query groups with ``qid`` (a query id per row,
     non-decreasing, the rows of a query contiguous) or ``group`` (group sizes in
     row order), as XGBoost's DMatrix does; then ``weight`` holds one weight per
@@ -46,10 +52,20 @@ class QuantileMatrix:
     public_name = "daskgb.QuantileMatrix"
 
     @explained("quantising")
-    def __init__(self, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
+    def __init__(self, X=None, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, cuts=None, _cuts_token=None,
                  _allow_empty=False, _groups=None, device_memory_budget=None, spill_dir=None,
-                 label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False):
+                 label_lower_bound=None, label_upper_bound=None, feature_types=None, enable_categorical=False,
+                 data=None, label=None, _hold_features=False):
+        X, y = xgboost_names(X, y, data, label)
+        # A text file's rows (XGBoost's "path?format=libsvm" data) are this matrix's own, and a
+        # DMatrix keeps its X: held strongly.
+        owned = X if _hold_features else None
+        if is_text_uri(X):
+            X, file_y, file_qid = read_text_uri(X)
+            owned = X
+            y = file_y if y is None else y
+            qid = file_qid if qid is None and group is None else qid
         if isinstance(max_bin, bool) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
             raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
         try:
@@ -75,6 +91,9 @@ class QuantileMatrix:
         self.label_lower_bound, self.label_upper_bound = _survival_bounds(label_lower_bound, label_upper_bound, n, xp)
         if y is None and self.label_lower_bound is not None:
             y = self.label_lower_bound  # survival:aft reads the bounds; the label is there for the checks
+        if getattr(y, "ndim", 1) == 2 and y.shape[1] > 1:
+            raise ValueError(f"y (labels) must be 1-dimensional, got shape {tuple(y.shape)}: several targets a row "
+                             "(multi-output) are not supported by daskgb; train a model per column")
         self.label = as_vector(y, n, "y (labels)", xp)
         if self.groups is not None and weight is not None:
             # Ranking weights are per group; rows carry their group's weight (for the sketch).
@@ -139,11 +158,13 @@ class QuantileMatrix:
         # Matrices binned with the same cuts share this token (through ref= or the Dask layer).
         self.cuts_token = token
         # A matrix with cuts of its own may be given to train as an eval set without ref=: it is then
-        # binned again, from X, with the training cuts (binned_like). X is held weakly, so that a
-        # matrix never keeps the user's data alive (the rows are quantised: X may be dropped).
+        # binned again, from X, with the training cuts (binned_like); and any matrix is predicted
+        # from X by a model of other cuts. X is held weakly, so that a matrix never keeps the user's
+        # data alive (the rows are quantised: X may be dropped); a DMatrix holds it.
         self._source = None
-        if sketched:
-            self._source = (_weakly(X), dict(feature_names=feature_names, feature_types=feature_types,
+        if sketched or ref is not None:
+            self._source = (_weakly(X) if owned is None else lambda: owned,
+                            dict(feature_names=feature_names, feature_types=feature_types,
                                              enable_categorical=enable_categorical))
         if chunked:
 
@@ -289,6 +310,66 @@ class QuantileMatrix:
         """The weights, or an empty array when there are none (as XGBoost's DMatrix.get_weight)."""
         return self.weight if self.weight is not None else np.zeros(0, dtype=np.float32)
 
+    def get_base_margin(self):
+        """The base margins, or an empty array when there are none (XGBoost's DMatrix.get_base_margin)."""
+        return self.base_margin if self.base_margin is not None else np.zeros(0, dtype=np.float32)
+
+    def num_row(self) -> int:
+        return self.n_rows
+
+    def num_col(self) -> int:
+        return self.n_features
+
+    def set_label(self, label) -> None:
+        """Replace the labels (XGBoost's DMatrix.set_label), checked as the constructor checks them."""
+        self._set("label", as_vector(label, self.n_rows, "y (labels)", self._xp()))
+
+    def set_weight(self, weight) -> None:
+        """Replace the weights (XGBoost's DMatrix.set_weight); None removes them. Not for a matrix
+        with query groups, whose weights are one per group: build it again with weight=."""
+        if self.groups is not None:
+            raise ValueError("set_weight() of a matrix with query groups: its weights are one per group; build it "
+                             "again with weight=")
+        w = as_vector(weight, self.n_rows, "weight", self._xp(), nonnegative=True)
+        if w is not None and float(w.sum()) <= 0:
+            raise ValueError("weights are all zero: no row carries any weight")
+        self._set("weight", w)
+
+    def set_base_margin(self, margin) -> None:
+        """Replace the base margins each row starts from (XGBoost's DMatrix.set_base_margin): a
+        length-n vector, or (n, K) for K outputs; None removes them."""
+        self._set("base_margin", as_margin(margin, self.n_rows, None, self._xp()))
+
+    def set_info(self, *, label=None, weight=None, base_margin=None, feature_names=None, **others) -> None:
+        """Set several of the rows' vectors at once (XGBoost's DMatrix.set_info): label, weight,
+        base_margin, feature_names; those left None are kept. Query groups, survival bounds and
+        feature types are set when the matrix is built."""
+        given = sorted(k for k, v in others.items() if v is not None)
+        if given:
+            raise ValueError(f"set_info sets label, weight, base_margin and feature_names; give {given} when "
+                             "building the matrix")
+        if label is not None:
+            self.set_label(label)
+        if weight is not None:
+            self.set_weight(weight)
+        if base_margin is not None:
+            self.set_base_margin(base_margin)
+        if feature_names is not None:
+            names = [str(n) for n in feature_names]
+            if len(names) != self.n_features:
+                raise ValueError(f"feature_names has {len(names)} names for {self.n_features} features")
+            from .inputs import check_unique_names
+
+            check_unique_names(names)
+            self._set("feature_names", names)
+
+    def _xp(self):
+        return get_backend(self.device).xp
+
+    def _set(self, name: str, value) -> None:
+        setattr(self, name, value)
+        self._on = {self.device: self}  # copies on other devices hold the old vector
+
     @property
     def cuts(self):
         return self.ellpack.cuts
@@ -303,6 +384,11 @@ class QuantileMatrix:
         """True when both matrices were binned with the same cuts (one built with ref= the other)."""
         return self.cuts_token == other.cuts_token
 
+    def raw_features(self):
+        """The X this matrix was binned from, while it lives (held weakly; a DMatrix holds it); None
+        once it is gone, or for a matrix binned with cuts= (the Dask layer's), from batches or by take()."""
+        return self._source[0]() if getattr(self, "_source", None) is not None else None
+
     def binned_like(self, ref: "QuantileMatrix", name: str = "the matrix") -> "QuantileMatrix":
         """This matrix binned with ref's cuts (itself where it is already): its rows quantised
         again from its X, its labels, weights, margins and groups kept. What train does with an
@@ -310,7 +396,7 @@ class QuantileMatrix:
         ValueError where X is gone (the matrix held it weakly) or cannot be read again."""
         if self.shares_cuts_with(ref):
             return self
-        X = self._source[0]() if getattr(self, "_source", None) is not None else None
+        X = self.raw_features()
         if X is None:
             raise ValueError(f"{name} was quantised with cuts of its own, and daskgb holds no data to bin it again "
                              "with the training cuts (its X is gone, or the matrix came from batches or take()): "
@@ -324,6 +410,23 @@ class QuantileMatrix:
         for key in ("ellpack", "cuts_token", "max_bin", "feature_names", "feature_types", "categories"):
             setattr(m, key, getattr(binned, key))
         m._source = None
+        m._on = {m.device: m}
+        return m
+
+    def with_max_bin(self, max_bin: int) -> "QuantileMatrix":
+        """This matrix sketched and binned again from its X with max_bin bins a feature (itself
+        where it has them, or where its X is gone: training then names the difference). What
+        train does when the parameters' max_bin differs, as XGBoost bins a DMatrix with the
+        training parameters' max_bin. Labels, weights, margins and groups are kept."""
+        X = self.raw_features()
+        if max_bin == self.max_bin or X is None:
+            return self
+        binned = QuantileMatrix(X, weight=self.weight, missing=self.missing, max_bin=max_bin, device=self.device,
+                                _allow_empty=True, **self._source[1])
+        m = object.__new__(type(self))
+        m.__dict__.update(self.__dict__)
+        for key in ("ellpack", "cuts_token", "max_bin"):
+            setattr(m, key, getattr(binned, key))
         m._on = {m.device: m}
         return m
 
@@ -350,8 +453,38 @@ class QuantileMatrix:
         without unpacking (backend.gather_rows). A paged matrix gives its rows in ascending
         order, as one in-core matrix. A cross-validation split of a matrix is this.
 
-        Not for ranking matrices: a subset of rows would cut query groups apart."""
-        idx = row_indices(rows, self.n_rows, self.groups is not None)
+        Not for ranking matrices: a subset of rows would cut query groups apart (take_groups
+        takes whole query groups)."""
+        return self._take_rows(row_indices(rows, self.n_rows, self.groups is not None))
+
+    def take_groups(self, groups) -> "QuantileMatrix":
+        """The given query groups (indices into this matrix's groups, in the order given) as a
+        matrix of their own, their rows in that order and each group whole, numbered 0.. in the
+        new matrix (as XGBoost's DMatrix.slice(rows, allow_groups=True) then set_group does): a
+        cross-validation fold of a ranking matrix."""
+        from .ranking import Groups
+
+        if self.groups is None:
+            raise ValueError("take_groups() of a matrix without query groups: use take()")
+        g = np.asarray(to_host(groups))
+        if g.ndim != 1 or (g.size and g.dtype.kind not in "iu"):
+            raise ValueError("take_groups() takes a 1-d array of query group indices")
+        n_groups = self.groups.n_groups
+        if g.size == 0:
+            raise ValueError("take_groups() of no groups: a matrix needs at least one row")
+        if g.min() < 0 or g.max() >= n_groups:
+            raise ValueError(f"query group index out of range: the matrix has {n_groups} groups")
+        ptr = self.groups.ptr
+        sizes = (ptr[1:] - ptr[:-1])[g]
+        starts = np.repeat(ptr[g] - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+        m = self._take_rows(np.arange(int(sizes.sum()), dtype=np.int64) + starts)
+        weight = self.groups.weight
+        m.groups = Groups(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                          weight=None if weight is None else weight[get_backend(self.device).xp.asarray(g)])
+        return m
+
+    def _take_rows(self, idx: np.ndarray) -> "QuantileMatrix":
+        """take() of checked host row indices (query groups are the caller's to keep whole)."""
         backend = get_backend(self.device)
         xp = backend.xp
         if self.paged:
@@ -392,12 +525,34 @@ class QuantileMatrix:
                 f"device={self.device!r}, ellpack={self.ellpack.nbytes / 2**20:.1f} MiB{pages})")
 
 
+class DMatrix(QuantileMatrix):
+    """XGBoost's DMatrix: a QuantileMatrix that keeps the X it was built from (held, where a
+    QuantileMatrix holds it weakly), as XGBoost's DMatrix keeps its data. So it is predicted
+    exactly, and binned again with the training cuts as an eval set built without ref=, whatever
+    becomes of the caller's X (a temporary, say: DMatrix(X.compute())). It costs X's memory for
+    the matrix's life; a QuantileMatrix (XGBoost's QuantileDMatrix) does not keep it."""
+
+    public_name = "daskgb.DMatrix"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, _hold_features=True, **kwargs)
+
+
 def _weakly(X):
     """A callable giving X back while it lives (None after); None where X takes no weak reference."""
     try:
         return weakref.ref(X)
     except TypeError:  # lists, tuples and the like: not kept
         return lambda: None
+
+
+def xgboost_names(X, y, data, label):
+    """(X, y) from a matrix's arguments, where data= and label= (XGBoost's DMatrix names) may
+    stand for X and y."""
+    for ours, theirs, name in ((X, data, "X"), (y, label, "y")):
+        if ours is not None and theirs is not None:
+            raise ValueError(f"give {name} or {'data' if name == 'X' else 'label'}= (XGBoost's name for it), not both")
+    return data if X is None else X, label if y is None else y
 
 
 def eval_sets_binned_like(evals, dtrain) -> list:

@@ -1,4 +1,4 @@
-"""A model's trees as text, as XGBoost dumps them: Booster.get_dump / dump_model (text and JSON)
+"""A model's trees as text, as XGBoost dumps them: Booster.get_dump / dump_model (text, JSON and Graphviz dot)
 and trees_to_dataframe.
 
 The layout is XGBoost's (src/tree/tree_model.cc TextGenerator and JsonGenerator): nodes
@@ -136,17 +136,88 @@ def _json_tree(tree, nid: int, depth: int, names, types, stats: bool) -> str:
     return newline + indent + node
 
 
+_YES_COLOR, _DEFAULT_COLOR = "#FF0000", "#0000FF"  # XGBoost's GraphvizGenerator: red edges, blue where missing go
+
+
+def _dot_node(tree, nid: int, names, types, stats: bool) -> str:
+    """One node of a Graphviz dot dump and the edges to its children (XGBoost's layout)."""
+    if tree.left[nid] < 0:
+        cover = f"\ncover={_num(tree.cover[nid])}" if stats else ""
+        return f'\n    {nid} [ label="leaf={_num(tree.value[nid])}{cover}" ]\n'
+    f = int(tree.feature[nid])
+    name, kind = _escaped(names[f]), types[f]
+    left, right, missing = int(tree.left[nid]), int(tree.right[nid]), _missing(tree, nid)
+    if nid in tree.categories:  # the listed categories go right: the right edge is "yes"
+        _check_categorical(names[f], kind, nid)
+        label = f"{name}:{{{','.join(str(int(c)) for c in tree.categories[nid])}}}"
+        yes = right
+    else:
+        if kind == "c":
+            raise ValueError(f"{names[f]} in the feature map is categorical but tree node {nid} is numerical")
+        # The threshold as it is, for "int" features too (the text dump rounds it up; the dot dump does not).
+        label = name if kind == "i" else f"{name}<{_num(tree.threshold[nid])}"
+        yes = left
+    stat = f"\ngain={_num(tree.gain[nid])}\ncover={_num(tree.cover[nid])}" if stats else ""
+    edges = ""
+    for child in (left, right):
+        text = ("yes" if child == yes else "no") + (", missing" if child == missing else "")
+        color = _DEFAULT_COLOR if child == missing else _YES_COLOR
+        edges += f'    {nid} -> {child} [label="{text}" color="{color}"]\n'
+    return f'\n    {nid} [ label="{label}{stat}" ]\n' + edges
+
+
+def _dot_tree(tree, names, types, stats: bool) -> str:
+    """A tree as Graphviz dot source (XGBoost's dump_format="dot"): nodes depth first, left first."""
+    order, stack = [], [0]
+    while stack:
+        nid = stack.pop()
+        order.append(nid)
+        if tree.left[nid] >= 0:
+            stack += [int(tree.right[nid]), int(tree.left[nid])]
+    body = "".join(_dot_node(tree, nid, names, types, stats) for nid in order)
+    return "digraph {\n    graph [ rankdir=TB ]\n" + body + "}"
+
+
 def get_dump(booster, fmap="", with_stats: bool = False, dump_format: str = "text") -> list[str]:
-    """Each tree as a string (XGBoost's Booster.get_dump)."""
-    if dump_format not in ("text", "json"):
-        if dump_format == "dot":
-            raise NotImplementedError("dump_format='dot' is not supported by daskgb; daskgb.plot_tree draws a tree, "
-                                      "and 'text' or 'json' dump it")
-        raise ValueError(f"dump_format must be 'text' or 'json', got {dump_format!r}")
+    """Each tree as a string (XGBoost's Booster.get_dump): "text", "json" or "dot" (Graphviz)."""
+    if dump_format not in ("text", "json", "dot"):
+        raise ValueError(f"dump_format must be 'text', 'json' or 'dot', got {dump_format!r}")
     names, types = feature_map(booster, fmap)
     if dump_format == "text":
         return [_text_tree(t, 0, 0, names, types, bool(with_stats)) + "\n" for t in booster.trees]
+    if dump_format == "dot":
+        return [_dot_tree(t, names, types, bool(with_stats)) for t in booster.trees]
     return [_json_tree(t, 0, 0, names, types, bool(with_stats)) for t in booster.trees]
+
+
+def split_value_histogram(booster, feature: str, fmap="", bins=None, as_pandas: bool = True):
+    """A histogram of the thresholds the model's splits on `feature` (a name of the text dump)
+    use, as XGBoost's Booster.get_split_value_histogram: read off the text dump, at most `bins`
+    bins (default: one per distinct threshold), the empty bins dropped; a DataFrame of
+    SplitValue (each bin's upper edge) and Count, or an (n, 2) array. A categorical feature's
+    splits have no thresholds: an error."""
+    pattern = re.compile(r"\[{0}<([\d.Ee+-]+)\]".format(feature))  # XGBoost's: the name as a regular expression
+    values = [float(v) for tree in get_dump(booster, fmap) for v in pattern.findall(tree)]
+    n_unique = len(np.unique(values))
+    bins = max(min(n_unique, bins) if bins is not None else n_unique, 1)
+    counts, edges = np.histogram(values, bins=bins)
+    table = np.column_stack((edges[1:], counts))
+    table = table[table[:, 1] > 0]
+    if table.size == 0:
+        names, types = feature_map(booster, fmap)
+        if feature in names and types[names.index(feature)] == "c":
+            raise ValueError("the split value histogram is of numerical splits; categorical splits have no values")
+    if as_pandas:
+        try:
+            from pandas import DataFrame
+        except ImportError:
+            import warnings
+
+            warnings.warn("Returning histogram as ndarray (as_pandas == True, but pandas is not installed).",
+                          UserWarning, stacklevel=3)
+            return table
+        return DataFrame(table, columns=["SplitValue", "Count"])
+    return table
 
 
 def dump_model(booster, fout, fmap="", with_stats: bool = False, dump_format: str = "text") -> None:

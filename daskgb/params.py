@@ -44,6 +44,12 @@ IGNORED = frozenset({"verbosity", "silent", "validate_parameters", "disable_defa
                      "fail_on_invalid_gpu_id"})
 
 
+class UnsupportedBooster(NotImplementedError, ValueError):
+    """booster='gblinear' or 'dart': an XGBoost booster daskgb does not have. A NotImplementedError,
+    as xgboost.dask raises for gblinear, and a ValueError, as daskgb raises for parameters it
+    refuses (so io.UnsupportedOperation is both an OSError and a ValueError)."""
+
+
 @dataclass
 class TrainParams:
     """Validated training parameters (canonical names)."""
@@ -135,8 +141,11 @@ class TrainParams:
     def _check(self) -> None:
         _choice("objective", self.objective, OBJECTIVES)
         if self.booster != "gbtree":
-            raise ValueError(f"booster={self.booster!r} is not supported: daskgb grows trees (booster='gbtree'); "
-                             "gblinear and dart are XGBoost boosters it does not have")
+            if self.booster in ("gblinear", "dart"):
+                raise UnsupportedBooster(f"booster={self.booster!r} is not supported: daskgb grows trees "
+                                         "(booster='gbtree'); gblinear and dart are XGBoost boosters it does not have")
+            raise ValueError(f"booster must be 'gbtree' (or XGBoost's 'gblinear' / 'dart', which daskgb does not "
+                             f"have), got {self.booster!r}")
         if self.multi_strategy != "one_output_per_tree":
             raise ValueError(f"multi_strategy={self.multi_strategy!r} is not supported: daskgb grows one output per "
                              "tree (multi_strategy='one_output_per_tree'); vector-leaf trees (multi_output_tree) "

@@ -101,6 +101,37 @@ class _SklearnObjective:
         return self.func(dtrain.get_label(), margin)
 
 
+def _positional_args_warned(fn):
+    """fn with XGBoost's _deprecate_positional_args: positional arguments past fn's positional
+    parameters are taken as its keyword-only ones, in their order, with XGBoost's FutureWarning."""
+    import functools
+
+    params = list(inspect.signature(fn).parameters.values())
+    n_positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    keyword_only = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        extra = args[n_positional:]
+        if not extra:
+            return fn(*args, **kwargs)
+        if len(extra) > len(keyword_only):
+            raise TypeError(f"{fn.__qualname__} takes at most {n_positional + len(keyword_only) - 1} positional "
+                            f"arguments, {len(args) - 1} were given")
+        names = keyword_only[:len(extra)]
+        import warnings
+
+        warnings.warn(f"Pass `{', '.join(names)}` as keyword args.  Passing these as positional arguments will be "
+                      "considered as error in future releases.", FutureWarning, stacklevel=2)
+        for name, value in zip(names, extra):
+            if name in kwargs:
+                raise TypeError(f"{fn.__qualname__} got multiple values for argument {name!r}")
+            kwargs[name] = value
+        return fn(*args[:n_positional], **kwargs)
+
+    return inner
+
+
 class _SklearnMetric:
     """XGBoost's scikit-learn metric ``func(y_true, y_pred[, sample_weight]) -> float`` (a
     scikit-learn metric, say) as train()'s ``custom_metric(predt, dmatrix) -> (name, value)``,
@@ -119,11 +150,38 @@ class _SklearnMetric:
         return name, self.func(y_true, predt, sample_weight=to_host(weight))
 
 
+class _SklearnRankingMetric(_SklearnMetric):
+    """XGBRanker's callable metric (XGBoost's ltr_metric_decorator): ``func(y_true, y_score)`` of
+    each query group, a group of one row scoring 1.0, averaged with the groups' sizes as weights
+    (what XGBoost weighs them by: DMatrix.get_group())."""
+
+    def __call__(self, predt, dmatrix):
+        name = getattr(self.func, "__name__", type(self.func).__name__)
+        return name, self.score(to_host(dmatrix.get_label()), to_host(predt), to_host(dmatrix.get_group()))
+
+    def score(self, y_true, predt, sizes) -> float:
+        """The metric of predictions predt of labels y_true in query groups of the given sizes."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if sizes.size == 0:
+            raise ValueError("a ranker's eval_metric callable scores query groups, and the eval set has none")
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        scores = [1.0 if b - a <= 1 else float(self.func(y_true[a:b], predt[a:b])) for a, b in zip(ptr[:-1], ptr[1:])]
+        return float(np.average(scores, weights=sizes))
+
+
 def _fit_feature_weights(model, weights):
     """fit's feature_weights, which the constructor's must not also give."""
     if weights is not None and model.feature_weights is not None:
         raise ValueError("feature_weights are given to both the constructor and fit; give them once")
     return weights
+
+
+def _one_target(y) -> None:
+    """A clear error for y of several columns (several targets a row)."""
+    shape = getattr(y, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] > 1:
+        raise ValueError(f"y has {shape[1]} columns: multi-output regression and multi-label classification "
+                         "(XGBoost's num_target > 1) are not supported by daskgb; fit a model per column")
 
 
 def _column_vector_y(y):
@@ -141,8 +199,25 @@ def _column_vector_y(y):
 
 
 class _GBModel:
-    """Parameters, fit and the scikit-learn protocol shared by both estimators."""
+    """Parameters, fit and the scikit-learn protocol shared by both estimators. Used itself (as
+    XGBoost's XGBModel is), it fits and predicts as a regressor does, with XGBoost's default
+    objective."""
 
+    _estimator_type = None
+    _default_objective = "reg:squarederror"
+
+    def _fit_labels(self, y):
+        return y
+
+    def _eval_labels(self, y):
+        return y
+
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Predicted values (numpy, or cupy for cupy input); base_margin: each row's starting
+        margin (XGBoost's), instead of the base score."""
+        return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
+
+    @_positional_args_warned
     def __init__(
         self,
         *,
@@ -285,6 +360,16 @@ class _GBModel:
                 setattr(self, key, value)
             else:
                 self._kwargs[key] = value
+        booster = getattr(self, "_Booster", None)
+        if booster is not None:
+            # As XGBModel.set_params: a fitted model's booster takes the new training parameters.
+            from dataclasses import fields
+
+            from .params import ALIASES, IGNORED, TrainParams
+
+            known = {f.name for f in fields(TrainParams)} | IGNORED
+            booster.set_param({k: v for k, v in params.items()
+                               if ALIASES.get(k, k) in known and v is not None and not callable(v)})
         return self
 
     def __sklearn_tags__(self):
@@ -367,7 +452,8 @@ class _GBModel:
 
         return self.max_bin if self.max_bin is not None else TrainParams.max_bin
 
-    def fit(self, X, y, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=False, *,
+    @_positional_args_warned
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True,
             checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, base_margin=None,
             base_margin_eval_set=None, feature_weights=None):
         """Train ``n_estimators`` rounds on (X, y); eval_set is a list of (X, y) pairs.
@@ -375,21 +461,30 @@ class _GBModel:
         Booster, a fitted estimator or a saved model's path): as daskgb.train takes them.
         base_margin (and base_margin_eval_set, one per eval_set entry): each row's starting
         margin, instead of the base score (XGBoost's names). feature_weights: as the constructor's
-        (XGBoost's fit takes them too), for this fit."""
+        (XGBoost's fit takes them too), for this fit. verbose: print the eval sets' metrics every
+        round (True, XGBoost's default), every n-th round (an int n) or not (False)."""
         from .matrix import QuantileMatrix
 
         self._fit_feature_weights = _fit_feature_weights(self, feature_weights)
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
+        if X is None:  # XGBoost's type of error (scikit-learn's check_estimator asks for one that names y)
+            raise TypeError(f"{type(self).__name__}.fit got X of type NoneType: no feature data given")
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            classes = "Invalid classes: " if self._estimator_type == "classifier" else ""
+            raise ValueError(f"{classes}{type(self).__name__} requires y to be passed, but the target y is None "
+                             "(y: the labels)")
+        y_given = y
         y = _column_vector_y(y)
+        _one_target(y)
         y_train = self._fit_labels(y)
         params = self._train_params()  # after the labels: the class count picks the objective
+        # Matrices are built by keyword, as XGBoost's estimators build theirs.
         dtrain = QuantileMatrix(
-            X, y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing, max_bin=self._matrix_max_bin(),
-            device=self.device, feature_types=self.feature_types, enable_categorical=self.enable_categorical
+            X=X, y=y_train, weight=sample_weight, base_margin=base_margin, missing=self.missing,
+            max_bin=self._matrix_max_bin(), device=self.device, feature_types=self.feature_types,
+            enable_categorical=self.enable_categorical
         )
         eval_set = list(eval_set or ())
         for name, given in (("sample_weight_eval_set", sample_weight_eval_set),
@@ -399,12 +494,17 @@ class _GBModel:
         evals = []
         for i, (X_eval, y_eval) in enumerate(eval_set):
             weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
+            margin = None if base_margin_eval_set is None else base_margin_eval_set[i]
+            if X_eval is X and y_eval is y_given and weight is sample_weight and margin is base_margin:
+                # The training data itself (the same objects): its matrix, not a second one, as XGBoost does.
+                evals.append((dtrain, f"validation_{i}"))
+                continue
             # ref= the training matrix: eval rows are binned with the training cuts.
             deval = QuantileMatrix(
-                X_eval,
-                self._eval_labels(y_eval),
+                X=X_eval,
+                y=self._eval_labels(y_eval),
                 weight=weight,
-                base_margin=None if base_margin_eval_set is None else base_margin_eval_set[i],
+                base_margin=margin,
                 missing=self.missing,
                 max_bin=self._matrix_max_bin(),
                 ref=dtrain,
@@ -561,6 +661,11 @@ class _GBModel:
         if shape is not None and len(shape) == 2 and expected is not None and shape[1] != expected:
             raise ValueError(f"X has {shape[1]} features, but {type(self).__name__} is expecting {expected} features "
                              "as input")
+        if hasattr(X, "dtypes") and hasattr(X, "columns"):
+            from .inputs import category_columns
+
+            # As XGBoost's estimators: category columns need enable_categorical at predict too.
+            category_columns(X, bool(self.enable_categorical))
         kwargs = {"output_margin": output_margin}
         if not _both_nan(float(self.missing), np.nan):
             kwargs["missing"] = self.missing
@@ -575,18 +680,9 @@ class GBRegressor(_GBModel):
     _estimator_type = "regressor"
     _default_objective = "reg:squarederror"
 
+    @_positional_args_warned
     def __init__(self, *, objective="reg:squarederror", **kwargs):
         super().__init__(objective=objective, **kwargs)
-
-    def _fit_labels(self, y):
-        return y
-
-    def _eval_labels(self, y):
-        return y
-
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted values (numpy, or cupy for cupy input)."""
-        return self._margin_or_value(X, output_margin, iteration_range)
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R² of predict(X) against y."""
@@ -612,6 +708,7 @@ class GBClassifier(_GBModel):
     _estimator_type = "classifier"
     _default_objective = "binary:logistic"
 
+    @_positional_args_warned
     def __init__(self, *, objective="binary:logistic", **kwargs):
         super().__init__(objective=objective, **kwargs)
 
@@ -671,18 +768,20 @@ class GBClassifier(_GBModel):
         xp = array_module(y)
         return encoded if xp is np else xp.asarray(encoded)
 
-    def predict_proba(self, X, iteration_range=None):
-        """(n, n_classes_) array of class probabilities, columns in classes_ order."""
+    def predict_proba(self, X, iteration_range=None, *, base_margin=None):
+        """(n, n_classes_) array of class probabilities, columns in classes_ order; base_margin as
+        predict's."""
         if self._multiclass:
-            margin = self._margin_or_value(X, True, iteration_range)
+            margin = self._margin_or_value(X, True, iteration_range, base_margin=base_margin)
             return self.get_booster().objective.eval_transform(array_module(margin), margin)
-        p = self._margin_or_value(X, False, iteration_range)
+        p = self._margin_or_value(X, False, iteration_range, base_margin=base_margin)
         xp = array_module(p)
         return xp.stack([1.0 - p, p], axis=1)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Predicted labels (from classes_), or raw margins with output_margin=True."""
-        p = self._margin_or_value(X, output_margin or self._multiclass, iteration_range)
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Predicted labels (from classes_), or raw margins with output_margin=True; base_margin:
+        each row's starting margin (XGBoost's)."""
+        p = self._margin_or_value(X, output_margin or self._multiclass, iteration_range, base_margin=base_margin)
         if output_margin:
             return p
         xp = array_module(p)
@@ -706,6 +805,7 @@ class _RandomForest:
     regularisation (reg_lambda 1e-5). Early stopping and callbacks are refused, as XGBoost
     refuses them: the forest is one round. Put before the estimator in the bases."""
 
+    @_positional_args_warned
     def __init__(self, *, learning_rate=1.0, subsample=0.8, colsample_bynode=0.8, reg_lambda=1e-5, **kwargs):
         super().__init__(learning_rate=learning_rate, subsample=subsample, colsample_bynode=colsample_bynode,
                          reg_lambda=reg_lambda, **kwargs)
@@ -716,8 +816,10 @@ class _RandomForest:
     def _train_params(self) -> dict:
         """fit's parameters, checked before any data is quantised."""
         if self.early_stopping_rounds is not None or self.callbacks is not None:
-            raise ValueError(f"early_stopping_rounds and callbacks are not supported by {type(self).__name__} "
-                             "(a random forest is one boosting round; as XGBoost's random forest estimators)")
+            # NotImplementedError: what XGBoost's random forest estimators raise here.
+            raise NotImplementedError(f"early_stopping_rounds and callbacks are not supported by "
+                                      f"{type(self).__name__} (a random forest is one boosting round; as XGBoost's "
+                                      "random forest estimators)")
         n = _DEFAULT_N_ESTIMATORS if self.n_estimators is None else self.n_estimators
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n_estimators (the forest's trees) must be an integer >= 1, got {n!r}")
@@ -748,6 +850,7 @@ class GBRanker(_GBModel):
     _estimator_type = "ranker"
     _default_objective = "rank:ndcg"
 
+    @_positional_args_warned
     def __init__(self, *, objective="rank:ndcg", **kwargs):
         # Checked in fit: scikit-learn's __init__ and set_params only store.
         super().__init__(objective=objective, **kwargs)
@@ -760,6 +863,7 @@ class GBRanker(_GBModel):
         tags.input_tags.sparse = True
         return tags
 
+    @_positional_args_warned
     def fit(self, X, y, *, group=None, qid=None, sample_weight=None, eval_set=None, eval_group=None, eval_qid=None,
             verbose=False, sample_weight_eval_set=None, checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None):
         """Train ``n_estimators`` rounds on (X, y) with its query groups (group= or qid=, or X's qid column;
@@ -776,7 +880,7 @@ class GBRanker(_GBModel):
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
 
         def matrix(X, y, weight, qid, group, ref):
-            return QuantileMatrix(X, y, weight=weight, missing=self.missing, max_bin=self._matrix_max_bin(), ref=ref,
+            return QuantileMatrix(X=X, y=y, weight=weight, missing=self.missing, max_bin=self._matrix_max_bin(), ref=ref,
                                   device=self.device, qid=qid, group=group,
                                   feature_types=self.feature_types if ref is None else None,
                                   enable_categorical=self.enable_categorical)
@@ -811,20 +915,29 @@ class GBRanker(_GBModel):
             X_eval, q = split_qid(X_eval, None if eval_qid is None else eval_qid[i])
             g = None if eval_group is None else eval_group[i]
             if g is None and q is None:
-                raise ValueError(f"eval_set[{i}] has no query groups: pass eval_group or eval_qid (or a qid column)")
+                raise ValueError(f"eval_set[{i}] has no query groups. Either `group` or `qid` is needed for ranking "
+                                 "(XGBoost's words): pass eval_group or eval_qid (or a qid column)")
             weight = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
             # ref= the training matrix: eval rows are binned with the training cuts.
             evals.append((matrix(X_eval, y_eval, weight, q, g, dtrain), f"validation_{i}"))
         return self._train(params, dtrain, evals, verbose, X)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Ranking scores: higher ranks first (a qid column in X is ignored)."""
+    def _custom_callables(self) -> dict:
+        out = super()._custom_callables()
+        if "custom_metric" in out:  # scored query group by query group, as XGBRanker scores it
+            out["custom_metric"] = _SklearnRankingMetric(out["custom_metric"].func)
+        return out
+
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Ranking scores: higher ranks first (a qid column in X is ignored); base_margin as
+        GBRegressor.predict's."""
         X, _ = _split_qid(X, None)
-        return self._margin_or_value(X, output_margin, iteration_range)
+        return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
 
     def score(self, X, y):
-        """The last evaluation metric (eval_metric, or the objective's default, e.g. ndcg@32) of predict(X)
-        against y, over the query groups of X's qid column (all rows one query without it), as XGBRanker."""
+        """The last evaluation metric (eval_metric, or the objective's default, e.g. ndcg@32; a callable
+        eval_metric's, query by query) of predict(X) against y, over the query groups of X's qid column (all
+        rows one query without it), as XGBRanker."""
         from .metric import evaluate
         from .ranking import groups_from_qid
 
@@ -834,6 +947,10 @@ class GBRanker(_GBModel):
         booster = self.get_booster()
         name, k = _score_metric(booster)
         groups = None if qid is None else groups_from_qid(qid, y.shape[0])
+        _, custom = _split_eval_metric(self.eval_metric)
+        if custom is not None:  # the last metric XGBRanker reports: the callable one, query by query
+            sizes = [y.shape[0]] if groups is None else np.diff(groups.ptr)
+            return _SklearnRankingMetric(custom).score(y, pred, sizes)
         return evaluate(name, np, y, pred, groups=groups, ndcg_exp_gain=booster.params.ndcg_exp_gain,
                         rank_default_k=k)
 

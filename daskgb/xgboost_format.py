@@ -78,36 +78,41 @@ def _parse_floats(s) -> list[float]:
     return [float(np.float32(x)) for x in s.split(",") if x.strip()]
 
 
+def _param_str(v) -> str:
+    """A float parameter as XGBoost's configuration writes it (a float32, %.9g: "0.699999988")."""
+    return f"{np.float32(v):.9g}"
+
+
 def _objective_block(booster) -> dict:
     """learner.objective: the name and the parameter block XGBoost's objective reads."""
     p = booster.params
     name = p.objective
     if name in ("binary:logistic", "reg:logistic", "binary:logitraw"):
-        return {"name": name, "reg_loss_param": {"scale_pos_weight": repr(float(p.scale_pos_weight))}}
+        return {"name": name, "reg_loss_param": {"scale_pos_weight": _param_str(p.scale_pos_weight)}}
     if name in ("multi:softprob", "multi:softmax"):
         return {"name": name, "softmax_multiclass_param": {"num_class": str(int(p.num_class))}}
     if name == "reg:quantileerror":
         alpha = np.atleast_1d(np.asarray(p.quantile_alpha, dtype=np.float32))
         return {"name": name, "quantile_loss_param": {"quantile_alpha": _vector_str(alpha)}}
     if name == "reg:tweedie":
-        return {"name": name, "tweedie_regression_param": {"tweedie_variance_power": repr(float(
-            p.tweedie_variance_power))}}
+        return {"name": name, "tweedie_regression_param": {
+            "tweedie_variance_power": _param_str(p.tweedie_variance_power)}}
     if name == "reg:pseudohubererror":
-        return {"name": name, "pseudo_huber_param": {"huber_slope": repr(float(p.huber_slope))}}
+        return {"name": name, "pseudo_huber_param": {"huber_slope": _param_str(p.huber_slope)}}
     if name == "survival:aft":
         return {"name": name, "aft_loss_param": {"aft_loss_distribution": p.aft_loss_distribution,
-                                                 "aft_loss_distribution_scale": repr(float(
-                                                     p.aft_loss_distribution_scale))}}
+                                                 "aft_loss_distribution_scale": _param_str(
+                                                     p.aft_loss_distribution_scale)}}
     if name == "count:poisson":
         step = p.max_delta_step if getattr(p, "max_delta_step_set", False) else 0.7
-        return {"name": name, "poisson_regression_param": {"max_delta_step": repr(float(step))}}
+        return {"name": name, "poisson_regression_param": {"max_delta_step": _param_str(step)}}
     if name.startswith("rank:"):
         pairs = p.lambdarank_num_pair_per_sample
         return {"name": name, "lambdarank_param": {
             "lambdarank_pair_method": p.lambdarank_pair_method,
             "lambdarank_num_pair_per_sample": str(4294967295 if pairs is None else int(pairs)),
             "lambdarank_unbiased": str(int(bool(p.lambdarank_unbiased))),
-            "lambdarank_bias_norm": repr(float(p.lambdarank_bias_norm)),
+            "lambdarank_bias_norm": _param_str(p.lambdarank_bias_norm),
             "lambdarank_normalization": str(int(bool(p.lambdarank_normalization))),
             "lambdarank_score_normalization": str(int(bool(p.lambdarank_score_normalization))),
             "ndcg_exp_gain": str(int(bool(p.ndcg_exp_gain)))}}

@@ -104,7 +104,8 @@ def _put(v, at, value):
     (lambda y: np.array(["high"] * N, dtype=object), r"y \(labels\) must be numeric: it has dtype object and "
                                                       r"holds str values"),
     (lambda y: _put(y, 3, np.nan), r"y \(labels\) has 1 NaN or infinite values"),
-    (lambda y: _put(y, [3, 7], -np.inf), r"y \(labels\) has 2 NaN or infinite values"),
+    (lambda y: _put(y, [3, 7], -np.inf), r"y \(labels\) has 2 NaN or infinite values: it contains NaN, infinity "
+                                          r"or a value too large"),  # scikit-learn's words, which XGBoost's tests ask for
     (lambda y: np.stack([y, y], axis=1), r"y \(labels\) must be 1-dimensional, got shape \(50, 2\)"),
 ], ids=["length", "string-dtype", "object-strings", "nan", "inf", "2d"])
 def test_bad_labels(data, make_y, match):
@@ -213,9 +214,12 @@ def test_num_class_for_a_single_output_objective(data):
 
 
 def test_max_bin_differs_from_the_matrix(data):
+    """A matrix whose X is gone cannot be binned again with the parameters' max_bin
+    (tests/test_inputs_eval_sets.py: one whose X lives is)."""
     X, y = data
-    with pytest.raises(ValueError, match=r"params max_bin=64 differs from the QuantileMatrix's max_bin=256"):
-        fit({"max_bin": 64}, X, y)
+    with pytest.raises(ValueError, match=r"params max_bin=64 differs from the QuantileMatrix's max_bin=256, and "
+                                         r"daskgb holds no data to bin it again"):
+        daskgb.train({"device": "cpu", "max_bin": 64}, matrix(X.copy(), y), 1, verbose_eval=False)
 
 
 @pytest.mark.parametrize("rounds, match", [(-1, r"num_boost_round must be an integer >= 0, got -1"),
@@ -270,10 +274,22 @@ def test_estimator_predict_with_reordered_columns(data):
 
 
 def test_predict_on_a_matrix_with_other_cuts(data):
+    """A matrix with cuts of its own is predicted from its X while X lives (as XGBoost predicts any
+    DMatrix); once X is gone, its bins cannot be read with the model's cuts: a clear error."""
+    import gc
+
     X, y = data
-    booster = fit({}, X, y)
-    with pytest.raises(ValueError, match=r"build it with ref=the training matrix"):
-        booster.predict(matrix(X, y))
+    booster = fit({}, X, y, rounds=3)
+    Xc = X.copy()
+    own = matrix(Xc, y)
+    np.testing.assert_array_equal(booster.predict(own), booster.predict(X))
+    np.testing.assert_array_equal(booster.predict(own, pred_contribs=True), booster.predict(X, pred_contribs=True))
+    # One built with ref= another matrix (an eval set of another fit) too.
+    np.testing.assert_array_equal(booster.predict(matrix(Xc, y, ref=own)), booster.predict(X))
+    del Xc
+    gc.collect()
+    with pytest.raises(ValueError, match=r"build it with ref=the training matrix, or keep its X"):
+        booster.predict(own)
 
 
 def test_predict_beyond_the_trained_rounds(data):
@@ -538,3 +554,27 @@ def test_values_beyond_float32_are_named_not_read_as_inf(data):
     real_inf[3, 0] = np.inf  # an infinity in the data is still read as one
     with pytest.raises(ValueError, match="input contains inf; use missing=inf"):
         matrix(real_inf, y)
+
+
+def test_a_named_model_predicts_only_matrices_of_its_names(data):
+    """As XGBoost validates a DMatrix: a model trained on named features refuses a matrix without
+    (or with other) names; raw arrays are taken by position."""
+    X, y = data
+    named = daskgb.train({"device": "cpu"}, matrix(X, y, feature_names=["a", "b", "c"]), 1, verbose_eval=False)
+    named.predict(matrix(X, y, feature_names=["a", "b", "c"]))
+    named.predict(X)
+    for other in (matrix(X, y), matrix(X, y, feature_names=["a", "b", "d"])):
+        with pytest.raises(ValueError, match=r"feature_names mismatch: the model has \['a', 'b', 'c'\]"):
+            named.predict(other)
+    unnamed = daskgb.train({"device": "cpu"}, matrix(X, y), 1, verbose_eval=False)
+    unnamed.predict(matrix(X, y, feature_names=["a", "b", "c"]))
+
+
+def test_several_targets_a_row_are_a_clear_error(data):
+    X, _ = data
+    Y = np.random.default_rng(0).integers(0, 2, size=(X.shape[0], 3)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"got shape \(50, 3\): several targets a row \(multi-output\) are not"):
+        matrix(X, Y)
+    for model in (daskgb.GBRegressor(n_estimators=1), daskgb.GBClassifier(n_estimators=1)):
+        with pytest.raises(ValueError, match="y has 3 columns: multi-output regression and multi-label"):
+            model.fit(X, Y)

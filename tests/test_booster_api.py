@@ -110,7 +110,7 @@ def test_copy_is_deep():
 
 
 @pytest.mark.parametrize("with_stats", [False, True])
-@pytest.mark.parametrize("dump_format", ["text", "json"])
+@pytest.mark.parametrize("dump_format", ["text", "json", "dot"])
 def test_get_dump_as_xgboost(dump_format, with_stats):
     _, _, _, _, bx, bd = models()
     ours, theirs = bd.get_dump(with_stats=with_stats, dump_format=dump_format), \
@@ -128,22 +128,20 @@ def test_dump_feature_names_fmap_and_dump_model(tmp_path):
     names = ['"feature 0"', "\tfeature\n1", 'feature "2".', "d", "e", "f"]
     bx = xgb.train({**PARAMS, "tree_method": "hist", "nthread": 1}, xgb.DMatrix(X, y, feature_names=names), 3)
     bd = daskgb.train(PARAMS, daskgb.QuantileMatrix(X, y, feature_names=names), 3, verbose_eval=False)
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         for a, b in zip(bd.get_dump(dump_format=fmt), bx.get_dump(dump_format=fmt)):
             assert numbers_close(a, b)
     fmap = tmp_path / "fmap.txt"
     fmap.write_text("".join(f"{i} n{i} {'int' if i == 0 else 'q'}\n" for i in range(6)))
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         for a, b in zip(bd.get_dump(fmap=str(fmap), dump_format=fmt), bx.get_dump(fmap=str(fmap), dump_format=fmt)):
             assert numbers_close(a, b)
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         bd.dump_model(tmp_path / "ours.txt", with_stats=True, dump_format=fmt)
         bx.dump_model(str(tmp_path / "theirs.txt"), with_stats=True, dump_format=fmt)
         assert numbers_close((tmp_path / "ours.txt").read_text(), (tmp_path / "theirs.txt").read_text())
     with pytest.raises(ValueError, match="dump_format"):
         bd.get_dump(dump_format="yaml")
-    with pytest.raises(NotImplementedError, match="dot"):
-        bd.get_dump(dump_format="dot")
 
 
 def test_trees_to_dataframe_as_xgboost():
@@ -159,7 +157,7 @@ def test_categorical_dump_and_dataframe():
     params = {**PARAMS, "max_cat_to_onehot": 1}
     bx = xgb.train({**params, "tree_method": "hist", "nthread": 1}, xgb.DMatrix(frame, y, enable_categorical=True), 3)
     bd = daskgb.train(params, daskgb.QuantileMatrix(frame, y, enable_categorical=True), 3, verbose_eval=False)
-    for fmt in ("text", "json"):
+    for fmt in ("text", "json", "dot"):
         for a, b in zip(bd.get_dump(with_stats=True, dump_format=fmt), bx.get_dump(with_stats=True, dump_format=fmt)):
             assert numbers_close(a, b, rtol=1e-4), f"{a}\n---\n{b}"  # gains: float sums in another order
     pd.testing.assert_frame_equal(bd.trees_to_dataframe(), bx.trees_to_dataframe(), check_exact=False, rtol=1e-4)
@@ -366,3 +364,98 @@ def test_update_keeps_attributes():
     bd.set_attr(note="kept")
     bd.update(dq, 2)
     assert bd.num_boosted_rounds() == 3 and bd.attr("note") == "kept" and bd.attr("training_path")
+
+
+KINDS = [{}, {"output_margin": True}, {"pred_leaf": True}, {"pred_contribs": True}, {"pred_interactions": True}]
+
+
+@pytest.mark.parametrize("objective, extra", [("reg:squarederror", {}), ("multi:softprob", {"num_class": 3}),
+                                              ("multi:softmax", {"num_class": 3}),
+                                              ("reg:squarederror", {"num_parallel_tree": 2})],
+                         ids=["one-output", "softprob", "softmax", "forest"])
+def test_strict_shape_as_xgboost(objective, extra):
+    """strict_shape=True: XGBoost's shapes (leaf ids (n, rounds, groups, num_parallel_tree), ...),
+    and the same numbers as without it."""
+    rng = np.random.default_rng(1)
+    X = np.round(rng.normal(size=(60, 4)), 1).astype(np.float32)
+    y = rng.integers(0, 3, 60).astype(np.float32) if "num_class" in extra else X[:, 0]
+    params = {"objective": objective, "max_depth": 2, **extra}
+    bx = xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X, y), 3)
+    m = daskgb.QuantileMatrix(X, y)
+    bd = daskgb.train({**params, "device": "cpu"}, m, 3, verbose_eval=False)
+    for kw in KINDS:
+        for iteration_range in ((0, 0), (0, 2)):
+            want = bx.predict(xgb.DMatrix(X), strict_shape=True, iteration_range=iteration_range, **kw)
+            got = bd.predict(X, strict_shape=True, iteration_range=iteration_range, **kw)
+            assert got.shape == want.shape, kw
+            np.testing.assert_array_equal(got.ravel(), bd.predict(X, iteration_range=iteration_range, **kw).ravel())
+    for predict_type in ("value", "margin"):
+        assert bd.inplace_predict(X, predict_type=predict_type, strict_shape=True).shape == \
+            bx.inplace_predict(X, predict_type=predict_type, strict_shape=True).shape
+    for kw in KINDS:  # a matrix, of the training cuts or its own (predicted from its X)
+        for matrix in (m, daskgb.QuantileMatrix(X, y)):
+            assert bd.predict(matrix, strict_shape=True, **kw).shape == \
+                bx.predict(xgb.DMatrix(X), strict_shape=True, **kw).shape
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "interaction_constraints": "[[0,1]]"},
+    {"objective": "count:poisson", "nthread": 2, "eta": 0.1, "tree_method": "hist", "num_parallel_tree": 2},
+    {"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "monotone_constraints": "(1,0,-1)", "gamma": 0.5},
+], ids=["multiclass", "poisson-forest", "tweedie"])
+def test_save_config_is_xgboosts_and_load_config_reads_it(params):
+    """save_config: XGBoost's JSON layout, every entry XGBoost writes for these parameters, with
+    its value; load_config takes XGBoost's back into a daskgb booster."""
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(80, 3)), 1).astype(np.float32)
+    y = rng.integers(0, 3, 80).astype(np.float32) + (params["objective"] != "multi:softprob")
+    bx = xgb.train(params, xgb.DMatrix(X, y), 2)
+    bd = daskgb.train({**params, "device": "cpu"}, daskgb.QuantileMatrix(X, y), 2, verbose_eval=False)
+    theirs, ours = _flat(json.loads(bx.save_config())), _flat(json.loads(bd.save_config()))
+    assert set(ours) == set(theirs)
+    differ = {k: (ours[k], theirs[k]) for k in ours if ours[k] != theirs[k]}
+    # The intercept is estimated (exact for the multiclass margins); daskgb's device default is "auto".
+    assert set(differ) <= {"learner.learner_model_param.base_score", "learner.generic_param.device"}, differ
+    fresh = daskgb.Booster()
+    fresh.load_config(bx.save_config())
+    reread = _flat(json.loads(fresh.save_config()))
+    for key in ("tree_train_param.eta", "tree_train_param.max_depth", "tree_train_param.interaction_constraints",
+                "tree_train_param.monotone_constraints", "learner_train_param.objective", "gbtree_model_param"
+                ".num_parallel_tree", "generic_param.nthread"):
+        full = next(k for k in theirs if k.endswith(key))
+        assert reread[full] == theirs[full], key
+    with pytest.raises(ValueError, match="booster='gblinear'"):
+        fresh.load_config(json.dumps({"learner": {"learner_train_param": {"booster": "gblinear"}}}))
+
+
+def test_set_params_reaches_a_fitted_models_booster():
+    """As XGBModel.set_params: the fitted booster takes the new training parameters."""
+    X = np.random.default_rng(0).normal(size=(60, 3)).astype(np.float32)
+    clf = daskgb.GBClassifier(n_estimators=1, nthread=4).fit(X, (X[:, 0] > 0).astype(int))
+    assert json.loads(clf.get_booster().save_config())["learner"]["generic_param"]["nthread"] == "4"
+    clf.set_params(nthread=16, n_estimators=3)
+    assert json.loads(clf.get_booster().save_config())["learner"]["generic_param"]["nthread"] == "16"
+    assert json.loads(clf.get_booster().save_config())["learner"]["gradient_booster"]["gbtree_train_param"][
+        "tree_method"] == "auto"  # unset: XGBoost keeps "auto"
+
+
+def test_split_value_histogram_as_xgboost():
+    _, _, _, _, bx, bd = models()
+    assert len(bd.get_split_value_histogram("f0")) > 1
+    for feature in ("f0", "f2", "not_there"):
+        for bins in (None, 0, 1, 2, 5):
+            ours = bd.get_split_value_histogram(feature, bins=bins)
+            theirs = bx.get_split_value_histogram(feature, bins=bins)
+            pd.testing.assert_frame_equal(ours, theirs, check_exact=False, rtol=1e-6)
+            np.testing.assert_allclose(bd.get_split_value_histogram(feature, bins=bins, as_pandas=False),
+                                       theirs.to_numpy(), rtol=1e-6)

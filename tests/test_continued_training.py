@@ -136,3 +136,22 @@ def test_the_estimators_take_base_margins_as_xgboosts_do():
                                theirs.evals_result()["validation_0"]["logloss"], rtol=1e-5)
     with pytest.raises(ValueError, match="base_margin_eval_set has 2 entries"):
         daskgb.GBClassifier(**kw).fit(X, y, eval_set=[(Xv, yv)], base_margin_eval_set=[margin_v, margin_v])
+
+
+def test_going_on_from_a_model_on_data_of_other_category_codes():
+    """As XGBoost's run_recoding: going on from a model on data whose categories are coded in
+    another order recodes the model's categorical splits to the data's codes, so the model equals
+    the unbroken one and predicts the same on either coding."""
+    pytest.importorskip("xgboost")
+    from xgboost.testing.ordinal import make_recoded
+
+    enc, reenc, y, _, _ = make_recoded("cpu", n_features=8)
+    kw = dict(enable_categorical=True, device="cpu")
+    first = daskgb.GBRegressor(n_estimators=2, **kw).fit(enc, y, eval_set=[(reenc, y)], verbose=False)
+    then = daskgb.GBRegressor(n_estimators=2, **kw).fit(reenc, y, xgb_model=first.get_booster(), eval_set=[(enc, y)],
+                                                        verbose=False)
+    unbroken = daskgb.GBRegressor(n_estimators=4, **kw).fit(enc, y, eval_set=[(reenc, y)], verbose=False)
+    np.testing.assert_allclose(first.evals_result()["validation_0"]["rmse"] + then.evals_result()["validation_0"]["rmse"],
+                               unbroken.evals_result()["validation_0"]["rmse"], rtol=1e-6)
+    np.testing.assert_allclose(then.predict(reenc), then.predict(enc), rtol=1e-6)
+    np.testing.assert_allclose(then.predict(enc), unbroken.predict(enc), rtol=1e-6)

@@ -78,3 +78,28 @@ def test_bad_custom_objective_is_a_clear_error():
         daskgb.train({"device": "cpu"}, m, 1, obj=lambda p, d: (np.full(p.size, np.nan), np.ones(p.size)))
     with pytest.raises(ValueError, match="callable"):
         daskgb.train({"device": "cpu"}, m, 1, obj="not a function")
+
+
+@pytest.mark.parametrize("objective", ["multi:softmax", "multi:softprob", "binary:logitraw"])
+def test_a_custom_metric_reads_what_predict_gives_as_in_xgboost(objective):
+    """XGBoost hands a custom metric predict's output: multi:softmax's classes (not the
+    probabilities its built-in metrics read), softprob's probabilities, logitraw's margins."""
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(size=(200, 4)), 1).astype(np.float32)
+    y = (rng.integers(0, 3, 200) if objective.startswith("multi") else X[:, 0] > 0).astype(np.float32)
+    params = {"objective": objective, "max_depth": 3, **({"num_class": 3} if objective.startswith("multi") else {})}
+
+    def first_rows(predt, dmatrix):
+        seen.append(np.array(predt, copy=True))
+        return "first", float(np.asarray(predt).ravel()[0])
+
+    seen = []
+    xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X, y), 2, evals=[(xgb.DMatrix(X, y), "t")],
+              custom_metric=first_rows, verbose_eval=False)
+    theirs, seen = seen, []
+    m = daskgb.QuantileMatrix(X, y)
+    daskgb.train({**params, "device": "cpu"}, m, 2, evals=[(m, "t")], custom_metric=first_rows, verbose_eval=False)
+    assert [s.shape for s in seen] == [s.shape for s in theirs]
+    for ours, want in zip(seen, theirs):
+        np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-6)

@@ -153,6 +153,51 @@ def test_cv_bad_input():
         daskgb.cv(PARAMS, daskgb.QuantileMatrix(X), 2)
     with pytest.raises(ValueError, match="callbacks"):
         daskgb.cv(PARAMS, dq, 2, callbacks=[object()])
+    with pytest.raises(ValueError, match="`save_best` does not apply to cv"):  # xgboost.cv refuses it too
+        daskgb.cv(PARAMS, dq, 2, callbacks=[daskgb.callback.EarlyStopping(3, save_best=True)])
     groups = daskgb.QuantileMatrix(X, y, qid=np.repeat(np.arange(6), 100))
-    with pytest.raises(NotImplementedError, match="query groups"):
-        daskgb.cv({"objective": "rank:ndcg"}, groups, 2)
+    with pytest.raises(ValueError, match="folds of a matrix with query groups are of whole groups"):
+        daskgb.cv({"objective": "rank:ndcg"}, groups, 2, stratified=True)
+    with pytest.raises(ValueError, match="more folds than dtrain's 6 query groups"):
+        daskgb.cv({"objective": "rank:ndcg"}, groups, 2, nfold=7)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_cv_of_a_ranking_matrix_keeps_query_groups_whole_as_xgboost(shuffle):
+    """xgboost.cv folds a ranking matrix by whole query groups (mkgroupfold): the same folds, and
+    so the same means and deviations (features of few values, each in every fold's training
+    rows, so that quantising once or per fold cuts alike)."""
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(2, 12, 40)
+    n = int(sizes.sum())
+    X = rng.integers(0, 5, size=(n, 4)).astype(np.float32)
+    y = np.clip(np.round(X[:, 0] / 2 + rng.normal(size=n)), 0, 3).astype(np.float32)
+    params = {"objective": "rank:ndcg", "max_depth": 3, "eval_metric": ["ndcg@5", "ndcg"]}
+    ours = daskgb.cv({**params, "device": "cpu"}, daskgb.QuantileMatrix(X, y, group=sizes), 4, nfold=3,
+                     seed=7, shuffle=shuffle, as_pandas=False)
+    theirs = xgb.cv({**params, "tree_method": "hist"}, xgb.DMatrix(X, y, group=sizes), 4, nfold=3, seed=7,
+                    shuffle=shuffle, as_pandas=False)
+    assert sorted(ours) == sorted(theirs)
+    for key in theirs:
+        np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_take_groups_keeps_groups_and_their_weights():
+    """A fold of query groups keeps each group whole, in the order given, with its weight
+    (xgboost.cv's folds drop ranking weights: DMatrix.slice does not carry per-group ones)."""
+    rng = np.random.default_rng(4)
+    sizes = np.array([3, 1, 4, 2])
+    X = rng.normal(size=(10, 2)).astype(np.float32)
+    y = rng.integers(0, 3, 10).astype(np.float32)
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    m = daskgb.QuantileMatrix(X, y, group=sizes, weight=w)
+    fold = m.take_groups(np.array([2, 0]))
+    np.testing.assert_array_equal(fold.get_group(), [4, 3])
+    np.testing.assert_array_equal(fold.get_label(), np.concatenate([y[4:8], y[0:3]]))
+    np.testing.assert_array_equal(fold.groups.weight, [3.0, 1.0])
+    np.testing.assert_array_equal(fold.get_weight(), [3.0] * 4 + [1.0] * 3)
+    with pytest.raises(ValueError, match="out of range"):
+        m.take_groups(np.array([4]))
+    with pytest.raises(ValueError, match="without query groups"):
+        daskgb.QuantileMatrix(X, y).take_groups(np.array([0]))

@@ -245,3 +245,91 @@ def test_named_model_refuses_other_width_or_names():
     loaded = pickle.loads(pickle.dumps(model))
     with pytest.raises(ValueError, match="features"):
         loaded.predict(X[:, :4])
+
+
+def test_matrices_take_xgboost_keywords_and_fit_builds_one_for_its_own_training_data():
+    """QuantileMatrix(data=, label=) as DMatrix takes them; fit builds its matrices by keyword and
+    reuses the training matrix for an eval_set entry of the same objects (xgboost.testing's own
+    check, with daskgb's classes)."""
+    from xgboost.testing.shared import validate_data_initialization
+
+    X, y = binary_data()
+    by_name = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(data=X, label=y), 3, verbose_eval=False)
+    positional = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y), 3, verbose_eval=False)
+    np.testing.assert_array_equal(by_name.predict(X), positional.predict(X))
+    with pytest.raises(ValueError, match=r"give X or data= \(XGBoost's name for it\), not both"):
+        daskgb.QuantileMatrix(X, data=X)
+    with pytest.raises(ValueError, match=r"give y or label= \(XGBoost's name for it\), not both"):
+        daskgb.QuantileMatrix(X, y, label=y)
+    init = daskgb.QuantileMatrix.__init__
+    try:
+        validate_data_initialization(daskgb.QuantileMatrix, GBClassifier, X, y)
+    finally:
+        daskgb.QuantileMatrix.__init__ = init
+
+
+def test_fit_prints_the_eval_log_by_default_as_xgboost(capsys):
+    """XGBModel.fit's verbose defaults to True: one line a round for an eval set (none without one)."""
+    X, y = binary_data()
+    GBClassifier(n_estimators=4, device="cpu").fit(X, y, eval_set=[(X, y)])
+    ours = capsys.readouterr().out.strip().splitlines()
+    xgb.XGBClassifier(n_estimators=4, tree_method="hist").fit(X, y, eval_set=[(X, y)])
+    theirs = capsys.readouterr().out.strip().splitlines()
+    assert len(ours) == len(theirs) == 4
+    assert [line.split(":")[0] for line in ours] == [line.split(":")[0] for line in theirs]
+    GBClassifier(n_estimators=2, device="cpu").fit(X, y)
+    GBClassifier(n_estimators=2, device="cpu").fit(X, y, eval_set=[(X, y)], verbose=False)
+    assert capsys.readouterr().out == ""
+
+
+def test_the_base_estimator_fits_as_xgbmodel():
+    """xgboost.XGBModel is itself an estimator (a regressor of XGBoost's default objective, or the
+    one given): so is daskgb's base, with the same model."""
+    from daskgb.sklearn import _GBModel
+
+    X, y = binary_data()
+    ours = _GBModel(n_estimators=3, objective="binary:logistic", device="cpu").fit(X, y, eval_set=[(X, y)],
+                                                                                 verbose=False)
+    theirs = xgb.XGBModel(n_estimators=3, objective="binary:logistic", tree_method="hist").fit(
+        X, y, eval_set=[(X, y)], verbose=False)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["logloss"],
+                               theirs.evals_result()["validation_0"]["logloss"], rtol=1e-5)
+
+
+def test_fit_without_data_and_predict_of_categories_unasked_are_xgboosts_errors():
+    pd = pytest.importorskip("pandas")
+    X, y = binary_data()
+    with pytest.raises(TypeError, match="NoneType"):
+        GBClassifier().fit(None, [0, 1])
+    with pytest.raises(ValueError, match="Invalid classes"):
+        GBClassifier().fit(X, None)
+    with pytest.raises(ValueError, match="labels"):
+        GBRegressor().fit(X, None)
+    df = pd.DataFrame(X[:, :3], columns=["a", "b", "c"]).assign(
+        d=pd.Series(np.asarray(["x", "y", "z"])[np.arange(len(X)) % 3], dtype="category"))
+    model = GBClassifier(n_estimators=2, enable_categorical=True, device="cpu").fit(df, y, verbose=False)
+    model.apply(df)
+    model.set_params(enable_categorical=False)
+    for method in (model.apply, model.predict):
+        with pytest.raises(ValueError, match="`category` dtype.*`enable_categorical`"):
+            method(df)
+
+
+def test_positional_arguments_past_xgboosts_are_taken_with_its_future_warning():
+    """XGBoost's _deprecate_positional_args: XGBRegressor(3) and fit(X, y, w) still work, with a
+    FutureWarning naming the keyword the argument was taken as."""
+    X, y = binary_data()
+    w = np.random.default_rng(0).uniform(size=y.size)
+    with pytest.warns(FutureWarning, match="Pass `objective` as keyword args"):
+        assert GBRegressor("reg:absoluteerror").objective == "reg:absoluteerror"
+    with pytest.warns(FutureWarning, match="Pass `learning_rate` as keyword args"):
+        assert daskgb.GBRFRegressor(0.5).learning_rate == 0.5
+    with pytest.warns(FutureWarning, match="Pass `sample_weight` as keyword args"):
+        weighted = GBClassifier(n_estimators=2, device="cpu").fit(X, y, w)
+    np.testing.assert_array_equal(weighted.predict_proba(X),
+                                  GBClassifier(n_estimators=2, device="cpu").fit(X, y, sample_weight=w).predict_proba(X))
+    with pytest.warns(FutureWarning, match="Pass `group` as keyword args"):
+        daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, [len(y)])
+    with pytest.raises(TypeError, match="multiple values for argument 'sample_weight'"):
+        GBClassifier(n_estimators=1).fit(X, y, w, sample_weight=w)

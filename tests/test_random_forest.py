@@ -301,14 +301,15 @@ def test_rf_estimators_fit_a_forest():
     assert gb.get_booster().num_boosted_rounds() == 3 and len(gb.get_booster().trees) == 12
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"early_stopping_rounds": 2}, "early_stopping_rounds and callbacks are not supported by GBRFRegressor"),
-    ({"callbacks": []}, "early_stopping_rounds and callbacks are not supported"),
-    ({"n_estimators": 0}, r"n_estimators \(the forest's trees\) must be an integer >= 1, got 0"),
+@pytest.mark.parametrize("kw, error, match", [  # the errors XGBoost's random forest estimators raise
+    ({"early_stopping_rounds": 2}, NotImplementedError,
+     "early_stopping_rounds and callbacks are not supported by GBRFRegressor"),
+    ({"callbacks": []}, NotImplementedError, "early_stopping_rounds and callbacks are not supported"),
+    ({"n_estimators": 0}, ValueError, r"n_estimators \(the forest's trees\) must be an integer >= 1, got 0"),
 ])
-def test_rf_estimators_refuse(kw, match):
+def test_rf_estimators_refuse(kw, error, match):
     X, y = _xy("regression")
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         daskgb.GBRFRegressor(**kw).fit(X, y, eval_set=[(X, y)])
 
 

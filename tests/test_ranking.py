@@ -482,7 +482,7 @@ def test_gbranker_protocol_and_errors():
     wrong = daskgb.GBRanker(objective="reg:squarederror")  # stored; checked by fit, as scikit-learn asks
     with pytest.raises(ValueError, match="ranking objective"):
         wrong.fit(X, y, qid=qid)
-    with pytest.raises(ValueError, match="eval_set\\[0\\] has no query groups"):
+    with pytest.raises(ValueError, match="eval_set\\[0\\] has no query groups. Either `group` or `qid`"):
         daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, qid=qid, eval_set=[(X, y)])
     with pytest.raises(ValueError, match="eval_qid has 2 entries"):
         daskgb.GBRanker(n_estimators=1, device="cpu").fit(X, y, qid=qid, eval_set=[(X, y)], eval_qid=[qid, qid])
@@ -535,3 +535,25 @@ def test_unsuffixed_metric_names_are_cut_at_32_as_in_xgboost(xgb):
         daskgb.train({**params, "eta": 1e-30, "device": "cpu"}, m, 1, evals=[(m, "t")], evals_result=res,
                      verbose_eval=False)
         assert res["t"][objective.replace("rank:pairwise", "rank:ndcg")[5:]][0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_rankers_callable_metric_is_averaged_over_query_groups_as_xgbranker(xgb):
+    """XGBRanker scores a callable eval_metric query by query (a query of one row: 1.0) and
+    averages the scores weighted by the queries' sizes."""
+    X, y, qid, _ = make(seed=12, n_queries=20)
+    Xv, yv, qv, _ = make(seed=13, n_queries=9)
+    qv = np.concatenate([qv, [qv.max() + 1]])  # a query of one row
+    Xv, yv = np.concatenate([Xv, Xv[:1]]), np.concatenate([yv, yv[:1]])
+
+    def top_relevance(y_true, y_score):
+        return float(y_true[np.argmax(y_score)])
+
+    ours = daskgb.GBRanker(n_estimators=4, max_depth=3, device="cpu", eval_metric=top_relevance)
+    theirs = xgb.XGBRanker(n_estimators=4, max_depth=3, tree_method="hist", eval_metric=top_relevance)
+    ours.fit(X, y, qid=qid, eval_set=[(Xv, yv)], eval_qid=[qv])
+    theirs.fit(X, y, qid=qid, eval_set=[(Xv, yv)], eval_qid=[qv])
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["top_relevance"],
+                               theirs.evals_result()["validation_0"]["top_relevance"], rtol=1e-6)
+    frame = pd.DataFrame(Xv, columns=[f"f{i}" for i in range(Xv.shape[1])]).assign(qid=qv)
+    assert ours.score(frame, yv) == pytest.approx(theirs.score(frame, yv), rel=1e-6)  # score: the callable's too
+    assert ours.score(frame, yv) == pytest.approx(ours.evals_result()["validation_0"]["top_relevance"][-1])

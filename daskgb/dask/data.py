@@ -18,7 +18,7 @@ from .. import sketch
 from ..arrays import array_module, to_host
 from ..inputs import (category_columns, check_feature_names, check_unique_names, feature_types_of,
                       is_numeric_dtype, recode)
-from ..matrix import _survival_bounds, categorical_mask, check_paging
+from ..matrix import _survival_bounds, categorical_mask, check_paging, xgboost_names
 from .plugin import register
 from .watch import gather_watching, live_workers
 from .worker import device_in_use, give_back_device_memory_when_idle
@@ -460,7 +460,8 @@ class DaskQuantileMatrix:
     ELLPACK matrix with cuts shared by all workers, and keeps it for every later fit.
 
     X is a dask array or dataframe (numpy, cupy, pandas or cudf partitions); y,
-    weight and base_margin are partitioned like X. ``ref`` (another
+    weight and base_margin are partitioned like X (``data=`` and ``label=``, XGBoost's names,
+    may stand for X and y). ``ref`` (another
     DaskQuantileMatrix) shares its cuts and places the partitions on its workers,
     as eval sets need. ``device`` (None: follow the workers) picks where each
     worker quantises.
@@ -488,16 +489,25 @@ class DaskQuantileMatrix:
     # Spread over workers, rows without query ids cannot be one query: ranking needs qid= or group=.
     ranks_only_with_groups = True
 
-    def __init__(self, client, X, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
+    def __init__(self, client, X=None, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
                  spill_dir=None, label_lower_bound=None, label_upper_bound=None, feature_types=None,
-                 enable_categorical=False):
+                 enable_categorical=False, data=None, label=None):
         import time
 
         from distributed import wait
 
         from ..backend import DEVICES
 
+        X, y = xgboost_names(X, y, data, label)
+
+        # What the matrix was built from (the collections, not their rows): an eval set built
+        # without ref= is built again from it with the training cuts when training starts
+        # (binned_like), as XGBoost bins a DaskDMatrix eval set with the training cuts.
+        source = dict(X=X, y=y, weight=weight, base_margin=base_margin, missing=missing, feature_names=feature_names,
+                      qid=qid, group=group, device_memory_budget=device_memory_budget, spill_dir=spill_dir,
+                      label_lower_bound=label_lower_bound, label_upper_bound=label_upper_bound,
+                      feature_types=feature_types, enable_categorical=enable_categorical)
         # Wall seconds of each step, for whoever asks why quantising took as long as it did.
         self.timings: dict[str, float] = {}
         clock = [time.perf_counter()]
@@ -677,6 +687,10 @@ class DaskQuantileMatrix:
         self.nbytes_per_worker = {a: b for a, (b, _) in zip(self.workers, sizes)}
         self.rows_per_worker = {a: r for a, (_, r) in zip(self.workers, sizes)}
         self.has_labels = bool(labels)  # with the bounds and no y, a worker's matrix takes the lower bounds as labels
+        # The matrix keeps what it was built from: a model of other cuts predicts it from there, and
+        # one with cuts of its own is binned again from there as an eval set. The dask graphs hold
+        # no rows on the workers (a persisted X's partitions stay as long as the user keeps X).
+        self._source = dict(source, device=device)
         lap("ELLPACK on workers")
 
     @property
@@ -689,6 +703,32 @@ class DaskQuantileMatrix:
 
     def __len__(self) -> int:
         return self.n_rows
+
+    def source(self) -> dict | None:
+        """The collections and arguments this matrix was built from (X, y, weight, base_margin,
+        missing, ...), or None: made by take(), released or unpickled."""
+        return None if self.released else getattr(self, "_source", None)
+
+    def binned_like(self, ref: "DaskQuantileMatrix", name: str = "the matrix") -> "DaskQuantileMatrix":
+        """This matrix binned with ref's cuts on ref's workers (itself where it is already): a
+        new matrix built from the dask collections this one was built from, with ref=ref. What
+        train does with an eval set built without ref=, as in process (QuantileMatrix.binned_like).
+        ValueError where this matrix keeps no collections (take(), release(), or unpickled) or
+        where they now hold another number of rows."""
+        if self.shares_cuts_with(ref):
+            return self
+        source = self.source()
+        if source is None:
+            raise ValueError(f"{name} was quantised with cuts of its own, and daskgb holds no data to bin it again "
+                             "with the training cuts (the matrix came from take(), was released or unpickled): "
+                             "build it with DaskQuantileMatrix(..., ref=dtrain)")
+        if ref.n_features != self.n_features:
+            raise ValueError(f"{name} has {self.n_features} features, dtrain has {ref.n_features}")
+        binned = DaskQuantileMatrix(self.client, **source, max_bin=ref.max_bin, ref=ref)
+        if binned.n_rows != self.n_rows:
+            binned.release()
+            raise ValueError(f"{name} had {self.n_rows} rows when it was built; its X has {binned.n_rows} now")
+        return binned
 
     def take(self, rows) -> "DaskQuantileMatrix":
         """The given rows (numbered in X's row order) as a matrix of their own, binned as this one:
@@ -719,6 +759,7 @@ class DaskQuantileMatrix:
                                                allow_other_workers=False, pure=False)
             out.rows_per_worker[a] = int(mine.size)
         out.n_rows = int(idx.size)
+        out._source = None  # its rows are a selection of X's: not an eval set without ref=
         sizes = gather_watching(self.client, [self.client.submit(_size, out._local[a], workers=[a],
                                                                  allow_other_workers=False, pure=False)
                                               for a in self.workers], self.workers, "take")
@@ -796,6 +837,7 @@ class DaskQuantileMatrix:
         address comes along so that the other process attaches to the same cluster."""
         state = dict(self.__dict__)
         state["client"] = None
+        state["_source"] = None  # the graphs stay here: an unpickled matrix is not rebinned
         state["_scheduler_address"] = self.client.scheduler.address
         return state
 
@@ -810,7 +852,7 @@ class DaskQuantileMatrix:
         """Free this matrix's memory on the workers now, rather than when the client's garbage
         collector drops its futures; the matrix cannot be trained on afterwards."""
         futures, self._local = list(self._local.values()), {}
-        self.released = True
+        self.released, self._source = True, None
         if futures:
             self.client.cancel(futures)
 

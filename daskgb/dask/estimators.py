@@ -183,23 +183,28 @@ class _DaskModel:
                 self._scoped_client = None
 
     def fit(self, X, y=None, sample_weight=None, eval_set=None, sample_weight_eval_set=None, verbose=True, *,
-            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, feature_weights=None):
+            checkpoint_dir=None, checkpoint_every=None, resume=False, xgb_model=None, feature_weights=None,
+            base_margin=None, base_margin_eval_set=None):
         """Train n_estimators rounds on dask collections; eval_set is a list of (X, y) dask pairs.
         X may also be a DaskQuantileMatrix (y=None: its labels and weights are inside), so that
         a parameter search quantises once; its eval_set then holds (matrix, None) pairs.
         checkpoint_dir / checkpoint_every / resume: as daskgb.dask.train takes them.
         feature_weights: as the constructor's, for this fit (a dask array is computed).
+        base_margin (and base_margin_eval_set, one per eval_set entry): each row's starting
+        margin, partitioned like X (XGBoost's names).
         Inside a Dask task, without client=, the fit runs on the worker's client."""
         with self._client_scope():
             self._fit_feature_weights = _fit_feature_weights(self, _computed(feature_weights))
             return self._fit(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose, checkpoint_dir,
-                             checkpoint_every, resume, xgb_model)
+                             checkpoint_every, resume, xgb_model, base_margin, base_margin_eval_set)
 
     def _fit(self, X, y, sample_weight, eval_set, sample_weight_eval_set, verbose, checkpoint_dir, checkpoint_every,
-             resume, xgb_model):
+             resume, xgb_model, base_margin=None, base_margin_eval_set=None):
         self._checkpointing = _checkpointing(checkpoint_dir, checkpoint_every, resume)
         self._continuing = {} if xgb_model is None else {"xgb_model": xgb_model}
         if isinstance(X, DaskQuantileMatrix):
+            if base_margin is not None or base_margin_eval_set is not None:
+                raise ValueError("a DaskQuantileMatrix carries its base margins: build it with base_margin=")
             return self._fit_matrix(X, y, sample_weight, eval_set, sample_weight_eval_set, verbose)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -208,20 +213,27 @@ class _DaskModel:
         labels, *eval_labels = self._dask_labels([y] + [y_eval for _, y_eval in eval_set])
         params = self._train_params()  # after the labels: the class count picks the objective
         device = None if self.device in (None, "auto") else self.device
-        if sample_weight_eval_set is not None and len(sample_weight_eval_set) != len(eval_set):
-            raise ValueError(f"sample_weight_eval_set has {len(sample_weight_eval_set)} entries, "
-                             f"eval_set has {len(eval_set)}")
+        for name, given in (("sample_weight_eval_set", sample_weight_eval_set),
+                            ("base_margin_eval_set", base_margin_eval_set)):
+            if given is not None and len(given) != len(eval_set):
+                raise ValueError(f"{name} has {len(given)} entries, eval_set has {len(eval_set)}")
         built: list = []
         started = time.perf_counter()
         try:
-            dtrain = DaskQuantileMatrix(client, X, labels, weight=sample_weight,
+            # Matrices are built by keyword, as XGBoost's estimators build theirs.
+            dtrain = DaskQuantileMatrix(client=client, X=X, y=labels, weight=sample_weight, base_margin=base_margin,
                                         missing=self.missing, max_bin=self._matrix_max_bin(), device=device,
                                         feature_types=self.feature_types, enable_categorical=self.enable_categorical)
             built.append(dtrain)
             evals = []
-            for i, ((X_eval, _), y_eval) in enumerate(zip(eval_set, eval_labels)):
+            for i, ((X_eval, y_given), y_eval) in enumerate(zip(eval_set, eval_labels)):
                 w = None if sample_weight_eval_set is None else sample_weight_eval_set[i]
-                evals.append((DaskQuantileMatrix(client, X_eval, y_eval, weight=w,
+                m = None if base_margin_eval_set is None else base_margin_eval_set[i]
+                if X_eval is X and y_given is y and w is sample_weight and m is base_margin:
+                    # The training data itself (the same objects): its matrix, not a second one, as XGBoost does.
+                    evals.append((dtrain, f"validation_{i}"))
+                    continue
+                evals.append((DaskQuantileMatrix(client=client, X=X_eval, y=y_eval, weight=w, base_margin=m,
                                                  missing=self.missing, ref=dtrain, device=device),
                               f"validation_{i}"))
                 built.append(evals[-1][0])
@@ -243,8 +255,7 @@ class _DaskModel:
         for i, item in enumerate(eval_set or ()):
             m, label = (item[0], item[1] if len(item) > 1 else None) if isinstance(item, (tuple, list)) else (item, None)
             if not isinstance(m, DaskQuantileMatrix) or label is not None:
-                raise ValueError("fitting on a DaskQuantileMatrix, eval_set holds (DaskQuantileMatrix, None) pairs "
-                                 "built with ref=dtrain")
+                raise ValueError("fitting on a DaskQuantileMatrix, eval_set holds (DaskQuantileMatrix, None) pairs")
             evals.append((m, f"validation_{i}"))
         self._matrix_labels(dtrain)
         self._fit_phases = {"quantise_s": 0.0}
@@ -353,28 +364,29 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
                              f"they are {classes[:10].tolist()}")
         self._fit_labels(classes)
 
-    def predict_proba(self, X, iteration_range=None):
+    def predict_proba(self, X, iteration_range=None, *, base_margin=None):
         """Lazy (n, n_classes_) dask array of class probabilities, columns in classes_ order (for
-        numpy or pandas X, computed here, as GBClassifier's)."""
+        numpy or pandas X, computed here, as GBClassifier's); base_margin: margins to start from,
+        partitioned like X."""
         import dask.array as da
 
         if not _is_dask(X):
-            return GBClassifier.predict_proba(self, X, iteration_range)
+            return GBClassifier.predict_proba(self, X, iteration_range, base_margin=base_margin)
 
         if self._multiclass:
             objective = self.get_booster().objective
-            margin = self._margin_or_value(X, True, iteration_range)
+            margin = self._margin_or_value(X, True, iteration_range, base_margin=base_margin)
             return margin.map_blocks(lambda b: objective.eval_transform(array_module(b), b), dtype=np.float32)
-        p = self._margin_or_value(X, False, iteration_range)
+        p = self._margin_or_value(X, False, iteration_range, base_margin=base_margin)
         return da.stack([1.0 - p, p], axis=1)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
         """Lazy dask array of predicted labels (or margins with output_margin=True); for numpy or
-        pandas X, computed here, as GBClassifier's."""
+        pandas X, computed here, as GBClassifier's; base_margin as predict_proba's."""
         if not _is_dask(X):
-            return GBClassifier.predict(self, X, output_margin, iteration_range)
+            return GBClassifier.predict(self, X, output_margin, iteration_range, base_margin=base_margin)
         multiclass = self._multiclass
-        p = self._margin_or_value(X, output_margin or multiclass, iteration_range)
+        p = self._margin_or_value(X, output_margin or multiclass, iteration_range, base_margin=base_margin)
         if output_margin:
             return p
         classes = self.classes_
@@ -457,7 +469,8 @@ class DaskGBRanker(_DaskModel, GBRanker):
         built: list = []
 
         def matrix(X, y, weight, qid, group, ref):
-            built.append(DaskQuantileMatrix(client, X, _as_dask_vector(y, "y"), weight=weight, missing=self.missing,
+            built.append(DaskQuantileMatrix(client=client, X=X, y=_as_dask_vector(y, "y"), weight=weight,
+                                            missing=self.missing,
                                             max_bin=self._matrix_max_bin(), ref=ref, device=device,
                                             qid=_as_dask_vector(qid, "qid"), group=group,
                                             feature_types=self.feature_types if ref is None else None,
@@ -470,10 +483,11 @@ class DaskGBRanker(_DaskModel, GBRanker):
         finally:
             _release(built)
 
-    def predict(self, X, output_margin=False, iteration_range=None):
-        """Lazy dask array of ranking scores (a qid column in X is ignored)."""
+    def predict(self, X, output_margin=False, iteration_range=None, *, base_margin=None):
+        """Lazy dask array of ranking scores (a qid column in X is ignored); base_margin: margins
+        to start from, partitioned like X."""
         X, _ = _split_qid(X, None)
-        return self._margin_or_value(X, output_margin, iteration_range)
+        return self._margin_or_value(X, output_margin, iteration_range, base_margin=base_margin)
 
     def score(self, X, y, qid=None):
         """The last evaluation metric (e.g. ndcg@32) of predict(X) against y over the query groups of qid

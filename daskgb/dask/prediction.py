@@ -19,7 +19,7 @@ def predict(client, model, data, output_margin: bool = False, iteration_range=(0
             missing=np.nan, validate_features: bool = True, strict_shape: bool = False):
     """Lazy predictions for a dask array or dataframe, or a DaskQuantileMatrix, as xgboost.dask.predict's.
 
-    model: a Booster, or the dict train() returns (its "booster"). The booster travels to each
+    model: a Booster, the dict train() returns (its "booster"), or a future of either. The booster travels to each
     worker once (scattered), never with every block.
 
     What comes back, in data's row order: for a dask array, a dask array of a block per
@@ -33,34 +33,47 @@ def predict(client, model, data, output_margin: bool = False, iteration_range=(0
     n_features + 1) interactions (a group axis after the rows for several outputs), (n,
     n_trees) leaf ids. A dataframe's missing entries (NaN, None, pd.NA) are missing values, and
     so are entries equal to `missing`; validate_features=False skips the check of a dataframe's
-    column names against the model's.
+    column names against the model's. strict_shape=True: Booster.predict's shapes of that name
+    (a dataframe's (n, 1) predictions then come as a DataFrame of one column).
     """
-    if strict_shape:
-        raise NotImplementedError("strict_shape=True is not supported by daskgb.dask.predict")
     booster = _booster_of(model)
     plugin.register(client)
     explain = pred_leaf or pred_contribs or approx_contribs or pred_interactions
     if isinstance(data, DaskQuantileMatrix):
+        source = data.source()
+        if source is not None and (explain or getattr(booster, "_train_cuts_token", None) != data.cuts_token):
+            # Not binned with the model's cuts (or asked for explanations): the collections the
+            # matrix was built from, as XGBoost predicts any DaskDMatrix; an array, as for a matrix.
+            ask = _Ask(output_margin, tuple(iteration_range), pred_leaf, pred_contribs, approx_contribs,
+                       pred_interactions, source["missing"], validate_features, strict_shape)
+            return _predict_collection(client, booster, source["X"], ask, as_frame=False,
+                                       base_margin=source["base_margin"])
         if explain:
-            raise ValueError("pred_contribs and pred_leaf take raw features (a DaskQuantileMatrix holds bins); "
-                             "pass the dask array or dataframe instead")
-        return _predict_matrix(client, booster, data, output_margin, iteration_range)
+            raise ValueError("pred_contribs and pred_leaf take raw features (a DaskQuantileMatrix holds bins, and "
+                             "this one keeps no collections to read them from); pass the dask array or dataframe")
+        out = _predict_matrix(client, booster, data, output_margin, iteration_range)
+        return out[:, None] if strict_shape and out.ndim == 1 else out
     return _predict_collection(client, booster, data, _Ask(output_margin, tuple(iteration_range), pred_leaf,
                                                            pred_contribs, approx_contribs, pred_interactions,
-                                                           missing, validate_features), as_frame=True)
+                                                           missing, validate_features, strict_shape), as_frame=True)
 
 
-def predict_array(client, model, X, output_margin: bool = False, iteration_range=(0, 0), **explain):
+def predict_array(client, model, X, output_margin: bool = False, iteration_range=(0, 0), base_margin=None,
+                  **explain):
     """predict(), with a dask array for a dataframe too (its chunk sizes unknown), as the
-    estimators' predict returns (as XGBoost's do)."""
+    estimators' predict returns (as XGBoost's do); base_margin: a dask collection of margins to
+    start from, its rows matched to X's (as inplace_predict's)."""
     booster = _booster_of(model)
     plugin.register(client)
     if isinstance(X, DaskQuantileMatrix):
+        if base_margin is not None:
+            raise ValueError("a DaskQuantileMatrix carries its base margins: build it with base_margin=")
         return predict(client, booster, X, output_margin, iteration_range, **explain)
     names = ("pred_leaf", "pred_contribs", "approx_contribs", "pred_interactions")
-    return _predict_collection(client, booster, X, _Ask(output_margin, tuple(iteration_range),
-                                                        *(bool(explain.get(n, False)) for n in names)),
-                               as_frame=False)
+    ask = _Ask(output_margin, tuple(iteration_range), *(bool(explain.get(n, False)) for n in names))
+    if base_margin is not None and ask.explain:
+        raise ValueError("base_margin goes with predictions and margins, not with leaf ids or contributions")
+    return _predict_collection(client, booster, X, ask, as_frame=False, base_margin=base_margin)
 
 
 def inplace_predict(client, model, data, *, iteration_range=(0, 0), predict_type: str = "value", missing=np.nan,
@@ -70,17 +83,15 @@ def inplace_predict(client, model, data, *, iteration_range=(0, 0), predict_type
     margins); missing: the value that stands for a missing entry (besides NaN); base_margin: a
     dask array (for array data) or dask series / dataframe (for dataframe data) of margins to
     start from, its rows matched to data's (dask/data.py _aligned); validate_features=False
-    skips the check of a dataframe's column names against the model's."""
+    skips the check of a dataframe's column names against the model's; strict_shape as predict's."""
     if predict_type not in ("value", "margin"):
         raise ValueError(f"predict_type must be 'value' or 'margin', got {predict_type!r}")
-    if strict_shape:
-        raise NotImplementedError("strict_shape=True is not supported by daskgb.dask.inplace_predict")
     if isinstance(data, DaskQuantileMatrix):
         raise ValueError("inplace_predict takes a dask array or dataframe; for a DaskQuantileMatrix use predict")
     booster = _booster_of(model)
     plugin.register(client)
     ask = _Ask(predict_type == "margin", tuple(iteration_range), missing=float(missing),
-               validate_features=bool(validate_features))
+               validate_features=bool(validate_features), strict_shape=strict_shape)
     return _predict_collection(client, booster, data, ask, as_frame=True, base_margin=base_margin)
 
 
@@ -88,7 +99,8 @@ class _Ask:
     """What a prediction asks for, as the blocks' tasks take it."""
 
     def __init__(self, output_margin=False, iteration_range=(0, 0), pred_leaf=False, pred_contribs=False,
-                 approx_contribs=False, pred_interactions=False, missing=np.nan, validate_features=True):
+                 approx_contribs=False, pred_interactions=False, missing=np.nan, validate_features=True,
+                 strict_shape=False):
         if approx_contribs and not (pred_contribs or pred_interactions):
             raise ValueError("approx_contribs=True is a kind of pred_contribs=True; pass both")
         if sum(map(bool, (pred_leaf, pred_contribs, pred_interactions))) > 1:
@@ -97,6 +109,7 @@ class _Ask:
         self.pred_leaf, self.pred_contribs = bool(pred_leaf), bool(pred_contribs)
         self.approx_contribs, self.pred_interactions = bool(approx_contribs), bool(pred_interactions)
         self.missing, self.validate_features = float(missing), bool(validate_features)
+        self.strict_shape = bool(strict_shape)
 
     @property
     def explain(self) -> bool:
@@ -104,6 +117,15 @@ class _Ask:
 
     def row_shape(self, booster) -> tuple:
         """The shape of one row's output (() for a number a row)."""
+        shape = self._loose_row_shape(booster)
+        if not self.strict_shape:
+            return shape
+        kind = ("leaf" if self.pred_leaf else "contribs" if self.pred_contribs else
+                "interactions" if self.pred_interactions else "value")
+        return booster.strict_shape_of(0, kind, int(np.prod(shape, dtype=np.int64)))[1:]
+
+    def _loose_row_shape(self, booster) -> tuple:
+        """row_shape() of strict_shape=False."""
         k, f = booster.n_groups, booster.n_features
         if self.pred_leaf:
             start, end = booster._tree_slice(self.iteration_range)  # checked here, before any block runs
@@ -117,7 +139,12 @@ class _Ask:
 
 
 def _booster_of(model):
-    """The Booster of a model argument: a Booster, or train()'s dict (as xgboost.dask takes it)."""
+    """The Booster of a model argument: a Booster, train()'s dict, or a future of either (as
+    xgboost.dask takes them)."""
+    from distributed import Future
+
+    if isinstance(model, Future):
+        model = model.result()
     if isinstance(model, dict):
         if "booster" not in model:
             raise ValueError("model is a dict without a 'booster': pass a Booster or the dict train() returns")
@@ -150,13 +177,16 @@ def _predict_collection(client, booster, X, ask: _Ask, as_frame: bool, base_marg
         raise ValueError(f"X must be a dask array or dataframe, got {type(X).__name__}")
     shape = ask.row_shape(booster)
     handle = _scattered(client, booster)
-    if frame and (as_frame and len(shape) <= 1):
-        return _predict_frame(X, handle, ask, shape, base_margin)
+    if frame and len(shape) <= 1 and (as_frame or base_margin is not None):
+        out = _predict_frame(X, handle, ask, shape, base_margin)  # a base margin travels as X's columns
+        return out if as_frame else out.to_dask_array()
     if frame:
         if base_margin is not None:
             raise ValueError("base_margin with outputs of more than two dimensions: pass X as a dask array")
-        # The partitions as float32 (pd.NA and None as NaN), as an array of row counts unknown to dask.
-        arr = X.map_partitions(_float_frame, meta=_float_frame(X._meta)).to_dask_array()
+        # The partitions as float32 (pd.NA and None as NaN), as an array: of row counts unknown to
+        # dask for a value a row (as XGBoost's estimators give them), counted for outputs of more
+        # dimensions (leaf ids, contributions), which callers reshape, as XGBoost's are counted.
+        arr = X.map_partitions(_float_frame, meta=_float_frame(X._meta)).to_dask_array(lengths=True if shape else None)
     else:
         arr = X.rechunk({1: -1})
     margin = None
@@ -185,10 +215,13 @@ def _predict_frame(X, handle, ask: _Ask, shape: tuple, base_margin):
     """A dataframe's predictions as a dask Series (a DataFrame of columns 0..k-1 for k outputs a
     row) with X's index and divisions. A base margin travels as columns of X (assign aligns it
     with X's rows by index)."""
+    import dask.array as da
+
     n_margin = 0
     if base_margin is not None:
-        if not hasattr(base_margin, "map_partitions"):
-            raise ValueError("base_margin for a dask dataframe X must be a dask series or dataframe, got "
+        # A dask array (a model's margins, say) meets X's rows by position (_aligned).
+        if not (hasattr(base_margin, "map_partitions") or isinstance(base_margin, da.Array)):
+            raise ValueError("base_margin for a dask dataframe X must be a dask series, dataframe or array, got "
                              f"{type(base_margin).__name__}")
         from .data import _aligned
 
@@ -246,7 +279,7 @@ def _predict_block(block, booster, ask: _Ask, shape: tuple, margin=None):
     return booster.predict(block, output_margin=ask.output_margin, iteration_range=ask.iteration_range,
                            missing=ask.missing, base_margin=margin, pred_leaf=ask.pred_leaf,
                            pred_contribs=ask.pred_contribs, pred_interactions=ask.pred_interactions,
-                           approx_contribs=ask.approx_contribs)
+                           approx_contribs=ask.approx_contribs, strict_shape=ask.strict_shape)
 
 
 def _module_of_block(block):
@@ -273,6 +306,9 @@ def _predict_matrix(client, booster, m, output_margin, iteration_range):
         raise ValueError("this DaskQuantileMatrix was released (release() freed its rows)")
     if m.n_features != booster.n_features:
         raise ValueError(f"the model was trained on {booster.n_features} features, the matrix has {m.n_features}")
+    if getattr(booster, "_train_cuts_token", None) != m.cuts_token:
+        raise ValueError("this DaskQuantileMatrix was binned with cuts other than the model's, and keeps no "
+                         "collections to predict from (take(), or unpickled); pass the dask array or dataframe")
     handle = _scattered(client, booster)
     columns = sum(_Ask(output_margin, iteration_range).row_shape(booster))
     meta = _empty_like_kind("cupy" if m.device == "cuda" else "numpy")

@@ -28,7 +28,8 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
     a progress bar on the client (a widget in a notebook) with the latest metrics, and the
     eval log printed on the client at that cadence (dask/progress.py); False shows nothing.
 
-    evals: (DaskQuantileMatrix, name) pairs built with ref=dtrain. obj and
+    evals: (DaskQuantileMatrix, name) pairs; one built without ref=dtrain is binned again with
+    dtrain's cuts on dtrain's workers from the collections it was built from. obj and
     custom_metric as in daskgb.train: the objective runs on each worker's rows,
     the metric sees all rows. early_stopping_rounds / maximize as in
     daskgb.train: every worker sees the same global metrics, so all stop together. callbacks
@@ -59,19 +60,49 @@ def train(client, params: dict, dtrain: DaskQuantileMatrix, num_boost_round: int
 def run(client, options: TrainingOptions, dtrain: DaskQuantileMatrix, evals=()) -> dict:
     """train() with its options made (the estimators call this): checks the matrices on the
     client, then trains on their workers, once no other fit trains there; returns train()'s dict."""
-    evals = list(evals or [])
-    options.check(dtrain, evals, DaskQuantileMatrix)
-    device = _device(options.train_params.device, dtrain.device)
-    # The workers train on the data's device and print nothing: the client shows the progress.
-    worker_options = options.for_workers(device)
-    plugin.register(client)
-    workers = dtrain.workers
-    alive = live_workers(client)
-    missing = [a for a in workers if a not in alive]
-    if missing:
-        raise RuntimeError(f"workers holding training data have left the cluster: {missing}")
-    with workers_held(client, workers):
-        return _train(client, options, worker_options, dtrain, evals)
+    # An eval set built without ref=dtrain is binned with dtrain's cuts on dtrain's workers (as
+    # XGBoost bins a DaskDMatrix eval set); the matrices made for it are this fit's, freed after it.
+    given = list(evals or [])
+    made = []
+    p = options.train_params
+    if isinstance(dtrain, DaskQuantileMatrix) and "max_bin" in options.params and dtrain.max_bin != p.max_bin \
+            and dtrain.source() is not None:
+        # A matrix with cuts of its own takes the parameters' max_bin (as XGBoost bins a DaskDMatrix).
+        dtrain = DaskQuantileMatrix(dtrain.client, **dtrain.source(), max_bin=p.max_bin)
+        made.append(dtrain)
+    evals = _eval_sets_binned_like(given, dtrain)
+    made += [m for (m, _), item in zip(evals, given) if m is not item[0]]
+    try:
+        options.check(dtrain, evals, DaskQuantileMatrix)
+        device = _device(options.train_params.device, dtrain.device)
+        # The workers train on the data's device and print nothing: the client shows the progress.
+        worker_options = options.for_workers(device)
+        plugin.register(client)
+        workers = dtrain.workers
+        alive = live_workers(client)
+        missing = [a for a in workers if a not in alive]
+        if missing:
+            raise RuntimeError(f"workers holding training data have left the cluster: {missing}")
+        with workers_held(client, workers):
+            return _train(client, options, worker_options, dtrain, evals)
+    finally:
+        for m in made:
+            m.release()
+
+
+def _eval_sets_binned_like(evals: list, dtrain) -> list:
+    """The eval sets, each binned with dtrain's cuts (DaskQuantileMatrix.binned_like); pairs
+    that are not (DaskQuantileMatrix, name) are left for the options' checks to name."""
+    if not isinstance(dtrain, DaskQuantileMatrix) or dtrain.released:
+        return list(evals)
+    out = []
+    for item in evals:
+        if isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], DaskQuantileMatrix) \
+                and not item[0].released and not item[0].shares_cuts_with(dtrain) \
+                and item[0].n_features == dtrain.n_features:
+            item = (item[0].binned_like(dtrain, f"eval set {item[1]!r}"), item[1])
+        out.append(item)
+    return out
 
 
 def _train(client, options: TrainingOptions, worker_options: TrainingOptions, dtrain: DaskQuantileMatrix,

@@ -49,19 +49,29 @@ def check_base(base, n_groups: int, dtrain) -> None:
                          f"parameters train {n_groups}")
 
 
-def trees_in_bins(base, cuts, cuts_token):
-    """base's trees with their splits as bins of cuts (copies where re-expressed)."""
+def trees_in_bins(base, cuts, cuts_token, categories=None):
+    """base's trees with their splits as bins of cuts (copies where re-expressed), their
+    categorical splits' categories coded as the data codes them (categories: the data's
+    {feature: category names in code order}; base codes by base.categories), as XGBoost
+    recodes data for a model it goes on from."""
     if getattr(base, "_train_cuts_token", None) is not None and base._train_cuts_token == cuts_token:
         return list(base.trees)
     ptrs = to_host(cuts.ptrs).astype(np.int64)
     values = to_host(cuts.values)
     lows = to_host(cuts.min_values)
+    recode = _category_recoding(base.categories, categories)
     out = []
     for i, tree in enumerate(base.trees):
         t = copy.deepcopy(tree)
         for node in np.flatnonzero(t.left >= 0):
             if int(node) in t.categories:
-                continue  # a categorical split routes by category, and a category is its own bin
+                # A categorical split routes by category, and a category is its own bin.
+                f = int(t.feature[node])
+                if f in recode:
+                    to = recode[f]
+                    t.categories[int(node)] = np.asarray(sorted(int(to[c]) for c in t.categories[int(node)]
+                                                                if c < to.size and to[c] >= 0), dtype=np.int32)
+                continue
             f = int(t.feature[node])
             bounds = values[ptrs[f] : ptrs[f + 1]]
             thr = np.float32(t.threshold[node])
@@ -81,3 +91,18 @@ def trees_in_bins(base, cuts, cuts_token):
                     "(ref=, or QuantileMatrix(..., cuts=)) or data whose values the model's thresholds separate")
         out.append(t)
     return out
+
+
+def _category_recoding(model_categories, data_categories) -> dict:
+    """{feature: array mapping the model's category codes to the data's (-1: a category the data
+    lacks)} for the features whose categories the two code differently."""
+    out = {}
+    data = {int(k): v for k, v in (data_categories or {}).items()}
+    for f, names in (model_categories or {}).items():
+        theirs = data.get(int(f))
+        if theirs is None or list(theirs) == list(names):
+            continue
+        position = {name: i for i, name in enumerate(theirs)}
+        out[int(f)] = np.asarray([position.get(name, -1) for name in names], dtype=np.int64)
+    return out
+

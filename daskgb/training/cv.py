@@ -126,9 +126,6 @@ def cv(params, dtrain, num_boost_round: int = 10, *, nfold: int = 3, stratified:
         raise ValueError("dtrain must be a daskgb.QuantileMatrix")
     if not dtrain.has_labels:
         raise ValueError("dtrain has no labels (y)")
-    if dtrain.groups is not None:
-        raise NotImplementedError("daskgb.cv of a matrix with query groups (ranking) is not supported: a fold of rows "
-                                  "would cut the groups apart")
     if dtrain.paged:
         raise ValueError("daskgb.cv takes an in-core QuantileMatrix (XGBoost's cv refuses external memory too)")
     if (isinstance(num_boost_round, bool) or not isinstance(num_boost_round, numbers.Integral)
@@ -141,10 +138,15 @@ def cv(params, dtrain, num_boost_round: int = 10, *, nfold: int = 3, stratified:
     params.pop("eval_metric", None)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
 
-    train_rows, test_rows = _fold_rows(dtrain, nfold, stratified, folds, seed, shuffle)
+    if dtrain.groups is not None:
+        # A ranking matrix's folds are of whole query groups (xgboost.training.mkgroupfold).
+        train_groups, test_groups = _fold_groups(dtrain, nfold, stratified, folds, seed, shuffle)
+        splits = [(dtrain.take_groups(a), dtrain.take_groups(b)) for a, b in zip(train_groups, test_groups)]
+    else:
+        train_rows, test_rows = _fold_rows(dtrain, nfold, stratified, folds, seed, shuffle)
+        splits = [(dtrain.take(a), dtrain.take(b)) for a, b in zip(train_rows, test_rows)]
     packed = []
-    for rows_in, rows_out in zip(train_rows, test_rows):
-        fold_train, fold_test = dtrain.take(rows_in), dtrain.take(rows_out)
+    for fold_train, fold_test in splits:
         fold_params = dict(params)
         if fpreproc is not None:
             fold_train, fold_test, fold_params = fpreproc(fold_train, fold_test, dict(params))
@@ -156,6 +158,9 @@ def cv(params, dtrain, num_boost_round: int = 10, *, nfold: int = 3, stratified:
     for cb in callbacks:
         if not isinstance(cb, TrainingCallback):
             raise ValueError(f"callbacks must be daskgb.callback.TrainingCallback objects, got {type(cb).__name__}")
+        if isinstance(cb, EarlyStopping) and cb.save_best:
+            raise ValueError("EarlyStopping's `save_best` does not apply to cv, which returns the folds' metrics, "
+                             "not a model (as in xgboost.cv)")
     if verbose_eval:
         callbacks.append(EvaluationMonitor(period=1 if verbose_eval is True else int(verbose_eval),
                                            show_stdv=show_stdv))
@@ -210,6 +215,24 @@ def _as_dict(params) -> dict:
             value = (list(before) if isinstance(before, (list, tuple)) else [before]) + [value]
         out[key] = value
     return out
+
+
+def _fold_groups(dtrain, nfold, stratified, folds, seed, shuffle):
+    """(train groups, test groups) of each fold of a ranking matrix, as
+    xgboost.training.mkgroupfold makes them: the query groups shuffled with seed (numpy's
+    legacy RandomState, as XGBoost's np.random.seed) and split into nfold runs."""
+    if stratified or folds is not None:
+        raise ValueError("the folds of a matrix with query groups are of whole groups: give neither stratified=True "
+                         "nor folds= (as xgboost.cv, which splits the groups itself)")
+    n = dtrain.groups.n_groups
+    if isinstance(nfold, bool) or not isinstance(nfold, numbers.Integral) or nfold < 2:
+        raise ValueError(f"nfold must be an integer >= 2, got {nfold!r}")
+    if nfold > n:
+        raise ValueError(f"nfold={nfold} is more folds than dtrain's {n} query groups")
+    idx = np.random.RandomState(seed).permutation(n) if shuffle else np.arange(n)
+    out_groups = np.array_split(idx, nfold)
+    in_groups = [np.concatenate([out_groups[i] for i in range(nfold) if i != k]) for k in range(nfold)]
+    return in_groups, out_groups
 
 
 def _fold_rows(dtrain, nfold, stratified, folds, seed, shuffle):

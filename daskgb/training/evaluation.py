@@ -65,7 +65,10 @@ class EvalSets:
                                                   aft=(p.aft_loss_distribution, p.aft_loss_distribution_scale)))
                 named.append((name, k))
             if custom is not None:
-                customs[name] = custom_metric(custom, em if self.options.obj is not None else out, m, comm)
+                # What predict gives (XGBoost's custom metric reads predict's output: multi:softmax's
+                # classes, not the probabilities its built-in metrics read); margins with a custom objective.
+                predt = em if self.options.obj is not None else objective.transform(xp, em)
+                customs[name] = custom_metric(custom, predt, m, comm)
         return Scores(HostCopy(_stack(xp, parts)) if parts else None, named, customs)
 
     def record(self, scores: "Scores") -> list[str]:
@@ -108,14 +111,18 @@ def column(margin, group: int):
 class _Rows:
     """The rows of all workers, as a custom metric sees them (XGBoost's DMatrix getters)."""
 
-    def __init__(self, label, weight):
-        self.label, self.weight = label, weight
+    def __init__(self, label, weight, groups=None):
+        self.label, self.weight, self.groups = label, weight, groups
 
     def get_label(self):
         return self.label
 
     def get_weight(self):
         return self.weight if self.weight is not None else np.zeros(0, dtype=np.float32)
+
+    def get_group(self):
+        """Query group sizes in the rows' order (each worker's groups lie whole on it)."""
+        return self.groups if self.groups is not None else np.zeros(0, dtype=np.int64)
 
 
 def custom_metric(fn, predt, m, comm):
@@ -124,11 +131,14 @@ def custom_metric(fn, predt, m, comm):
         name, value = fn(predt, m)
     else:
         parts = comm.allgather((to_host(predt), to_host(m.label),
-                                None if m.weight is None else to_host(m.weight)))
-        preds, labels, weights = zip(*parts)
+                                None if m.weight is None else to_host(m.weight),
+                                None if getattr(m, "groups", None) is None else m.get_group()))
+        preds, labels, weights, sizes = zip(*parts)
         weight = None if all(w is None for w in weights) else np.concatenate(
             [np.ones(len(y), np.float32) if w is None else w for y, w in zip(labels, weights)])
-        name, value = fn(np.concatenate(preds), _Rows(np.concatenate(labels), weight))
+        groups = None if all(g is None for g in sizes) else np.concatenate(
+            [np.zeros(0, np.int64) if g is None else g for g in sizes])
+        name, value = fn(np.concatenate(preds), _Rows(np.concatenate(labels), weight, groups))
     return str(name), float(value)
 
 

@@ -31,7 +31,8 @@ class Fit:
         p = options.train_params
         self.device = resolve_device(p.device)
         self.backend = backend = get_backend(self.device)
-        backend.set_threads(p.nthread if p.nthread else _worker_threads())
+        threads = p.nthread if p.nthread else _worker_threads()
+        backend.set_threads(threads)
         if getattr(dtrain, "feature_types", None) is not None and not backend.splits_by_category:
             raise ValueError(f"categorical features do not train on the {backend.name} backend")
         self.xp = xp = backend.xp
@@ -62,6 +63,8 @@ class Fit:
         self.booster = Booster(options.params, [], base_score, dtrain.n_features, dtrain.feature_names,
                                feature_types=dtrain.feature_types, categories=dtrain.categories)
         self.booster._train_cuts_token = dtrain.cuts_token
+        if threads and not p.nthread:  # as xgboost.dask's fits: the worker's threads are the model's nthread
+            self.booster.set_param("nthread", threads)
         for m, _ in evals:  # labels a metric cannot score are an error before the first round
             for k in options.metrics:
                 _metric.check_labels(k, xp, m.on(self.device).label, p.ndcg_exp_gain, m.groups, comm)
@@ -109,7 +112,7 @@ class Fit:
         from .continued import trees_in_bins
         from .evaluation import column
 
-        trees = trees_in_bins(base, self.dtrain.cuts, self.dtrain.cuts_token)
+        trees = trees_in_bins(base, self.dtrain.cuts, self.dtrain.cuts_token, getattr(self.dtrain, "categories", None))
         self.booster.trees[:], self.booster.tree_info[:] = trees, list(base.tree_info)
         for tree, group in zip(trees, base.tree_info):
             add_tree_binned(self.backend, self.dtrain.ellpack, tree, column(self.margin, group))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..callback import ranked
 from ..collective import LocalCommunicator
-from ..matrix import eval_sets_binned_like
+from ..matrix import QuantileMatrix, eval_sets_binned_like
 from ..out_of_memory import explained
 from .fit import Fit
 from .options import TrainingOptions
@@ -54,13 +54,17 @@ def train(params: dict, dtrain, num_boost_round: int = 10, evals=(), verbose_eva
     The booster's attributes() say which way its rounds were trained ("training_path"; see
     daskgb/training/plan.py) and why each faster way was not taken.
     """
-    # An eval set built without ref=dtrain is binned with dtrain's cuts (as XGBoost bins a DMatrix's).
-    evals = eval_sets_binned_like(list(evals or []), dtrain)
+    evals = list(evals or [])
     options = TrainingOptions.create(params, num_boost_round, verbose_eval=verbose_eval, obj=obj,
                                      custom_metric=custom_metric, early_stopping_rounds=early_stopping_rounds,
                                      maximize=maximize, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
                                      checkpoint_every=checkpoint_every, resume=resume, has_evals=bool(evals),
                                      xgb_model=xgb_model)
+    if isinstance(dtrain, QuantileMatrix) and "max_bin" in options.params:
+        # A matrix with cuts of its own takes the parameters' max_bin (as XGBoost bins a DMatrix).
+        dtrain = dtrain.with_max_bin(options.train_params.max_bin)
+    # An eval set built without ref=dtrain is binned with dtrain's cuts (as XGBoost bins a DMatrix's).
+    evals = eval_sets_binned_like(evals, dtrain)
     return run(options, dtrain, evals, comm=comm, evals_result=evals_result)
 
 

@@ -180,7 +180,8 @@ class TrainingOptions:
                 raise ValueError(f"eval set {name!r} has no labels")
         p = self.train_params
         if dtrain.max_bin != p.max_bin and "max_bin" in self.params:
-            raise ValueError(f"params max_bin={p.max_bin} differs from the {kind}'s max_bin={dtrain.max_bin}")
+            raise ValueError(f"params max_bin={p.max_bin} differs from the {kind}'s max_bin={dtrain.max_bin}, and "
+                             "daskgb holds no data to bin it again (build it with max_bin=, or keep its X)")
         if getattr(matrix_type, "ranks_only_with_groups", False):
             self._check_query_groups(dtrain, evals)
         # Constraints are checked against the data before any work: indices in range, names it has.

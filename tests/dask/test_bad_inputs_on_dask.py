@@ -197,11 +197,17 @@ def test_eval_set_with_other_feature_names(client, frames, named):
         dgb.DaskQuantileMatrix(client, Xf.rename(columns={"a": "z"}), yf, ref=named)
 
 
-def test_eval_set_with_its_own_cuts(client, data, dtrain):
+def test_eval_set_with_its_own_cuts_and_no_data_to_bin_again(client, data, dtrain):
+    """An eval set without ref= is binned again from its collections (tests/dask/test_train.py);
+    one that keeps none (a take() of another matrix, or released) cannot be, and says so."""
     X, y = data
     other = dgb.DaskQuantileMatrix(client, vector(X, CHUNKS), vector(y))
-    with pytest.raises(ValueError, match=r"eval set 'x' was quantised with its own cuts; build it with DaskQuantileMatrix\(..., "
-                                         r"ref=dtrain\)"):
+    taken = other.take(np.arange(50))
+    with pytest.raises(ValueError, match=r"eval set 'x' was quantised with cuts of its own, and daskgb holds no data "
+                                         r"to bin it again .*DaskQuantileMatrix\(..., ref=dtrain\)"):
+        dgb.train(client, {}, dtrain, 1, evals=[(taken, "x")], verbose_eval=False)
+    other.release()
+    with pytest.raises(ValueError, match=r"a DaskQuantileMatrix given to train was released"):
         dgb.train(client, {}, dtrain, 1, evals=[(other, "x")], verbose_eval=False)
 
 

@@ -32,7 +32,11 @@ def _exact_data(n=4000, seed=0):
 
 
 def _digest(booster) -> str:
-    return hashlib.sha256(json.dumps(booster.to_dict(), sort_keys=True).encode()).hexdigest()
+    """The model's digest, less nthread: a Dask fit records its workers' thread count there (as
+    xgboost.dask's fits do), which sets host threads only."""
+    d = booster.to_dict()
+    d["params"] = {k: v for k, v in d["params"].items() if k not in ("nthread", "n_jobs")}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
 def _fit(client, X, y, chunks, placement, rounds=15):

@@ -54,7 +54,7 @@ def test_dask_forest_classifier_and_parallel_trees_through_train(client):
     local = daskgb.GBRFClassifier(**kw).fit(X, y)
     assert _trees(clf.get_booster()) == _trees(local.get_booster())
     np.testing.assert_allclose(clf.predict_proba(Xd).compute(), local.predict_proba(X), atol=1e-6)
-    with pytest.raises(ValueError, match="early_stopping_rounds and callbacks are not supported by "
+    with pytest.raises(NotImplementedError, match="early_stopping_rounds and callbacks are not supported by "
                                          "DaskGBRFClassifier"):
         daskgb.DaskGBRFClassifier(client=client, early_stopping_rounds=2, **kw).fit(Xd, yd, eval_set=[(Xd, yd)])
     # num_parallel_tree through daskgb.dask.train: rounds of several trees, an eval set scored by rounds.

@@ -144,3 +144,22 @@ def test_dask_gbranker_on_dask_arrays_equals_gbranker(client):
         ours.fit(Xd, yd)
     with pytest.raises(ValueError, match="more than one partition"):
         ours.score(Xvd, yvd, qid=on_workers(client, np.zeros(yv.size, np.int64), vchunks, [0, 1]))
+
+
+def test_a_rankers_callable_metric_on_dask_equals_in_process(client):
+    """Each worker's query groups travel with its rows to the callable metric: the per-query
+    average equals in-process's (and XGBRanker's: tests/test_ranking.py)."""
+    X, y, qid, sizes = ranking_data(seed=8, n_queries=30)
+    Xv, yv, qv, sv = ranking_data(seed=9, n_queries=16)
+    chunks, vchunks = query_chunks(sizes, [12]), query_chunks(sv, [7])
+    Xd, yd, qd = (on_workers(client, v, chunks, [0, 1]) for v in (X, y, qid))
+    Xvd, yvd, qvd = (on_workers(client, v, vchunks, [1, 0]) for v in (Xv, yv, qv))
+
+    def top_relevance(y_true, y_score):
+        return float(y_true[np.argmax(y_score)])
+
+    kw = dict(n_estimators=3, max_depth=3, device="cpu", eval_metric=top_relevance)
+    ours = daskgb.DaskGBRanker(client=client, **kw).fit(Xd, yd, qid=qd, eval_set=[(Xvd, yvd)], eval_qid=[qvd])
+    local = daskgb.GBRanker(**kw).fit(X, y, qid=qid, eval_set=[(Xv, yv)], eval_qid=[qv])
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["top_relevance"],
+                               local.evals_result()["validation_0"]["top_relevance"], rtol=1e-12)

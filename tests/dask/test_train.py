@@ -102,9 +102,32 @@ def test_eval_set_on_a_worker_without_training_rows(client):
                     evals=[(dvalid, "valid")], verbose_eval=False)
     b = out["booster"]
     assert out["history"]["valid"]["auc"][-1] == pytest.approx(auc_of(yv, b.predict(Xv)), abs=1e-9)
-    with pytest.raises(ValueError, match="ref=dtrain"):
-        other = dgb.DaskQuantileMatrix(client, da.from_array(Xv, chunks=300), da.from_array(yv, chunks=300))
-        dgb.train(client, PARAMS, dtrain, 2, evals=[(other, "x")])
+
+
+def test_an_eval_set_without_ref_is_binned_with_the_training_cuts(client):
+    """As XGBoost bins a DaskDMatrix eval set: built without ref=, it has cuts of its own, and
+    train bins it again from its collections with the training cuts on the training workers."""
+    xgb = pytest.importorskip("xgboost")
+    X, y = exact_data(seed=5)
+    Xv, yv = exact_data(n=600, seed=6)
+    Xv[:, 1] += 0.125  # values the training rows lack: the eval set's own cuts differ from the training's
+    dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, [1000, 1000], [0, 1]),
+                                    on_workers(client, y, [1000, 1000], [0, 1]))
+    own = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [600], [1]), on_workers(client, yv, [600], [1]))
+    assert not own.shares_cuts_with(dtrain)
+    params = {**PARAMS, "eval_metric": ["logloss", "auc"]}
+    got = dgb.train(client, params, dtrain, 8, evals=[(own, "valid")], verbose_eval=False)["history"]
+    with_ref = dgb.DaskQuantileMatrix(client, on_workers(client, Xv, [600], [1]), on_workers(client, yv, [600], [1]),
+                                      ref=dtrain)
+    want = dgb.train(client, params, dtrain, 8, evals=[(with_ref, "valid")], verbose_eval=False)["history"]
+    assert got == want
+    theirs = {}
+    xgb.train({**params, "tree_method": "hist"}, xgb.DMatrix(X, y), 8, evals=[(xgb.DMatrix(Xv, yv), "valid")],
+              evals_result=theirs, verbose_eval=False)
+    for metric in ("logloss", "auc"):
+        np.testing.assert_allclose(got["valid"][metric], theirs["valid"][metric], rtol=1e-5, atol=1e-6)
+    assert not own.shares_cuts_with(dtrain)  # the user's matrix is left as it was, and trains as itself
+    dgb.train(client, params, own, 1, evals=[(own, "own")], verbose_eval=False)
 
 
 def test_bad_input_fails_early(client):

@@ -215,8 +215,6 @@ def test_inplace_predict_margin_missing_and_base_margin(client):
     np.testing.assert_allclose(got.compute(), booster.predict(X, missing=0.25, output_margin=True), atol=1e-6)
     with pytest.raises(ValueError, match="predict_type"):
         dgb.inplace_predict(client, booster, Xd, predict_type="leaf")
-    with pytest.raises(NotImplementedError, match="strict_shape"):
-        dgb.inplace_predict(client, booster, Xd, strict_shape=True)
     with pytest.raises(ValueError, match="dict train"):
         dgb.predict(client, {"history": {}}, Xd)
 
@@ -282,3 +280,150 @@ def test_gpu_matrix_order_csr_partitions_and_cupy_blocks():
         pred = dgb.inplace_predict(client, booster, blocks)
         assert pred.chunks[0] == (250,) * 4 and type(pred._meta).__module__.startswith("cupy")
         np.testing.assert_allclose(cupy.asnumpy(pred.compute()), booster.predict(X), atol=1e-5)
+
+
+def test_strict_shape_as_xgboost_dask(client):
+    """strict_shape=True in daskgb.dask.predict / inplace_predict: Booster.predict's strict shapes,
+    which are XGBoost's, block by block."""
+    X, y = exact_data(n=300)
+    Xd, yd = da.from_array(X, chunks=(100, 5)), da.from_array(y, chunks=100)
+    booster = trained(client, Xd, yd, rounds=3, params={**PARAMS, "num_parallel_tree": 2})["booster"]
+    for kw in ({}, {"pred_leaf": True}, {"pred_contribs": True}, {"pred_interactions": True}):
+        got = dgb.predict(client, booster, Xd, strict_shape=True, **kw).compute()
+        want = booster.predict(X, strict_shape=True, **kw)
+        assert got.shape == want.shape and want.shape[1] == 1 + (kw == {"pred_leaf": True}) * 2, kw
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert dgb.inplace_predict(client, booster, Xd, strict_shape=True).compute().shape == (300, 1)
+    # A matrix with cuts of its own is predicted from its collections, as XGBoost predicts a DaskDMatrix.
+    own = dgb.DaskQuantileMatrix(client, Xd, yd)
+    got = dgb.predict(client, booster, own, strict_shape=True).compute()
+    assert got.shape == (300, 1)
+    np.testing.assert_allclose(got[:, 0], booster.predict(X), atol=1e-6)
+    np.testing.assert_allclose(dgb.predict(client, booster, own, pred_contribs=True).compute(),
+                               booster.predict(X, pred_contribs=True), atol=1e-5)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=2)
+    out = dgb.inplace_predict(client, booster, frame, strict_shape=True).compute()
+    assert isinstance(out, pd.DataFrame) and out.shape == (300, 1)
+
+
+def test_estimator_base_margins_and_a_future_model_as_xgboost_dask(client):
+    """DaskGB*.fit(base_margin=, base_margin_eval_set=) as xgboost.dask's estimators take them (the
+    model equals in-process's), and predict of a scattered booster (a future), as xgboost.dask's."""
+    X, y = exact_data(n=400)
+    margin = np.random.default_rng(1).normal(size=400).astype(np.float32)
+    Xd, yd, md = (da.from_array(v, chunks=200) if v.ndim == 1 else da.from_array(v, chunks=(200, 5))
+                  for v in (X, y, margin))
+    kw = dict(n_estimators=3, max_depth=3, device="cpu")
+    ours = daskgb.DaskGBRegressor(client=client, **kw).fit(Xd, yd, base_margin=md, eval_set=[(Xd, yd)],
+                                                           base_margin_eval_set=[md], verbose=False)
+    local = daskgb.GBRegressor(**kw).fit(X, y, base_margin=margin, eval_set=[(X, y)], base_margin_eval_set=[margin],
+                                         verbose=False)
+    np.testing.assert_allclose(ours.predict(X), local.predict(X), atol=1e-5)
+    np.testing.assert_allclose(ours.evals_result()["validation_0"]["rmse"],
+                               local.evals_result()["validation_0"]["rmse"], rtol=1e-6)
+    np.testing.assert_allclose(ours.predict(Xd, base_margin=md).compute(), local.predict(X, base_margin=margin),
+                               atol=1e-5)
+    clf = daskgb.DaskGBClassifier(client=client, **kw).fit(Xd, (yd > 0).astype(np.int64), base_margin=md)
+    local_clf = daskgb.GBClassifier(**kw).fit(X, (y > 0).astype(np.int64), base_margin=margin)
+    np.testing.assert_allclose(clf.predict_proba(Xd, base_margin=md).compute(),
+                               local_clf.predict_proba(X, base_margin=margin), atol=1e-5)
+    future = client.scatter(ours.get_booster())
+    np.testing.assert_allclose(dgb.predict(client, future, Xd).compute(), local.predict(X), atol=1e-5)
+
+
+def test_a_dataframe_matrix_with_margins_and_leaf_ids_of_counted_shape(client):
+    """predict of a DaskQuantileMatrix built from a dataframe with base margins equals
+    inplace_predict's (xgboost.dask's test_inplace_predict); apply of a dataframe gives leaf ids
+    of known chunk sizes, which reshape (as XGBoost's, made through a DaskDMatrix)."""
+    X, y = exact_data(n=300)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=3)
+    ys = dd.from_pandas(pd.Series(y), npartitions=3)
+    reg = daskgb.DaskGBRegressor(client=client, n_estimators=3, num_parallel_tree=2, device="cpu").fit(frame, ys)
+    booster = reg.get_booster()
+    inplace = dgb.inplace_predict(client, booster, frame, base_margin=ys).compute()
+    copied = dgb.predict(client, booster, dgb.DaskQuantileMatrix(client, frame, base_margin=ys)).compute()
+    np.testing.assert_allclose(np.asarray(inplace), np.asarray(copied), atol=1e-6)
+    np.testing.assert_allclose(copied, booster.predict(X, base_margin=y), atol=1e-5)
+    # A model's margins (a dask array of unknown chunk sizes) as the next model's base margins, by position.
+    margin = reg.predict(frame, output_margin=True)
+    np.testing.assert_allclose(reg.predict(frame, base_margin=margin).compute(),
+                               booster.predict(X, base_margin=booster.predict(X, output_margin=True)), atol=1e-5)
+    leaf = reg.apply(frame)
+    assert not any(np.isnan(c) for c in leaf.chunks[0])
+    np.testing.assert_array_equal(leaf.reshape((300, 3, 1, 2)).compute(),
+                                  booster.predict(X, pred_leaf=True, strict_shape=True))
+
+
+def test_the_workers_threads_are_the_models_nthread_as_xgboost_dask(client):
+    """xgboost.dask trains with each worker's thread count and the model's config says so;
+    an nthread given is kept."""
+    import json
+
+    X, y = exact_data(n=200)
+    Xd, yd = da.from_array(X, chunks=(100, 5)), da.from_array(y, chunks=100)
+    threads = next(iter(client.scheduler_info()["workers"].values()))["nthreads"]
+    booster = trained(client, Xd, yd, rounds=1)["booster"]
+    assert int(json.loads(booster.save_config())["learner"]["generic_param"]["nthread"]) == threads
+    booster = trained(client, Xd, yd, rounds=1, params={**PARAMS, "nthread": 3})["booster"]
+    assert int(json.loads(booster.save_config())["learner"]["generic_param"]["nthread"]) == 3
+    local = daskgb.train({"device": "cpu"}, daskgb.QuantileMatrix(X, y), 1, verbose_eval=False)
+    assert json.loads(local.save_config())["learner"]["generic_param"]["nthread"] == "0"  # in process: unset
+
+
+def test_fit_builds_one_matrix_for_its_own_training_data_as_xgboost_dask(client):
+    """xgboost.testing's own check with daskgb's classes: the Dask estimators build their matrices
+    by keyword, and an eval_set entry of the training objects reuses the training matrix."""
+    from xgboost.testing.shared import validate_data_initialization
+
+    X, y = exact_data(n=200)
+    Xd = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(5)]), npartitions=2)
+    yd = dd.from_pandas(pd.Series((y > 0).astype(np.int64)), npartitions=2)
+    init = dgb.DaskQuantileMatrix.__init__
+    try:
+        validate_data_initialization(dgb.DaskQuantileMatrix, daskgb.DaskGBClassifier, Xd, yd)
+    finally:
+        dgb.DaskQuantileMatrix.__init__ = init
+
+
+def test_gblinear_on_dask_is_not_implemented_as_xgboost_dask_says(client):
+    """xgboost.dask raises NotImplementedError naming gblinear; daskgb's refusal is one (and still
+    a ValueError, as its other parameter errors)."""
+    X, y = exact_data(n=100)
+    dtrain = dgb.DaskQuantileMatrix(client, da.from_array(X, chunks=(50, 5)), da.from_array(y, chunks=50))
+    for booster in ("gblinear", "dart"):
+        with pytest.raises(NotImplementedError, match=booster):
+            dgb.train(client, {"booster": booster}, dtrain, 1)
+        with pytest.raises(ValueError, match=booster):
+            dgb.train(client, {"booster": booster}, dtrain, 1)
+    with pytest.raises(ValueError, match="booster must be 'gbtree'"):
+        dgb.train(client, {"booster": "gbtre"}, dtrain, 1)
+
+
+def test_the_parameters_max_bin_bins_a_dask_matrix_again(client):
+    """dgb.train({"max_bin": 8}, DaskQuantileMatrix(client, X, y)): sketched again from its
+    collections with 8 bins (as XGBoost bins a DaskDMatrix with the parameters' max_bin): the
+    model of a matrix built with max_bin=8; a matrix keeping no collections is refused."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 4)).astype(np.float32)
+    y = (X[:, 0] + rng.normal(size=600) > 0).astype(np.float32)
+    Xd, yd = da.from_array(X, chunks=(300, 4)), da.from_array(y, chunks=300)
+    params = {**PARAMS, "objective": "binary:logistic", "max_bin": 8}
+    dtrain = dgb.DaskQuantileMatrix(client, Xd, yd)
+    out = dgb.train(client, params, dtrain, 3, evals=[(dtrain, "t")], verbose_eval=False)
+    direct = dgb.train(client, params, dgb.DaskQuantileMatrix(client, Xd, yd, max_bin=8), 3, evals=[(dtrain, "t")],
+                       verbose_eval=False)
+    np.testing.assert_array_equal(out["booster"].predict(X), direct["booster"].predict(X))
+    assert out["history"] == direct["history"] and dtrain.max_bin == 256
+    with pytest.raises(ValueError, match="params max_bin=8 differs from the DaskQuantileMatrix's max_bin=256"):
+        dgb.train(client, params, dtrain.take(np.arange(300)), 1, verbose_eval=False)
+
+
+def test_a_matrix_of_another_fits_cuts_is_predicted_from_its_collections(client):
+    """A DaskQuantileMatrix built with ref= another fit's matrix (an eval set) is predicted by a
+    model of other cuts from the collections it was built from, as XGBoost predicts any DaskDMatrix."""
+    X, y = exact_data(n=300)
+    Xd, yd = da.from_array(X, chunks=(150, 5)), da.from_array(y, chunks=150)
+    first = dgb.DaskQuantileMatrix(client, Xd, yd)
+    valid = dgb.DaskQuantileMatrix(client, Xd, yd, ref=first)
+    other = trained(client, Xd, yd, rounds=2)["booster"]  # its own matrix, other cuts
+    np.testing.assert_allclose(dgb.predict(client, other, valid).compute(), other.predict(X), atol=1e-6)
