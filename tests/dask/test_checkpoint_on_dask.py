@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ from daskgb.callback import TrainingCallback
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("dask.array")
 
+from faults import SignalWorkerAt, two_workers  # noqa: E402
 from placement import on_workers  # noqa: E402
 
 ROUNDS, EVERY, KILL_AT = 200, 20, 50
@@ -24,20 +26,9 @@ PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.1, "subsample
           "seed": 5, "device": "cpu"}
 
 
-class KillWorkerAt(TrainingCallback):
+def KillWorkerAt(address: str, at: int):
     """Kills the worker process at `address` (SIGKILL: no goodbye to anyone) after round `at`."""
-
-    def __init__(self, address: str, at: int):
-        self.address, self.at = address, at
-
-    def after_iteration(self, model, epoch, evals_log):
-        from distributed import get_worker
-
-        if epoch == self.at and get_worker().address == self.address:
-            import signal
-
-            os.kill(os.getpid(), signal.SIGKILL)
-        return False
+    return SignalWorkerAt(address, at, signal.SIGKILL)
 
 
 def _data(n=3000, seed=21):
@@ -70,16 +61,6 @@ def _matrix(client, X, y, deal=None):
     return dgb.DaskQuantileMatrix(client, *parts)
 
 
-def _cluster(kind):
-    if kind == "cpu":
-        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    cupy = pytest.importorskip("cupy")
-    if cupy.cuda.runtime.getDeviceCount() < 2:
-        pytest.skip("needs 2 GPUs")
-    dask_cuda = pytest.importorskip("dask_cuda")
-    return dask_cuda.LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES="0,1", dashboard_address=None)
-
-
 @pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_killed_worker_then_resume_gives_the_unbroken_model(tmp_path, kind):
     """On GPUs the surviving rank waits in an NCCL kernel when its peer dies; the client
@@ -89,7 +70,7 @@ def test_a_killed_worker_then_resume_gives_the_unbroken_model(tmp_path, kind):
     X, y = _data()
     params = {**PARAMS, "device": kind}
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        with _cluster(kind) as cluster, distributed.Client(cluster) as client:
+        with two_workers(kind) as cluster, distributed.Client(cluster) as client:
             dtrain = _matrix(client, X, y)
             unbroken = dgb.train(client, params, dtrain, ROUNDS, evals=[(dtrain, "train")], verbose_eval=False)
 
@@ -165,7 +146,7 @@ def test_a_resume_on_rows_placed_and_cut_otherwise_gives_the_unbroken_model(tmp_
     after = [(0, 2000, 1), (2000, 3000, 0)]
     rounds, kill_at = 60, 25
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        with _cluster("cpu") as cluster, distributed.Client(cluster) as client:
+        with two_workers("cpu") as cluster, distributed.Client(cluster) as client:
             for i, sampling in enumerate(({"subsample": 0.8}, {"subsample": 0.8, "sampling_method": "gradient_based"})):
                 params = {**PARAMS, **sampling}
                 run_dir = tmp_path / str(i)
@@ -211,7 +192,7 @@ def test_a_lost_rank_0_with_checkpoints_is_an_error(tmp_path):
 
     X, y = _data(n=2000, seed=24)
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        with _cluster("cpu") as cluster, distributed.Client(cluster) as client:
+        with two_workers("cpu") as cluster, distributed.Client(cluster) as client:
             for i, killer in enumerate((lambda a: KillWorkerAt(a, 19), KillAfterTraining)):
                 client.wait_for_workers(2, timeout=180)
                 dtrain = _matrix(client, X, y)

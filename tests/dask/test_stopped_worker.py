@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import daskgb.dask as dgb
-from daskgb.callback import TrainingCallback
 
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("dask.array")
 
+from faults import SignalWorkerAt, two_workers  # noqa: E402
 from placement import on_workers  # noqa: E402
 
 ROUNDS, STOP_AT = 30, 5
@@ -27,36 +27,11 @@ TIMEOUT_S = 10.0
 PARAMS = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.3, "seed": 5}
 
 
-class StopWorkerAt(TrainingCallback):
-    """SIGSTOPs the worker process at `address` after round `at`: it keeps its sockets and its
-    place in the cluster, but answers nothing until SIGCONT."""
-
-    def __init__(self, address: str, at: int):
-        self.address, self.at = address, at
-
-    def after_iteration(self, model, epoch, evals_log):
-        from distributed import get_worker
-
-        if epoch == self.at and get_worker().address == self.address:
-            os.kill(os.getpid(), signal.SIGSTOP)
-        return False
-
-
 def _data(n=4000, seed=23):
     rng = np.random.default_rng(seed)
     X = (np.round(rng.normal(size=(n, 5)) * 4) / 4).astype(np.float32)
     y = (X[:, 0] - 0.5 * X[:, 1] * X[:, 2] + rng.normal(size=n) > 0).astype(np.float32)
     return X, y
-
-
-def _cluster(kind):
-    if kind == "cpu":
-        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    cupy = pytest.importorskip("cupy")
-    if cupy.cuda.runtime.getDeviceCount() < 2:
-        pytest.skip("needs 2 GPUs")
-    dask_cuda = pytest.importorskip("dask_cuda")
-    return dask_cuda.LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES="0,1", dashboard_address=None)
 
 
 @pytest.mark.parametrize("kind", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -67,7 +42,7 @@ def test_a_stopped_worker_is_named_within_the_timeout_and_the_next_fit_trains(ki
     params = {**PARAMS, "device": kind}
     # The setting reaches the worker processes through the nannies, which pass on the config.
     with dask.config.set({"distributed.scheduler.work-stealing": False, "daskgb.collective.timeout": TIMEOUT_S}):
-        with _cluster(kind) as cluster, distributed.Client(cluster) as client:
+        with two_workers(kind) as cluster, distributed.Client(cluster) as client:
             client.wait_for_workers(2)
             half = X.shape[0] // 2
             dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, [half, half], [0, 1], fresh=True),
@@ -80,7 +55,7 @@ def test_a_stopped_worker_is_named_within_the_timeout_and_the_next_fit_trains(ki
             try:
                 with pytest.raises(dgb.WorkerUnresponsiveError) as info:
                     dgb.train(client, params, dtrain, ROUNDS, verbose_eval=False,
-                              callbacks=[StopWorkerAt(victim, STOP_AT)])
+                              callbacks=[SignalWorkerAt(victim, STOP_AT, signal.SIGSTOP)])
                 elapsed = time.monotonic() - started
             finally:
                 os.kill(pid, signal.SIGCONT)
