@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cpu
-from ..ellpack.reference import unpack_symbols
+from ..ellpack.compiled import unpack_symbols
 from . import reference
 
 

@@ -233,6 +233,25 @@ def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
     assert np.array_equal(ell_reference.pack_dense(X, cuts, missing, 50, bits), compiled.pack_dense(X, cuts, missing, 50, bits))
 
 
+@pytest.mark.parametrize("bits", [1, 5, 9, 16, 31, 32])
+def test_packing_equals_the_oracle(threads, bits, monkeypatch):
+    """Words of streams of every length around a run of 32 entries (where threads split),
+    and symbols read back from any start."""
+    from daskgb.ellpack import compiled as ell_compiled
+    from daskgb.ellpack import reference as ell_reference
+
+    monkeypatch.setattr(ell_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    rng = np.random.default_rng(bits)
+    for n in (0, 1, 31, 32, 33, 95, 96, 1000):
+        symbols = rng.integers(0, 1 << bits, n, dtype=np.uint64).astype(np.uint32)
+        words = ell_reference.pack_symbols(symbols, bits)
+        got = ell_compiled.pack_symbols(symbols, bits)
+        assert got.dtype == words.dtype and np.array_equal(words, got), n
+        for start in {0, n // 3}:
+            assert np.array_equal(ell_reference.unpack_symbols(words, bits, n - start, start),
+                                  ell_compiled.unpack_symbols(words, bits, n - start, start)), (n, start)
+
+
 @pytest.mark.parametrize("budget", [2, 3, 17, 256])
 def test_prune_equals_the_oracle(budget):
     """summary.prune_with and the compiled prune on exact summaries of repeated and distinct
