@@ -199,12 +199,3 @@ def global_symbols(ell):
         ell.__dict__["_global_symbols"] = cached
     return cached
 
-
-def global_columns(ell):
-    """A dense matrix's global symbols a feature after another ((n_features, n_rows), C order),
-    cached beside them: a partition reads one feature of every row, which this order streams."""
-    cached = ell.__dict__.get("_global_columns")
-    if cached is None:
-        cached = np.ascontiguousarray(global_symbols(ell).T)
-        ell.__dict__["_global_columns"] = cached
-    return cached

@@ -1,6 +1,7 @@
 """The partition stage compiled for CPUs (cpu/): reference.py's apply_splits in one pass over the rows.
 
-Each thread moves its own range of (virtual) rows, so the result cannot depend on the threads.
+Each thread moves its own range of rows (a forest's: of matrix rows, with their trees' virtual
+rows), so the result cannot depend on the threads.
 """
 
 from __future__ import annotations
@@ -9,15 +10,14 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import global_columns, global_symbols
+from ..histogram.compiled import global_symbols
 from .reference import RowPartition
 
 
 def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, ptrs, features, bins,
            default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
     """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits).
-    sym: a dense matrix's global_columns, a sparse one's global_symbols (histogram/compiled.py;
-    total_bins where missing)."""
+    sym: the matrix's global_symbols (histogram/compiled.py; total_bins where missing)."""
     stride = sym.shape[1]  # (a sparse matrix's)
     r = lo % n_rows
     for v in range(lo, hi):
@@ -34,7 +34,7 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, 
         f = features[i]
         b = np.int64(-1)  # the feature-local bin, -1 where missing
         if is_dense:
-            s = np.int64(sym[f, r])
+            s = np.int64(sym[r, f])
             if s != total_bins:
                 b = s - ptrs[f]
         else:
@@ -54,25 +54,27 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, 
         positions[v] = left_ids[i] if left else right_ids[i]
 
 
-def _apply_dense(lo, hi, positions, n_rows, split_of_node, cols, total_bins, features, last_left, default_left,
-                 left_ids, right_ids):
-    """_apply for numeric splits of a dense matrix (cols: global_columns), without branches on the
-    row's side (half of them would be mispredicted): a present symbol goes left up to the
-    split's last left global bin, a missing one (total_bins) its default way."""
+def _apply_dense(lo, hi, positions, n_rows, split_of_node, gsym, total_bins, features, last_left,
+                 default_left, left_ids, right_ids):
+    """_apply for numeric splits of a dense matrix, matrix rows lo..hi, each row's trees together
+    (virtual rows c * n_rows + r), without branches on the row's side (half of them would be
+    mispredicted): a present symbol goes left up to the split's last left global bin, a missing
+    one (total_bins) its default way. It reads the row-major global symbols: each matrix row
+    once a level, in order, however many features the level's splits use (a feature-major copy
+    read a stream per feature in use, and cost a second copy of the matrix)."""
     n_split = split_of_node.shape[0]
-    r = lo % n_rows
-    for v in range(lo, hi):
-        p = positions[v]
-        if p < n_split:
-            i = split_of_node[p]
-            if i >= 0:
-                s = np.int64(cols[features[i], r])
-                missing = np.int64(s == total_bins)
-                left = np.int64(s <= last_left[i]) * (1 - missing) + np.int64(default_left[i]) * missing
-                positions[v] = right_ids[i] + left * (left_ids[i] - right_ids[i])
-        r += 1
-        if r == n_rows:
-            r = 0
+    n_trees = positions.shape[0] // n_rows
+    for r in range(lo, hi):
+        for c in range(n_trees):
+            v = c * n_rows + r
+            p = positions[v]
+            if p < n_split:
+                i = split_of_node[p]
+                if i >= 0:
+                    s = np.int64(gsym[r, features[i]])
+                    missing = np.int64(s == total_bins)
+                    left = np.int64(s <= last_left[i]) * (1 - missing) + np.int64(default_left[i]) * missing
+                    positions[v] = right_ids[i] + left * (left_ids[i] - right_ids[i])
 
 
 _compiled = {}
@@ -96,8 +98,8 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     features = np.asarray(features, dtype=np.int64)
     if ell.is_dense and not has_categories:
         last_left = ptrs[features] + np.asarray(bins, dtype=np.int64)  # a global bin
-        cpu.run_chunks(_compiled["dense"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node,
-                       global_columns(ell), int(ell.cuts.total_bins), features, last_left,
+        cpu.run_chunks(_compiled["dense"], ell.n_rows, part.positions, ell.n_rows, split_of_node,
+                       global_symbols(ell), int(ell.cuts.total_bins), features, last_left,
                        np.asarray(default_left, dtype=np.int64), np.asarray(left_ids, dtype=np.int64),
                        np.asarray(right_ids, dtype=np.int64), min_chunk=_MIN_ROWS_PER_THREAD)
         return
@@ -107,7 +109,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         cat_begin = cat_size = np.zeros(nids.size, dtype=np.int64)
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
-        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_columns(ell) if ell.is_dense else global_symbols(ell),
+        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_symbols(ell),
         bool(ell.is_dense), int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
         np.asarray(right_ids, dtype=part.positions.dtype), cat_begin, cat_size, cat_words,
