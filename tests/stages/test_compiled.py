@@ -270,3 +270,20 @@ def test_prune_equals_the_oracle(budget):
     assert np.array_equal(want.ptrs, got.ptrs)
     for name in ("value", "rmin", "rmax", "wmin"):
         assert np.array_equal(getattr(want, name), getattr(got, name)), name
+
+
+def test_expf_loop_equals_the_array_steps(compiled, monkeypatch):
+    """fmath.expf's compiled loop (what CPU fits run once the compiled backend is loaded) gives
+    its array steps' bits: normal and uniform values over expf's range, its edges, inf and NaN."""
+    from daskgb import fmath
+
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.normal(0, 30, 50_000), rng.uniform(-105, 90, 50_000),
+                        [np.nan, np.inf, -np.inf, 88.72283, 88.7229, -103.97, -103.98, 0.0, -0.0, 1e-30]])
+    x = x.astype(np.float32)
+    assert fmath._host_loop() is not None
+    got = fmath.expf(np, x)
+    monkeypatch.setattr(fmath, "_host_loop", lambda: None)
+    want = fmath.expf(np, x)
+    assert got.dtype == want.dtype == np.float32
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
