@@ -20,6 +20,8 @@ import socket
 import struct
 import time
 
+import numpy as np
+
 _HEADER = struct.Struct("<QI")  # pickle bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")
 
@@ -88,7 +90,7 @@ def recv(sock: socket.socket, deadline: float):
     try:
         n_data, n_buffers = _HEADER.unpack(_read(sock, _HEADER.size, deadline))
         sizes = struct.unpack(f"<{n_buffers}Q", _read(sock, 8 * n_buffers, deadline)) if n_buffers else ()
-        data = _read(sock, n_data, deadline)
+        data = _read(sock, n_data, deadline).tobytes() if n_data < 65536 else _read(sock, n_data, deadline)
         buffers = [_read(sock, n, deadline) for n in sizes]
     except socket.timeout:
         raise LinkError("timed out waiting", closed=False) from None
@@ -97,9 +99,10 @@ def recv(sock: socket.socket, deadline: float):
     return pickle.loads(data, buffers=buffers)
 
 
-def _read(sock: socket.socket, n: int, deadline: float) -> bytearray:
-    """n bytes, into a new writable buffer (an array unpickled over it is writable)."""
-    out = bytearray(n)
+def _read(sock: socket.socket, n: int, deadline: float):
+    """n bytes, into a new writable buffer (an array unpickled over it is writable; numpy's
+    empty, unlike bytearray, does not zero what the socket overwrites)."""
+    out = np.empty(n, dtype=np.uint8)
     view = memoryview(out)
     got = 0
     while got < n:
