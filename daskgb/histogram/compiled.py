@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import cpu
 from ..ellpack.compiled import unpack_symbols
+from ..partition.reference import node_count
 from . import reference
 
 
@@ -27,21 +28,20 @@ def _rows_of(positions, slot_of_node, n_rows, rows, ell_rows, slots):
     """The virtual rows in nodes being built (and their matrix row and node's slot): the count.
     Tree c's virtual row v is matrix row v - c * n_rows (partition/reference.py). They come
     matrix row by matrix row, a row's trees together, so that a forest's level reads each
-    matrix row once; a node is one tree's, so each bin still sums its rows in row order."""
-    n = 0
+    matrix row once; a node is one tree's, so each bin still sums its rows in row order.
+    slot_of_node covers every node (-1: not built); each row is written and kept only where its
+    node is built, without a branch (one on the node would be mispredicted)."""
+    n = np.uint64(0)
     n_trees = positions.shape[0] // n_rows if n_rows else 0
-    for r in range(n_rows):
+    for r in range(n_rows):  # unsigned indices: no wrap-around checks
         for c in range(n_trees):
             v = c * n_rows + r
-            p = positions[v]
-            if p < slot_of_node.shape[0]:
-                s = slot_of_node[p]
-                if s >= 0:
-                    rows[n] = v
-                    ell_rows[n] = r
-                    slots[n] = s
-                    n += 1
-    return n
+            s = slot_of_node[np.uint64(positions[np.uint64(v)])]
+            rows[n] = v
+            ell_rows[n] = r
+            slots[n] = s
+            n += np.uint64(s >= 0)
+    return np.int64(n)
 
 
 def _dense(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
@@ -141,7 +141,7 @@ def build_histograms(ell, gpair_native, part, build_nodes):
     total_bins = ell.cuts.total_bins
     positions = part.positions
     build_nodes = np.asarray(build_nodes, dtype=np.int64)
-    size = int(build_nodes.max()) + 1 if build_nodes.size else 1
+    size = max(node_count(part), int(build_nodes.max()) + 1 if build_nodes.size else 1)
     slot_of_node = np.full(size, -1, dtype=np.int32)
     slot_of_node[build_nodes] = np.arange(n_nodes, dtype=np.int32)
     rows = np.empty(positions.shape[0], dtype=np.int64)
