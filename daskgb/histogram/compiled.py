@@ -120,13 +120,25 @@ def _children(lo, hi, parents, parent_rows, built, build_right, out):
                 right[b, 1] = p[b, 1] - c[b, 1]
 
 
+def _sum_rows(gpair, out):
+    """Every row's pair added in row order, in double: reference.sum_gradients' cumsum, without its array."""
+    g = np.float64(0.0)
+    h = np.float64(0.0)
+    for i in range(gpair.shape[0]):
+        g += np.float64(gpair[i, 0])
+        h += np.float64(gpair[i, 1])
+    out[0] = g
+    out[1] = h
+
+
 _compiled = {}
 
 
 def _kernels():
     if not _compiled:
         _compiled.update(rows_of=cpu.jit(_rows_of), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
-                         globalise=cpu.jit(_globalise), children=cpu.jit(_children))
+                         globalise=cpu.jit(_globalise), children=cpu.jit(_children),
+                         sum_rows=cpu.jit(_sum_rows))
     return _compiled
 
 
@@ -164,6 +176,16 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         cpu.run_chunks(k["sparse"], total_bins, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
                        min_chunk=max(1, total_bins // work))
     return hist[:size].reshape(n_nodes, total_bins, 2)
+
+
+def sum_gradients(gpair_native):
+    """Sum of all rows' gradient pairs, accumulated row by row in double: reference.sum_gradients."""
+    gpair = np.asarray(gpair_native)
+    if gpair.dtype != np.float32 or gpair.ndim != 2:
+        return reference.sum_gradients(gpair_native)
+    out = np.zeros(2, dtype=np.float64)
+    _kernels()["sum_rows"](gpair, out)
+    return out
 
 
 def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):

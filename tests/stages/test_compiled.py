@@ -192,6 +192,14 @@ def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeyp
     _assert_same_bits(want[1], got[1], "children's sums")
 
 
+def test_gradient_sums_equal_the_oracle(oracle, compiled):
+    """A node's sum row by row in double, on pairs whose sum depends on the order, and of no rows."""
+    rng = np.random.default_rng(8)
+    gpair = (rng.normal(size=(5000, 2)) * 10.0 ** rng.integers(-4, 5, (5000, 2))).astype(np.float32)
+    for rows in (gpair, gpair[:0], gpair[::3]):
+        _assert_same_bits(oracle.sum_gradients(rows), compiled.sum_gradients(rows), f"{rows.shape[0]} rows")
+
+
 @pytest.mark.parametrize("missing", [np.nan, -999.0])
 def test_dense_summaries_equal_the_oracle(oracle, compiled, threads, missing):
     """Columns of few and many distinct values, -0.0 beside 0.0, missing values (NaN and a
