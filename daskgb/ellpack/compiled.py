@@ -38,6 +38,33 @@ def _bin_rows(lo, hi, X, ptrs, values, missing, is_nan_missing, null_symbol, out
             out[r, f] = min(first - a, b - a - 1)
 
 
+def _sparse_rows(lo, hi, X, ptrs, values, missing, is_nan_missing, null_symbol, out):
+    """Rows lo..hi of X in the sparse layout (reference.pack_dense_sparse's symbols): the global
+    bins of a row's present values in feature order, then null_symbol to the row's end."""
+    n_features = X.shape[1]
+    row_stride = out.shape[1]
+    for r in range(lo, hi):
+        k = 0
+        for f in range(n_features):
+            v = X[r, f]
+            if v != v or (not is_nan_missing and v == missing) or k == row_stride:
+                continue
+            a = ptrs[f]
+            b = ptrs[f + 1]
+            first, count = a, b - a
+            while count > 0:  # the first cut > v, as _bin_rows
+                half = count >> 1
+                if values[first + half] <= v:
+                    first += half + 1
+                    count -= half + 1
+                else:
+                    count = half
+            out[r, k] = a + min(first - a, b - a - 1)
+            k += 1
+        for j in range(k, row_stride):
+            out[r, j] = null_symbol
+
+
 def _pack(lo, hi, symbols, bits, words):
     """Entries 32 * lo .. 32 * hi (at most the last) packed into their words."""
     n = symbols.shape[0]
@@ -75,7 +102,8 @@ _compiled = {}
 
 def _kernels():
     if not _compiled:
-        _compiled.update(bin=cpu.jit(_bin_rows), pack=cpu.jit(_pack), unpack=cpu.jit(_unpack))
+        _compiled.update(bin=cpu.jit(_bin_rows), sparse=cpu.jit(_sparse_rows), pack=cpu.jit(_pack),
+                         unpack=cpu.jit(_unpack))
     return _compiled
 
 _MIN_ROWS_PER_THREAD = 1 << 13
@@ -95,6 +123,17 @@ def bin_dense(X, cuts, missing: float, null_symbol: int):
 def pack_dense(X, cuts, missing: float, null_symbol: int, bits: int):
     """Quantise a dense (n_rows, n_features) array and pack it (dense layout): reference.pack_dense."""
     return pack_symbols(bin_dense(X, cuts, missing, null_symbol), bits)
+
+
+def pack_dense_sparse(X, cuts, missing: float, row_stride: int, null_symbol: int, bits: int):
+    """Quantise a dense array into the sparse layout and pack it: reference.pack_dense_sparse."""
+    X = np.asarray(X, dtype=np.float32)
+    out = np.empty((X.shape[0], row_stride), dtype=np.uint32)
+    is_nan_missing = bool(np.isnan(missing))
+    cpu.run_chunks(_kernels()["sparse"], X.shape[0], X, np.asarray(cuts.ptrs, dtype=np.int64),
+                   np.asarray(cuts.values, dtype=np.float32), np.float32(0.0 if is_nan_missing else missing),
+                   is_nan_missing, np.uint32(null_symbol), out, min_chunk=_MIN_ROWS_PER_THREAD)
+    return pack_symbols(out, bits)
 
 
 def pack_symbols(symbols, bits: int):

@@ -239,6 +239,11 @@ def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
     assert np.array_equal(want, got) and want.dtype == got.dtype
     bits = 6
     assert np.array_equal(ell_reference.pack_dense(X, cuts, missing, 50, bits), compiled.pack_dense(X, cuts, missing, 50, bits))
+    # The sparse layout: each row's present bins first (global), then the null symbol.
+    stride = int((ell_reference.bin_dense(X, cuts, missing, 50) != 50).sum(axis=1).max())
+    null, bits = int(cuts.total_bins), 9
+    assert np.array_equal(ell_reference.pack_dense_sparse(X, cuts, missing, stride, null, bits),
+                          compiled.pack_dense_sparse(X, cuts, missing, stride, null, bits))
 
 
 @pytest.mark.parametrize("bits", [1, 5, 9, 16, 31, 32])
