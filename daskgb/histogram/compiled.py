@@ -64,9 +64,11 @@ def _dense(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
             hist[k + np.uint64(1)] += h
 
 
-def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
+def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted_rows):
     """Global bins lo..hi of a sparse matrix: a row's scan stops at its padding (total_bins).
-    (Its entries rise but where a CSR row repeats a column: no earlier stop is safe.)"""
+    Rows whose entries never fall (sorted_rows: rows_sorted, what the CPU's quantising makes)
+    are read from their first entry >= lo (a binary search) to their first >= hi, so that
+    threads of other bins do not read this thread's entries; else every entry is read."""
     stride = gsym.shape[1]
     flat = gsym.ravel()
     ulo = np.uint64(lo)
@@ -78,6 +80,25 @@ def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
         h = np.float64(gpair[rows[i], 1])
         off = np.uint64(slots[i]) * tb
         base = np.uint64(ell_rows[i]) * np.uint64(stride)
+        if sorted_rows:
+            j = np.uint64(0)  # the row's first entry >= lo
+            count = np.uint64(stride)
+            while count > np.uint64(0):
+                half = count >> np.uint64(1)
+                if np.uint64(flat[base + j + half]) < ulo:
+                    j += half + np.uint64(1)
+                    count -= half + np.uint64(1)
+                else:
+                    count = half
+            while j < np.uint64(stride):
+                s = np.uint64(flat[base + j])
+                if s >= uhi:
+                    break
+                k = (off + s) * two
+                hist[k] += g
+                hist[k + np.uint64(1)] += h
+                j += np.uint64(1)
+            continue
         for j in range(stride):
             s = np.uint64(flat[base + np.uint64(j)])
             if s >= tb:
@@ -86,6 +107,15 @@ def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
                 k = (off + s) * two
                 hist[k] += g
                 hist[k + np.uint64(1)] += h
+
+
+def _rows_never_fall(gsym):
+    """Whether every row's entries (padding, total_bins, included) never fall."""
+    for r in range(gsym.shape[0]):
+        for j in range(1, gsym.shape[1]):
+            if gsym[r, j] < gsym[r, j - 1]:
+                return False
+    return True
 
 
 def _globalise(local, ptrs, null_symbol, total_bins, out):
@@ -136,7 +166,7 @@ _compiled = {}
 
 def _kernels():
     if not _compiled:
-        _compiled.update(rows_of=cpu.jit(_rows_of), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
+        _compiled.update(rows_of=cpu.jit(_rows_of), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
                          globalise=cpu.jit(_globalise), children=cpu.jit(_children),
                          sum_rows=cpu.jit(_sum_rows))
     return _compiled
@@ -174,7 +204,7 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         hist = np.zeros(size, dtype=np.float64)
         work = max(1, n * gsym.shape[1] // _MIN_PAIRS_PER_THREAD)
         cpu.run_chunks(k["sparse"], total_bins, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
-                       min_chunk=max(1, total_bins // work))
+                       rows_sorted(ell), min_chunk=max(1, total_bins // work))
     return hist[:size].reshape(n_nodes, total_bins, 2)
 
 
@@ -200,6 +230,16 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
                    np.asarray(build_right, dtype=np.bool_), out, min_chunk=max(1, _MIN_PAIRS_PER_THREAD // max(1, built.shape[1])))
     sums = np.stack([parent_left[rows], parent_right[rows]], axis=1)
     return out, sums.reshape(-1, 2)
+
+
+def rows_sorted(ell) -> bool:
+    """Whether every row of a sparse matrix's global symbols never falls (its entries in feature
+    order, a repeated column's bins rising): the loops may then search a row. Cached."""
+    cached = ell.__dict__.get("_rows_sorted")
+    if cached is None:
+        cached = bool(_kernels()["never_fall"](global_symbols(ell)))
+        ell.__dict__["_rows_sorted"] = cached
+    return cached
 
 
 def global_symbols(ell):

@@ -10,14 +10,17 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import global_symbols
+from ..histogram.compiled import global_symbols, rows_sorted
 from .reference import RowPartition, node_count
 
 
-def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, ptrs, features, bins,
-           default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
+def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, sorted_rows, total_bins, ptrs, features,
+           bins, default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
     """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits).
-    sym: the matrix's global_symbols (histogram/compiled.py; total_bins where missing)."""
+    sym: the matrix's global_symbols (histogram/compiled.py; total_bins where missing). A sparse
+    row's bin of the feature is its largest entry in the feature's range, as the oracle's
+    feature_bins takes it: where the rows never fall (sorted_rows), the entry before the row's
+    first >= the range's end (a binary search), else the largest of a scan of the row."""
     stride = sym.shape[1]  # (a sparse matrix's)
     r = lo % n_rows
     for v in range(lo, hi):
@@ -37,12 +40,25 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, 
             s = np.int64(sym[r, f])
             if s != total_bins:
                 b = s - ptrs[f]
+        elif sorted_rows:
+            flo, fhi = ptrs[f], ptrs[f + 1]
+            j = 0
+            count = stride
+            while count > 0:
+                half = count >> 1
+                if np.int64(sym[r, j + half]) < fhi:
+                    j += half + 1
+                    count -= half + 1
+                else:
+                    count = half
+            if j > 0 and np.int64(sym[r, j - 1]) >= flo:
+                b = np.int64(sym[r, j - 1]) - flo
         else:
             flo, fhi = ptrs[f], ptrs[f + 1]
             for j in range(stride):
                 s = np.int64(sym[r, j])
                 if flo <= s < fhi:
-                    b = s - flo
+                    b = max(b, s - flo)
         if b < 0:
             left = default_left[i] != 0
         elif cat_size[i] > 0:
@@ -125,7 +141,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
         _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_symbols(ell),
-        bool(ell.is_dense), int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
+        bool(ell.is_dense), bool(not ell.is_dense and rows_sorted(ell)), int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
         np.asarray(right_ids, dtype=part.positions.dtype), cat_begin, cat_size, cat_words,
         min_chunk=_MIN_ROWS_PER_THREAD)

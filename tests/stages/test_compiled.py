@@ -40,6 +40,49 @@ def _assert_same_bits(expected, got, what):
                           f"oracle {expected.ravel()[bad[0]]!r}, compiled {got.ravel()[bad[0]]!r}"
 
 
+@pytest.mark.parametrize("rows", ["never-fall-searched", "never-fall-scanned", "repeated-columns"])
+def test_sparse_rows_searched_or_scanned_equal_the_oracle(oracle, compiled, threads, rows):
+    """A sparse matrix's rows are binary-searched where they never fall (what quantising makes),
+    else scanned: both give the oracle's bits, the latter too where a CSR row repeats a column
+    with a lower bin second (the oracle's bin of the feature is the larger)."""
+    from builders import make_csr, sparse_ellpack
+    from daskgb.histogram import compiled as hist_compiled
+
+    rng = np.random.default_rng(11)
+    cuts = make_cuts(rng, 8, 30)
+    n_rows = 600
+    indptr, indices, data = make_csr(rng, cuts, n_rows, 0.6)
+    if rows == "repeated-columns":
+        ptrs = np.asarray(cuts.ptrs)
+        indptr2, indices2, data2 = [0], [], []
+        for r in range(n_rows):
+            cols, vals = list(indices[indptr[r]:indptr[r + 1]]), list(data[indptr[r]:indptr[r + 1]])
+            if cols and rng.random() < 0.3:  # the row's first column again, at its feature's lowest values
+                f = int(cols[0])
+                cols.append(f)
+                vals.append(float(cuts.values[ptrs[f]]) - 1.0)
+            indices2 += cols
+            data2 += vals
+            indptr2.append(len(indices2))
+        indptr, indices, data = (np.asarray(indptr2, dtype=np.int64), np.asarray(indices2, dtype=np.int32),
+                                 np.asarray(data2, dtype=np.float32))
+    ell = sparse_ellpack(oracle, indptr, indices, data, n_rows, cuts, np.nan)
+    if rows == "never-fall-scanned":
+        ell.__dict__["_rows_sorted"] = False
+    assert hist_compiled.rows_sorted(ell) == (rows == "never-fall-searched")
+    gpair = random_gpair(rng, n_rows)
+    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
+    leaves, next_id = [0], 1
+    for level in range(4):
+        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, leaves),
+                          compiled.build_histograms(ell, gpair, part_c, leaves), f"level {level} histograms")
+        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
+        oracle.apply_splits(ell, part_o, *args)
+        compiled.apply_splits(ell, part_c, *args)
+        assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
+        leaves, next_id = next_leaves(leaves, args)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, layout, seed):
