@@ -10,7 +10,6 @@ on the GPU too, and with them tree-for-tree parity with XGBoost.
 
 from __future__ import annotations
 
-import sys
 from decimal import Decimal, localcontext
 
 import numpy as np
@@ -73,12 +72,12 @@ _loops: dict = {}
 def _host_loop():
     """expf's steps as one compiled loop (cpu/), where the compiled CPU backend is loaded (a CPU
     fit's: numba is then imported already; a GPU fit never loads it); None elsewhere."""
-    if "daskgb.backend.compiled_backend" not in sys.modules:
+    from . import cpu
+
+    if not cpu.compiled_loaded():
         return None
     loop = _loops.get("expf")
     if loop is None:
-        from . import cpu
-
         loop = _loops["expf"] = cpu.jit(_expf_values)
     return loop
 

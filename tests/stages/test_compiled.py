@@ -343,3 +343,26 @@ def test_expf_loop_equals_the_array_steps(compiled, monkeypatch):
     want = fmath.expf(np, x)
     assert got.dtype == want.dtype == np.float32
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_softmax_gradients_equal_the_array_steps(compiled, monkeypatch, weighted):
+    """multi:softprob's compiled gradient pairs (CPU fits) are its numpy steps' bits: margins
+    of every size, rows all negative, equal margins, weights."""
+    from daskgb import cpu
+    from daskgb.objective import Softmax
+
+    rng = np.random.default_rng(9)
+    n, k = 4000, 7
+    margin = (rng.normal(size=(n, k)) * 10.0 ** rng.integers(-3, 2, (n, 1))).astype(np.float32)
+    margin[:50] = -np.abs(margin[:50])
+    margin[50:60] = 0.5
+    y = rng.integers(0, k, n).astype(np.float32)
+    weight = rng.uniform(0, 3, n).astype(np.float32) if weighted else None
+    obj = Softmax(k)
+    assert cpu.compiled_loaded()
+    got = obj.gradient(np, margin, y, weight)
+    monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
+    want = obj.gradient(np, margin, y, weight)
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
