@@ -64,6 +64,23 @@ def _dense(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
             hist[k + np.uint64(1)] += h
 
 
+def _dense_full(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
+    """_dense where no entry is missing (the matrix has none): no spare pair to choose."""
+    stride = gsym.shape[1]
+    flat = gsym.ravel()
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
+    for i in range(rows.shape[0]):
+        g = np.float64(gpair[rows[i], 0])
+        h = np.float64(gpair[rows[i], 1])
+        off = np.uint64(slots[i]) * tb
+        base = np.uint64(ell_rows[i]) * np.uint64(stride)
+        for j in range(lo, hi):
+            k = (off + np.uint64(flat[base + np.uint64(j)])) * two
+            hist[k] += g
+            hist[k + np.uint64(1)] += h
+
+
 def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted_rows):
     """Global bins lo..hi of a sparse matrix: a row's scan stops at its padding (total_bins).
     Rows whose entries never fall (sorted_rows: rows_sorted, what the CPU's quantising makes)
@@ -166,7 +183,8 @@ _compiled = {}
 
 def _kernels():
     if not _compiled:
-        _compiled.update(rows_of=cpu.jit(_rows_of), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
+        _compiled.update(rows_of=cpu.jit(_rows_of), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense),
+                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse),
                          globalise=cpu.jit(_globalise), children=cpu.jit(_children),
                          sum_rows=cpu.jit(_sum_rows))
     return _compiled
@@ -198,7 +216,8 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         # One spare pair per piece of features (a piece starting at feature lo owns pair lo).
         hist = np.zeros(size + 2 * ell.n_features, dtype=np.float64)
         work = max(1, n * ell.n_features // _MIN_PAIRS_PER_THREAD)
-        cpu.run_chunks(k["dense"], ell.n_features, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
+        cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], ell.n_features, gsym, rows, ell_rows, slots,
+                       gpair, hist, total_bins,
                        min_chunk=max(1, ell.n_features // work))
     else:
         hist = np.zeros(size, dtype=np.float64)
