@@ -366,3 +366,39 @@ def test_softmax_gradients_equal_the_array_steps(compiled, monkeypatch, weighted
     want = obj.gradient(np, margin, y, weight)
     assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_sketch_merges_equal_the_oracle(compiled, monkeypatch):
+    """sketch.merge's compiled walk (CPU fits) gives its array steps' summaries, bit for bit:
+    summaries of overlapping and disjoint values, pruned and exact, -0.0 on one side and 0.0 on
+    the other, a feature empty on one side, merged in a chain as the Dask merge tree does."""
+    from daskgb import cpu, sketch
+    from daskgb.sketch import reference as sketch_reference
+
+    rng = np.random.default_rng(12)
+
+    def summary(seed_shift, n, budget):
+        X = np.stack([rng.integers(-5, 6, n) * 0.5, rng.normal(size=n) + seed_shift, np.round(rng.normal(size=n), 1),
+                      rng.choice([0.0, -0.0, 1.0], n), np.full(n, np.nan)], axis=1).astype(np.float32)
+        X[rng.random(X.shape) < 0.1] = np.nan
+        if seed_shift:
+            X[:, 3] = np.where(X[:, 3] == 0.0, np.float32(-0.0), X[:, 3])
+        s = sketch_reference.summarize_dense(np, X, np.nan, None)
+        return s if budget is None else sketch.prune(s, budget)
+
+    parts = [summary(i % 2, 400 + 300 * i, None if i % 3 == 0 else 40) for i in range(5)]
+
+    def chain():
+        out = parts[0]
+        for p in parts[1:]:
+            out = sketch.merge(out, p)
+        return out
+
+    assert cpu.compiled_loaded()
+    got = chain()
+    monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
+    want = chain()
+    assert np.array_equal(want.ptrs, got.ptrs)
+    for name in ("value", "rmin", "rmax", "wmin"):
+        w, g = getattr(want, name), getattr(got, name)
+        assert w.dtype == g.dtype and np.array_equal(w.view(np.uint8), g.view(np.uint8)), name
