@@ -200,6 +200,9 @@ def main():
     ap.add_argument("--rows", type=int, default=10_500_000)
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--data", default="higgs", choices=("higgs", "quickstart"),
+                    help="quickstart: examples/quickstart.py's rows (20 features, 5%% missing; --rows ignored)")
     ap.add_argument("--sync-allreduce", action="store_true", help="also time every allreduce (adds syncs)")
     ap.add_argument("--cprofile", action="store_true", help="instead: each rank's host profile, no syncs added")
     ap.add_argument("--events", action="store_true",
@@ -236,9 +239,15 @@ def main():
 
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None)
     with cluster, Client(cluster) as client:
-        X, y = make_data(client, args.rows, 8, True, device=args.device)
+        if args.data == "quickstart":
+            import quickstart
+
+            X, y = client.persist(list(quickstart.make_data(args.device)))
+            X, y = X[: quickstart.N_TRAIN], y[: quickstart.N_TRAIN]
+        else:
+            X, y = make_data(client, args.rows, 8, True, device=args.device)
         dtrain = dgb.DaskQuantileMatrix(client, X, y)
-        params = {"objective": "binary:logistic", "max_depth": 8, "eta": 0.1, "device": args.device}
+        params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.1, "device": args.device}
         dgb.train(client, params, dtrain, 3, verbose_eval=False)  # warm up
         options = TrainingOptions.create(params, args.rounds, verbose_eval=False, has_evals=False)
         options = options.for_workers(args.device)

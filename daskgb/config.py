@@ -21,6 +21,9 @@ DEFAULTS = {
     "collective.timeout": 600.0,
     # Keep a multi-GPU fit's NCCL communicator for the next fit on the same workers.
     "collective.keep-nccl": True,
+    # CPU workers on tcp:// clusters: collectives on plain sockets between the ranks, opened
+    # once the ranks joined over Dask's comms (collective/sockets.py); off: Dask's comms carry them.
+    "collective.direct-links": True,
     # Seconds a GPU worker waits after a fit for the next daskgb task before it gives back
     # its cached device memory (0: at once).
     "worker.give-back-after": 2.0,

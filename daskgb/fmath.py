@@ -44,6 +44,11 @@ def expf(xp, x):
     if xp is not np:
         return _device_expf(xp, x)
     x = x.astype(xp.float32)
+    loop = _host_loop() if x.size >= _MIN_LOOP_SIZE else None
+    if loop is not None:
+        out = np.empty(x.shape, dtype=np.float32)
+        loop(np.ascontiguousarray(x).ravel(), _TABLE, out.reshape(-1))
+        return out
     with np.errstate(over="ignore", invalid="ignore"):  # inf and nan inputs are settled below
         z = _INVLN2N * x.astype(xp.float64)
         kd = z + _SHIFT  # rounds z to an integer held in the low mantissa bits
@@ -57,6 +62,51 @@ def expf(xp, x):
     y = xp.where(x > _OVERFLOW, xp.float32(np.inf), y)
     y = xp.where(x < _UNDERFLOW, xp.float32(0.0), y)
     return xp.where(xp.isnan(x), x, y)
+
+
+# Below this many values the array steps cost less than a call of the compiled loop.
+_MIN_LOOP_SIZE = 1024
+_loops: dict = {}
+
+
+def _host_loop():
+    """expf's steps as one compiled loop (cpu/), where the compiled CPU backend is loaded (a CPU
+    fit's: numba is then imported already; a GPU fit never loads it); None elsewhere."""
+    from . import cpu
+
+    if not cpu.compiled_loaded():
+        return None
+    loop = _loops.get("expf")
+    if loop is None:
+        loop = _loops["expf"] = cpu.jit(_expf_values)
+    return loop
+
+
+def _expf_values(x, table, out):
+    """expf of each value, the array steps of expf() one value at a time (the same double
+    operations in the same order: the same bits)."""
+    bits = np.empty(1, dtype=np.float64)
+    as_int = bits.view(np.uint64)
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v != v:
+            out[i] = v
+            continue
+        if v > _OVERFLOW:
+            out[i] = np.float32(np.inf)
+            continue
+        if v < _UNDERFLOW:
+            out[i] = np.float32(0.0)
+            continue
+        z = _INVLN2N * np.float64(v)
+        kd = z + _SHIFT
+        bits[0] = kd
+        ki = as_int[0]
+        r = z - (kd - _SHIFT)
+        as_int[0] = table[np.int64(ki % np.uint64(_N))] + (ki << np.uint64(52 - 5))
+        s = bits[0]
+        y = (_C0 * r + _C1) * (r * r) + (_C2 * r + 1.0)
+        out[i] = np.float32(y * s)
 
 
 # The same steps on the device: kernels/expf.cuh, each double operation a round-to-nearest

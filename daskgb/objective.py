@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import cpu
 from .arrays import to_host
 from .collective import LocalCommunicator
 from .fmath import expf
@@ -439,6 +440,10 @@ class Softmax(Objective):
 
             return objective_cuda.softmax_gradient(margin, y, weight)
         wmax = xp.maximum(margin.max(axis=1), _FLT_MIN)
+        if cpu.compiled_loaded():
+            from . import objective_compiled
+
+            return objective_compiled.softmax_gradient(margin, wmax, y, weight)
         p = _softmax(xp, margin, wmax)
         is_label = y.astype(xp.int64)[:, None] == xp.arange(self.n_groups)[None, :]
         grad = xp.where(is_label, p - xp.float32(1.0), p)

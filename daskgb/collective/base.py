@@ -132,8 +132,10 @@ def reduce_in_rank_order(values: list, op: str = "sum"):
                     f"rank {rank} passed {describe(v)}"
                 )
         ufunc = _UFUNCS[op]
-        out = np.array(first, copy=True, order="C")
-        for v in values[1:]:
+        if len(values) == 1:
+            return np.array(first, copy=True, order="C")
+        out = ufunc(first, values[1], order="C")  # one pass: no copy of v0 to add v1 to
+        for v in values[2:]:
             ufunc(out, v, out=out)
         return out
     for rank, v in enumerate(values):

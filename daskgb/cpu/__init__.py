@@ -14,6 +14,7 @@ numba is imported here only, when a CPU fit first needs a compiled loop; GPU pat
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +31,13 @@ def available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def compiled_loaded() -> bool:
+    """Whether this process runs the compiled CPU backend (backend/compiled_backend.py is
+    loaded: a CPU fit's, numba imported already); array code outside the backend (fmath's
+    expf, the objectives) then takes its compiled loops too. A GPU fit never loads it."""
+    return "daskgb.backend.compiled_backend" in sys.modules
 
 
 def jit(fn):

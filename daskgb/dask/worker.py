@@ -43,8 +43,10 @@ def train_on_worker(job_id, root_address, rank, world_size, options, dtrain, eva
     state = worker_state()
     state.device_in_use()
     started = time.perf_counter()
-    comm = DaskCommunicator.connect(job_id, root_address, rank, world_size, timeout=timeout)
     on_gpu = options.train_params.device == "cuda"
+    # GPU fits reduce on the device (NCCL): their few host messages keep Dask's comms.
+    comm = DaskCommunicator.connect(job_id, root_address, rank, world_size, timeout=timeout,
+                                    direct=False if on_gpu else None)
     if on_gpu and world_size > 1:
         comm = NcclCommunicator(comm)
     setup_s = time.perf_counter() - started

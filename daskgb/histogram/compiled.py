@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cpu
-from ..ellpack.reference import unpack_symbols
+from ..ellpack.compiled import unpack_symbols
+from ..partition.reference import node_count
 from . import reference
 
 
@@ -27,21 +28,20 @@ def _rows_of(positions, slot_of_node, n_rows, rows, ell_rows, slots):
     """The virtual rows in nodes being built (and their matrix row and node's slot): the count.
     Tree c's virtual row v is matrix row v - c * n_rows (partition/reference.py). They come
     matrix row by matrix row, a row's trees together, so that a forest's level reads each
-    matrix row once; a node is one tree's, so each bin still sums its rows in row order."""
-    n = 0
+    matrix row once; a node is one tree's, so each bin still sums its rows in row order.
+    slot_of_node covers every node (-1: not built); each row is written and kept only where its
+    node is built, without a branch (one on the node would be mispredicted)."""
+    n = np.uint64(0)
     n_trees = positions.shape[0] // n_rows if n_rows else 0
-    for r in range(n_rows):
+    for r in range(n_rows):  # unsigned indices: no wrap-around checks
         for c in range(n_trees):
             v = c * n_rows + r
-            p = positions[v]
-            if p < slot_of_node.shape[0]:
-                s = slot_of_node[p]
-                if s >= 0:
-                    rows[n] = v
-                    ell_rows[n] = r
-                    slots[n] = s
-                    n += 1
-    return n
+            s = slot_of_node[np.uint64(positions[np.uint64(v)])]
+            rows[n] = v
+            ell_rows[n] = r
+            slots[n] = s
+            n += np.uint64(s >= 0)
+    return np.int64(n)
 
 
 def _dense(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
@@ -64,9 +64,28 @@ def _dense(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
             hist[k + np.uint64(1)] += h
 
 
-def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
+def _dense_full(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
+    """_dense where no entry is missing (the matrix has none): no spare pair to choose."""
+    stride = gsym.shape[1]
+    flat = gsym.ravel()
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
+    for i in range(rows.shape[0]):
+        g = np.float64(gpair[rows[i], 0])
+        h = np.float64(gpair[rows[i], 1])
+        off = np.uint64(slots[i]) * tb
+        base = np.uint64(ell_rows[i]) * np.uint64(stride)
+        for j in range(lo, hi):
+            k = (off + np.uint64(flat[base + np.uint64(j)])) * two
+            hist[k] += g
+            hist[k + np.uint64(1)] += h
+
+
+def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted_rows):
     """Global bins lo..hi of a sparse matrix: a row's scan stops at its padding (total_bins).
-    (Its entries rise but where a CSR row repeats a column: no earlier stop is safe.)"""
+    Rows whose entries never fall (sorted_rows: rows_sorted, what the CPU's quantising makes)
+    are read from their first entry >= lo (a binary search) to their first >= hi, so that
+    threads of other bins do not read this thread's entries; else every entry is read."""
     stride = gsym.shape[1]
     flat = gsym.ravel()
     ulo = np.uint64(lo)
@@ -78,6 +97,25 @@ def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
         h = np.float64(gpair[rows[i], 1])
         off = np.uint64(slots[i]) * tb
         base = np.uint64(ell_rows[i]) * np.uint64(stride)
+        if sorted_rows:
+            j = np.uint64(0)  # the row's first entry >= lo
+            count = np.uint64(stride)
+            while count > np.uint64(0):
+                half = count >> np.uint64(1)
+                if np.uint64(flat[base + j + half]) < ulo:
+                    j += half + np.uint64(1)
+                    count -= half + np.uint64(1)
+                else:
+                    count = half
+            while j < np.uint64(stride):
+                s = np.uint64(flat[base + j])
+                if s >= uhi:
+                    break
+                k = (off + s) * two
+                hist[k] += g
+                hist[k + np.uint64(1)] += h
+                j += np.uint64(1)
+            continue
         for j in range(stride):
             s = np.uint64(flat[base + np.uint64(j)])
             if s >= tb:
@@ -86,6 +124,15 @@ def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins):
                 k = (off + s) * two
                 hist[k] += g
                 hist[k + np.uint64(1)] += h
+
+
+def _rows_never_fall(gsym):
+    """Whether every row's entries (padding, total_bins, included) never fall."""
+    for r in range(gsym.shape[0]):
+        for j in range(1, gsym.shape[1]):
+            if gsym[r, j] < gsym[r, j - 1]:
+                return False
+    return True
 
 
 def _globalise(local, ptrs, null_symbol, total_bins, out):
@@ -120,13 +167,26 @@ def _children(lo, hi, parents, parent_rows, built, build_right, out):
                 right[b, 1] = p[b, 1] - c[b, 1]
 
 
+def _sum_rows(gpair, out):
+    """Every row's pair added in row order, in double: reference.sum_gradients' cumsum, without its array."""
+    g = np.float64(0.0)
+    h = np.float64(0.0)
+    for i in range(gpair.shape[0]):
+        g += np.float64(gpair[i, 0])
+        h += np.float64(gpair[i, 1])
+    out[0] = g
+    out[1] = h
+
+
 _compiled = {}
 
 
 def _kernels():
     if not _compiled:
-        _compiled.update(rows_of=cpu.jit(_rows_of), dense=cpu.jit(_dense), sparse=cpu.jit(_sparse),
-                         globalise=cpu.jit(_globalise), children=cpu.jit(_children))
+        _compiled.update(rows_of=cpu.jit(_rows_of), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense),
+                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse),
+                         globalise=cpu.jit(_globalise), children=cpu.jit(_children),
+                         sum_rows=cpu.jit(_sum_rows))
     return _compiled
 
 
@@ -141,7 +201,7 @@ def build_histograms(ell, gpair_native, part, build_nodes):
     total_bins = ell.cuts.total_bins
     positions = part.positions
     build_nodes = np.asarray(build_nodes, dtype=np.int64)
-    size = int(build_nodes.max()) + 1 if build_nodes.size else 1
+    size = max(node_count(part), int(build_nodes.max()) + 1 if build_nodes.size else 1)
     slot_of_node = np.full(size, -1, dtype=np.int32)
     slot_of_node[build_nodes] = np.arange(n_nodes, dtype=np.int32)
     rows = np.empty(positions.shape[0], dtype=np.int64)
@@ -156,14 +216,25 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         # One spare pair per piece of features (a piece starting at feature lo owns pair lo).
         hist = np.zeros(size + 2 * ell.n_features, dtype=np.float64)
         work = max(1, n * ell.n_features // _MIN_PAIRS_PER_THREAD)
-        cpu.run_chunks(k["dense"], ell.n_features, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
+        cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], ell.n_features, gsym, rows, ell_rows, slots,
+                       gpair, hist, total_bins,
                        min_chunk=max(1, ell.n_features // work))
     else:
         hist = np.zeros(size, dtype=np.float64)
         work = max(1, n * gsym.shape[1] // _MIN_PAIRS_PER_THREAD)
         cpu.run_chunks(k["sparse"], total_bins, gsym, rows, ell_rows, slots, gpair, hist, total_bins,
-                       min_chunk=max(1, total_bins // work))
+                       rows_sorted(ell), min_chunk=max(1, total_bins // work))
     return hist[:size].reshape(n_nodes, total_bins, 2)
+
+
+def sum_gradients(gpair_native):
+    """Sum of all rows' gradient pairs, accumulated row by row in double: reference.sum_gradients."""
+    gpair = np.asarray(gpair_native)
+    if gpair.dtype != np.float32 or gpair.ndim != 2:
+        return reference.sum_gradients(gpair_native)
+    out = np.zeros(2, dtype=np.float64)
+    _kernels()["sum_rows"](gpair, out)
+    return out
 
 
 def children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right):
@@ -178,6 +249,16 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
                    np.asarray(build_right, dtype=np.bool_), out, min_chunk=max(1, _MIN_PAIRS_PER_THREAD // max(1, built.shape[1])))
     sums = np.stack([parent_left[rows], parent_right[rows]], axis=1)
     return out, sums.reshape(-1, 2)
+
+
+def rows_sorted(ell) -> bool:
+    """Whether every row of a sparse matrix's global symbols never falls (its entries in feature
+    order, a repeated column's bins rising): the loops may then search a row. Cached."""
+    cached = ell.__dict__.get("_rows_sorted")
+    if cached is None:
+        cached = bool(_kernels()["never_fall"](global_symbols(ell)))
+        ell.__dict__["_rows_sorted"] = cached
+    return cached
 
 
 def global_symbols(ell):
@@ -199,12 +280,3 @@ def global_symbols(ell):
         ell.__dict__["_global_symbols"] = cached
     return cached
 
-
-def global_columns(ell):
-    """A dense matrix's global symbols a feature after another ((n_features, n_rows), C order),
-    cached beside them: a partition reads one feature of every row, which this order streams."""
-    cached = ell.__dict__.get("_global_columns")
-    if cached is None:
-        cached = np.ascontiguousarray(global_symbols(ell).T)
-        ell.__dict__["_global_columns"] = cached
-    return cached

@@ -77,6 +77,8 @@ def quantise(backend, gpair, comm, *, wait: bool, abs_sum=None):
     backend itself, from the same rows, on one worker).
     wait=False: the CUDA backend makes the scale on the device without waiting for it (the
     device grower reads it there; FixedGradients.check_finite then checks it later)."""
-    if abs_sum is None and comm.world_size > 1:
+    # float64 histograms (the CPU backends) take no scale: the sums, and the collective that
+    # would agree on them, would go unused.
+    if abs_sum is None and comm.world_size > 1 and np.dtype(backend.histogram_dtype).kind == "i":
         abs_sum = abs_sums(backend, gpair, comm)
     return backend.prepare_gradients(gpair, abs_sum=abs_sum, wait=wait)

@@ -1,6 +1,7 @@
 """The partition stage compiled for CPUs (cpu/): reference.py's apply_splits in one pass over the rows.
 
-Each thread moves its own range of (virtual) rows, so the result cannot depend on the threads.
+Each thread moves its own range of rows (a forest's: of matrix rows, with their trees' virtual
+rows), so the result cannot depend on the threads.
 """
 
 from __future__ import annotations
@@ -9,15 +10,17 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import global_columns, global_symbols
-from .reference import RowPartition
+from ..histogram.compiled import global_symbols, rows_sorted
+from .reference import RowPartition, node_count
 
 
-def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, ptrs, features, bins,
-           default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
+def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, sorted_rows, total_bins, ptrs, features,
+           bins, default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
     """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits).
-    sym: a dense matrix's global_columns, a sparse one's global_symbols (histogram/compiled.py;
-    total_bins where missing)."""
+    sym: the matrix's global_symbols (histogram/compiled.py; total_bins where missing). A sparse
+    row's bin of the feature is its largest entry in the feature's range, as the oracle's
+    feature_bins takes it: where the rows never fall (sorted_rows), the entry before the row's
+    first >= the range's end (a binary search), else the largest of a scan of the row."""
     stride = sym.shape[1]  # (a sparse matrix's)
     r = lo % n_rows
     for v in range(lo, hi):
@@ -34,15 +37,28 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, 
         f = features[i]
         b = np.int64(-1)  # the feature-local bin, -1 where missing
         if is_dense:
-            s = np.int64(sym[f, r])
+            s = np.int64(sym[r, f])
             if s != total_bins:
                 b = s - ptrs[f]
+        elif sorted_rows:
+            flo, fhi = ptrs[f], ptrs[f + 1]
+            j = 0
+            count = stride
+            while count > 0:
+                half = count >> 1
+                if np.int64(sym[r, j + half]) < fhi:
+                    j += half + 1
+                    count -= half + 1
+                else:
+                    count = half
+            if j > 0 and np.int64(sym[r, j - 1]) >= flo:
+                b = np.int64(sym[r, j - 1]) - flo
         else:
             flo, fhi = ptrs[f], ptrs[f + 1]
             for j in range(stride):
                 s = np.int64(sym[r, j])
                 if flo <= s < fhi:
-                    b = s - flo
+                    b = max(b, s - flo)
         if b < 0:
             left = default_left[i] != 0
         elif cat_size[i] > 0:
@@ -54,25 +70,29 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, total_bins, 
         positions[v] = left_ids[i] if left else right_ids[i]
 
 
-def _apply_dense(lo, hi, positions, n_rows, split_of_node, cols, total_bins, features, last_left, default_left,
-                 left_ids, right_ids):
-    """_apply for numeric splits of a dense matrix (cols: global_columns), without branches on the
-    row's side (half of them would be mispredicted): a present symbol goes left up to the
-    split's last left global bin, a missing one (total_bins) its default way."""
-    n_split = split_of_node.shape[0]
-    r = lo % n_rows
-    for v in range(lo, hi):
-        p = positions[v]
-        if p < n_split:
-            i = split_of_node[p]
-            if i >= 0:
-                s = np.int64(cols[features[i], r])
-                missing = np.int64(s == total_bins)
-                left = np.int64(s <= last_left[i]) * (1 - missing) + np.int64(default_left[i]) * missing
-                positions[v] = right_ids[i] + left * (left_ids[i] - right_ids[i])
-        r += 1
-        if r == n_rows:
-            r = 0
+def _apply_dense(lo, hi, positions, n_rows, gsym, total_bins, feature_of, last_left_of, default_left_of,
+                 left_of, right_of):
+    """_apply for numeric splits of a dense matrix, matrix rows lo..hi, each row's trees together
+    (virtual rows c * n_rows + r), without a branch: the tables are indexed by node, every node
+    of the partition, and a node that does not split has itself as both children (its rows
+    stay; a branch on whether a row's node splits is mispredicted wherever some do not). A
+    present symbol goes left up to the split's last left global bin, a missing one
+    (total_bins) its default way. It reads the row-major global symbols: each matrix row once a
+    level, in order, however many features the level's splits use (a feature-major copy read a
+    stream per feature in use, and cost a second copy of the matrix)."""
+    n_trees = positions.shape[0] // n_rows
+    flat = gsym.ravel()
+    stride = np.uint64(gsym.shape[1])
+    # Unsigned indices: numba checks a signed one for wrap-around on every read (a third of the time).
+    for r in range(lo, hi):
+        base = np.uint64(r) * stride
+        for c in range(n_trees):
+            v = np.uint64(c * n_rows + r)
+            p = np.uint64(positions[v])
+            s = np.int64(flat[base + np.uint64(feature_of[p])])
+            missing = np.int64(s == total_bins)
+            left = np.int64(s <= last_left_of[p]) * (1 - missing) + default_left_of[p] * missing
+            positions[v] = right_of[p] + left * (left_of[p] - right_of[p])
 
 
 _compiled = {}
@@ -89,26 +109,39 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
     nids = np.asarray(nids, dtype=np.int64)
     if nids.size == 0:
         return
-    split_of_node = np.full(int(nids.max()) + 1, -1, dtype=np.int32)
-    split_of_node[nids] = np.arange(nids.size, dtype=np.int32)
+    left_ids = np.asarray(left_ids, dtype=np.int64)
+    right_ids = np.asarray(right_ids, dtype=np.int64)
+    n_nodes = max(node_count(part), int(left_ids.max()) + 1, int(right_ids.max()) + 1)
     has_categories = categories is not None and any(c is not None for c in categories)
     ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
     features = np.asarray(features, dtype=np.int64)
     if ell.is_dense and not has_categories:
-        last_left = ptrs[features] + np.asarray(bins, dtype=np.int64)  # a global bin
-        cpu.run_chunks(_compiled["dense"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node,
-                       global_columns(ell), int(ell.cuts.total_bins), features, last_left,
-                       np.asarray(default_left, dtype=np.int64), np.asarray(left_ids, dtype=np.int64),
-                       np.asarray(right_ids, dtype=np.int64), min_chunk=_MIN_ROWS_PER_THREAD)
+        feature_of = np.zeros(n_nodes, dtype=np.int64)
+        last_left_of = np.zeros(n_nodes, dtype=np.int64)
+        default_left_of = np.zeros(n_nodes, dtype=np.int64)
+        left_of = np.arange(n_nodes, dtype=np.int64)
+        right_of = np.arange(n_nodes, dtype=np.int64)
+        feature_of[nids] = features
+        last_left_of[nids] = ptrs[features] + np.asarray(bins, dtype=np.int64)  # a global bin
+        default_left_of[nids] = np.asarray(default_left, dtype=np.int64)
+        left_of[nids] = left_ids
+        right_of[nids] = right_ids
+        cpu.run_chunks(_compiled["dense"], ell.n_rows, part.positions, ell.n_rows, global_symbols(ell),
+                       int(ell.cuts.total_bins), feature_of, last_left_of, default_left_of, left_of, right_of,
+                       min_chunk=_MIN_ROWS_PER_THREAD)
+        part.node_count = n_nodes
         return
+    part.node_count = n_nodes
+    split_of_node = np.full(int(nids.max()) + 1, -1, dtype=np.int32)
+    split_of_node[nids] = np.arange(nids.size, dtype=np.int32)
     if has_categories:
         cat_begin, cat_size, cat_words = pack_sets(categories)
     else:
         cat_begin = cat_size = np.zeros(nids.size, dtype=np.int64)
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
-        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_columns(ell) if ell.is_dense else global_symbols(ell),
-        bool(ell.is_dense), int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
+        _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node, global_symbols(ell),
+        bool(ell.is_dense), bool(not ell.is_dense and rows_sorted(ell)), int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
         np.asarray(right_ids, dtype=part.positions.dtype), cat_begin, cat_size, cat_words,
         min_chunk=_MIN_ROWS_PER_THREAD)

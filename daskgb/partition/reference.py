@@ -19,6 +19,17 @@ class RowPartition:
     def __init__(self, n_rows: int, n_trees: int = 1):
         self.n_rows, self.n_trees = n_rows, n_trees
         self.positions = np.repeat(np.arange(n_trees, dtype=np.int32), n_rows)
+        # Every node id in positions is below this (apply_splits raises it): the compiled
+        # loops' tables indexed by node cover every node (they read them without a check).
+        self.node_count = n_trees
+
+
+def node_count(part: RowPartition) -> int:
+    """A bound on the node ids in part's positions (their maximum, for a partition that does not keep one)."""
+    count = getattr(part, "node_count", None)
+    if count is None:
+        count = int(part.positions.max()) + 1 if part.positions.size else 1
+    return count
 
 def new_partition(n_rows: int, n_trees: int = 1) -> RowPartition:
     return RowPartition(n_rows, n_trees)
@@ -50,3 +61,5 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         cat = size[s] > 0
         go_left = np.where(cat & (b >= 0), ~in_sets(np, words, begin[s], size[s], b), go_left)
     part.positions[rows] = np.where(go_left, np.asarray(left_ids)[s], np.asarray(right_ids)[s])
+    if len(nids):
+        part.node_count = max(part.node_count, int(np.max(left_ids)) + 1, int(np.max(right_ids)) + 1)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import cpu
 from ..arrays import array_module, to_host
 from .cuts import Cuts, with_categories
 from .summary import (Summary, _empty_summary, _entry_features, _feature_value_key, block_entries,
@@ -254,6 +255,10 @@ def merge(a: Summary, b: Summary) -> Summary:
     device = _device_kernels(xp)
     if device is not None:
         return device.merge(a, b)
+    if cpu.compiled_loaded():  # a CPU fit's: the same entries in one walk (sketch/compiled.py)
+        from . import compiled
+
+        return _fix_error(xp, compiled.merge(a, b))
     a_ptrs, b_ptrs = xp.asarray(a.ptrs), xp.asarray(b.ptrs)
     fa = _entry_features(xp, a_ptrs, a.value.size)
     fb = _entry_features(xp, b_ptrs, b.value.size)

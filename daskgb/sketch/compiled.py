@@ -79,12 +79,61 @@ def _prune_marks(ptrs, rmin, rmax, wmin, budget, keep):
                 keep[base] = True
 
 
+def _merge_feature(a_ptrs, a_value, a_rmin, a_rmax, a_wmin, b_ptrs, b_value, b_rmin, b_rmax, b_wmin, out_ptrs,
+                   value, rmin, rmax, wmin, write):
+    """Every feature's entries of a and b merged by value (sketch.merge's arithmetic): a value of
+    both sides sums their entries (a's value kept); a value of one side adds the other side's
+    bounds from its neighbours there. write=False: each feature's merged count, in out_ptrs[f + 1]."""
+    for f in range(a_ptrs.shape[0] - 1):
+        i, a_end = a_ptrs[f], a_ptrs[f + 1]
+        j, b_end = b_ptrs[f], b_ptrs[f + 1]
+        a_lo, b_lo = i, j
+        o = out_ptrs[f] if write else 0
+        while i < a_end or j < b_end:
+            if j == b_end or (i < a_end and a_value[i] < b_value[j]):  # a's alone
+                if write:
+                    add_rmin = b_rmin[j - 1] + b_wmin[j - 1] if j > b_lo else 0.0
+                    if j < b_end:
+                        add_rmax = b_rmax[j] - b_wmin[j]
+                    else:
+                        add_rmax = b_rmax[b_end - 1] if b_end > b_lo else 0.0
+                    value[o] = a_value[i]
+                    rmin[o] = a_rmin[i] + add_rmin
+                    rmax[o] = a_rmax[i] + add_rmax
+                    wmin[o] = a_wmin[i] + 0.0
+                i += 1
+            elif i == a_end or b_value[j] < a_value[i]:  # b's alone
+                if write:
+                    add_rmin = a_rmin[i - 1] + a_wmin[i - 1] if i > a_lo else 0.0
+                    if i < a_end:
+                        add_rmax = a_rmax[i] - a_wmin[i]
+                    else:
+                        add_rmax = a_rmax[a_end - 1] if a_end > a_lo else 0.0
+                    value[o] = b_value[j]
+                    rmin[o] = b_rmin[j] + add_rmin
+                    rmax[o] = b_rmax[j] + add_rmax
+                    wmin[o] = b_wmin[j]
+                j += 1
+            else:  # both (-0.0 and 0.0 are one value, as the oracle's keys make them)
+                if write:
+                    value[o] = a_value[i]
+                    rmin[o] = a_rmin[i] + b_rmin[j]
+                    rmax[o] = a_rmax[i] + b_rmax[j]
+                    wmin[o] = a_wmin[i] + b_wmin[j]
+                i += 1
+                j += 1
+            o += 1
+        if not write:
+            out_ptrs[f + 1] = o
+
+
 _compiled = {}
 
 
 def _kernels():
     if not _compiled:
-        _compiled.update(present=cpu.jit(_present), runs=cpu.jit(_runs), prune=cpu.jit(_prune_marks))
+        _compiled.update(present=cpu.jit(_present), runs=cpu.jit(_runs), prune=cpu.jit(_prune_marks),
+                         merge=cpu.jit(_merge_feature))
     return _compiled
 
 
@@ -136,3 +185,21 @@ def prune(s: Summary, budget: int) -> Summary:
     cum = np.zeros(keep.size + 1, dtype=np.int64)
     np.cumsum(keep, out=cum[1:])
     return Summary(cum[s.ptrs], s.value[keep], s.rmin[keep], s.rmax[keep], s.wmin[keep])
+
+
+def merge(a: Summary, b: Summary) -> Summary:
+    """sketch.merge's merged summary of two non-empty host summaries, before its _fix_error: a
+    two-pointer walk of each feature's entries (the oracle searches each side in the other)."""
+    k = _kernels()
+    a_ptrs = np.asarray(a.ptrs, dtype=np.int64)
+    b_ptrs = np.asarray(b.ptrs, dtype=np.int64)
+    sides = (a_ptrs, a.value, a.rmin, a.rmax, a.wmin, b_ptrs, b.value, b.rmin, b.rmax, b.wmin)
+    counts = np.zeros(a_ptrs.size, dtype=np.int64)
+    none32, none64 = np.empty(0, dtype=np.float32), np.empty(0, dtype=np.float64)
+    k["merge"](*sides, counts, none32, none64, none64, none64, False)
+    ptrs = np.cumsum(counts)
+    n = int(ptrs[-1])
+    value = np.empty(n, dtype=np.float32)
+    rmin, rmax, wmin = (np.empty(n, dtype=np.float64) for _ in range(3))
+    k["merge"](*sides, ptrs, value, rmin, rmax, wmin, True)
+    return Summary(ptrs, value, rmin, rmax, wmin)

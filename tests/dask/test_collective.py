@@ -64,8 +64,8 @@ def _rank_order_sum(arrays):
 # --- task bodies: each runs as one pinned task per worker ------------------------------------
 
 
-def _exercise(job_id, root, rank, world_size):
-    with DaskCommunicator.connect(job_id, root, rank, world_size, timeout=60) as comm:
+def _exercise(job_id, root, rank, world_size, direct=None):
+    with DaskCommunicator.connect(job_id, root, rank, world_size, timeout=60, direct=direct) as comm:
         assert (comm.rank, comm.world_size) == (rank, world_size)
         ints = np.array([rank, -rank, 10 * rank, 7], dtype=np.int64)
         out = {
@@ -81,6 +81,7 @@ def _exercise(job_id, root, rank, world_size):
             # fn runs once, on rank 0, and every rank gets its result (not the gathered values).
             "gather_apply": comm.gather_apply(10 * rank, lambda values: (os.getpid(), sum(values))),
             "pid": os.getpid(),
+            "direct": comm._links is not None,
         }
         big = comm.allreduce(_big(rank))
         out["big"] = (big.shape, big.dtype.str, _digest(big))
@@ -203,9 +204,12 @@ def _wait_replaced(client, dead_worker, timeout=30):
 # --- tests -----------------------------------------------------------------------------------
 
 
-def test_collectives_bit_identical_in_rank_order(client):
-    futures, _ = _launch(client, _exercise)
+@pytest.mark.parametrize("direct", [None, False], ids=["direct-links", "dask-comms"])
+def test_collectives_bit_identical_in_rank_order(client, direct):
+    """Over the direct links (the default on a tcp:// cluster: rank 0 decides) and over Dask's comms."""
+    futures, _ = _launch(client, _exercise, direct)
     results = client.gather(futures)
+    assert [out["direct"] for out in results] == [direct is None] * N_WORKERS
 
     probes = [_order_probe(r) for r in range(N_WORKERS)]
     expected = _rank_order_sum(probes)

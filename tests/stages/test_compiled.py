@@ -40,6 +40,49 @@ def _assert_same_bits(expected, got, what):
                           f"oracle {expected.ravel()[bad[0]]!r}, compiled {got.ravel()[bad[0]]!r}"
 
 
+@pytest.mark.parametrize("rows", ["never-fall-searched", "never-fall-scanned", "repeated-columns"])
+def test_sparse_rows_searched_or_scanned_equal_the_oracle(oracle, compiled, threads, rows):
+    """A sparse matrix's rows are binary-searched where they never fall (what quantising makes),
+    else scanned: both give the oracle's bits, the latter too where a CSR row repeats a column
+    with a lower bin second (the oracle's bin of the feature is the larger)."""
+    from builders import make_csr, sparse_ellpack
+    from daskgb.histogram import compiled as hist_compiled
+
+    rng = np.random.default_rng(11)
+    cuts = make_cuts(rng, 8, 30)
+    n_rows = 600
+    indptr, indices, data = make_csr(rng, cuts, n_rows, 0.6)
+    if rows == "repeated-columns":
+        ptrs = np.asarray(cuts.ptrs)
+        indptr2, indices2, data2 = [0], [], []
+        for r in range(n_rows):
+            cols, vals = list(indices[indptr[r]:indptr[r + 1]]), list(data[indptr[r]:indptr[r + 1]])
+            if cols and rng.random() < 0.3:  # the row's first column again, at its feature's lowest values
+                f = int(cols[0])
+                cols.append(f)
+                vals.append(float(cuts.values[ptrs[f]]) - 1.0)
+            indices2 += cols
+            data2 += vals
+            indptr2.append(len(indices2))
+        indptr, indices, data = (np.asarray(indptr2, dtype=np.int64), np.asarray(indices2, dtype=np.int32),
+                                 np.asarray(data2, dtype=np.float32))
+    ell = sparse_ellpack(oracle, indptr, indices, data, n_rows, cuts, np.nan)
+    if rows == "never-fall-scanned":
+        ell.__dict__["_rows_sorted"] = False
+    assert hist_compiled.rows_sorted(ell) == (rows == "never-fall-searched")
+    gpair = random_gpair(rng, n_rows)
+    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
+    leaves, next_id = [0], 1
+    for level in range(4):
+        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, leaves),
+                          compiled.build_histograms(ell, gpair, part_c, leaves), f"level {level} histograms")
+        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
+        oracle.apply_splits(ell, part_o, *args)
+        compiled.apply_splits(ell, part_c, *args)
+        assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
+        leaves, next_id = next_leaves(leaves, args)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, layout, seed):
@@ -192,6 +235,14 @@ def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeyp
     _assert_same_bits(want[1], got[1], "children's sums")
 
 
+def test_gradient_sums_equal_the_oracle(oracle, compiled):
+    """A node's sum row by row in double, on pairs whose sum depends on the order, and of no rows."""
+    rng = np.random.default_rng(8)
+    gpair = (rng.normal(size=(5000, 2)) * 10.0 ** rng.integers(-4, 5, (5000, 2))).astype(np.float32)
+    for rows in (gpair, gpair[:0], gpair[::3]):
+        _assert_same_bits(oracle.sum_gradients(rows), compiled.sum_gradients(rows), f"{rows.shape[0]} rows")
+
+
 @pytest.mark.parametrize("missing", [np.nan, -999.0])
 def test_dense_summaries_equal_the_oracle(oracle, compiled, threads, missing):
     """Columns of few and many distinct values, -0.0 beside 0.0, missing values (NaN and a
@@ -231,6 +282,30 @@ def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
     assert np.array_equal(want, got) and want.dtype == got.dtype
     bits = 6
     assert np.array_equal(ell_reference.pack_dense(X, cuts, missing, 50, bits), compiled.pack_dense(X, cuts, missing, 50, bits))
+    # The sparse layout: each row's present bins first (global), then the null symbol.
+    stride = int((ell_reference.bin_dense(X, cuts, missing, 50) != 50).sum(axis=1).max())
+    null, bits = int(cuts.total_bins), 9
+    assert np.array_equal(ell_reference.pack_dense_sparse(X, cuts, missing, stride, null, bits),
+                          compiled.pack_dense_sparse(X, cuts, missing, stride, null, bits))
+
+
+@pytest.mark.parametrize("bits", [1, 5, 9, 16, 31, 32])
+def test_packing_equals_the_oracle(threads, bits, monkeypatch):
+    """Words of streams of every length around a run of 32 entries (where threads split),
+    and symbols read back from any start."""
+    from daskgb.ellpack import compiled as ell_compiled
+    from daskgb.ellpack import reference as ell_reference
+
+    monkeypatch.setattr(ell_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    rng = np.random.default_rng(bits)
+    for n in (0, 1, 31, 32, 33, 95, 96, 1000):
+        symbols = rng.integers(0, 1 << bits, n, dtype=np.uint64).astype(np.uint32)
+        words = ell_reference.pack_symbols(symbols, bits)
+        got = ell_compiled.pack_symbols(symbols, bits)
+        assert got.dtype == words.dtype and np.array_equal(words, got), n
+        for start in {0, n // 3}:
+            assert np.array_equal(ell_reference.unpack_symbols(words, bits, n - start, start),
+                                  ell_compiled.unpack_symbols(words, bits, n - start, start)), (n, start)
 
 
 @pytest.mark.parametrize("budget", [2, 3, 17, 256])
@@ -251,3 +326,79 @@ def test_prune_equals_the_oracle(budget):
     assert np.array_equal(want.ptrs, got.ptrs)
     for name in ("value", "rmin", "rmax", "wmin"):
         assert np.array_equal(getattr(want, name), getattr(got, name)), name
+
+
+def test_expf_loop_equals_the_array_steps(compiled, monkeypatch):
+    """fmath.expf's compiled loop (what CPU fits run once the compiled backend is loaded) gives
+    its array steps' bits: normal and uniform values over expf's range, its edges, inf and NaN."""
+    from daskgb import fmath
+
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.normal(0, 30, 50_000), rng.uniform(-105, 90, 50_000),
+                        [np.nan, np.inf, -np.inf, 88.72283, 88.7229, -103.97, -103.98, 0.0, -0.0, 1e-30]])
+    x = x.astype(np.float32)
+    assert fmath._host_loop() is not None
+    got = fmath.expf(np, x)
+    monkeypatch.setattr(fmath, "_host_loop", lambda: None)
+    want = fmath.expf(np, x)
+    assert got.dtype == want.dtype == np.float32
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_softmax_gradients_equal_the_array_steps(compiled, monkeypatch, weighted):
+    """multi:softprob's compiled gradient pairs (CPU fits) are its numpy steps' bits: margins
+    of every size, rows all negative, equal margins, weights."""
+    from daskgb import cpu
+    from daskgb.objective import Softmax
+
+    rng = np.random.default_rng(9)
+    n, k = 4000, 7
+    margin = (rng.normal(size=(n, k)) * 10.0 ** rng.integers(-3, 2, (n, 1))).astype(np.float32)
+    margin[:50] = -np.abs(margin[:50])
+    margin[50:60] = 0.5
+    y = rng.integers(0, k, n).astype(np.float32)
+    weight = rng.uniform(0, 3, n).astype(np.float32) if weighted else None
+    obj = Softmax(k)
+    assert cpu.compiled_loaded()
+    got = obj.gradient(np, margin, y, weight)
+    monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
+    want = obj.gradient(np, margin, y, weight)
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_sketch_merges_equal_the_oracle(compiled, monkeypatch):
+    """sketch.merge's compiled walk (CPU fits) gives its array steps' summaries, bit for bit:
+    summaries of overlapping and disjoint values, pruned and exact, -0.0 on one side and 0.0 on
+    the other, a feature empty on one side, merged in a chain as the Dask merge tree does."""
+    from daskgb import cpu, sketch
+    from daskgb.sketch import reference as sketch_reference
+
+    rng = np.random.default_rng(12)
+
+    def summary(seed_shift, n, budget):
+        X = np.stack([rng.integers(-5, 6, n) * 0.5, rng.normal(size=n) + seed_shift, np.round(rng.normal(size=n), 1),
+                      rng.choice([0.0, -0.0, 1.0], n), np.full(n, np.nan)], axis=1).astype(np.float32)
+        X[rng.random(X.shape) < 0.1] = np.nan
+        if seed_shift:
+            X[:, 3] = np.where(X[:, 3] == 0.0, np.float32(-0.0), X[:, 3])
+        s = sketch_reference.summarize_dense(np, X, np.nan, None)
+        return s if budget is None else sketch.prune(s, budget)
+
+    parts = [summary(i % 2, 400 + 300 * i, None if i % 3 == 0 else 40) for i in range(5)]
+
+    def chain():
+        out = parts[0]
+        for p in parts[1:]:
+            out = sketch.merge(out, p)
+        return out
+
+    assert cpu.compiled_loaded()
+    got = chain()
+    monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
+    want = chain()
+    assert np.array_equal(want.ptrs, got.ptrs)
+    for name in ("value", "rmin", "rmax", "wmin"):
+        w, g = getattr(want, name), getattr(got, name)
+        assert w.dtype == g.dtype and np.array_equal(w.view(np.uint8), g.view(np.uint8)), name

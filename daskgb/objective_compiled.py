@@ -1,0 +1,50 @@
+"""The objectives' hot loops compiled for CPUs (cpu/): objective.py's numpy steps, value by value.
+
+objective.py calls these for numpy arrays once the compiled CPU backend is loaded (a CPU fit's;
+cpu.compiled_loaded). Each loop makes the numpy steps' float32 and float64 operations in the
+same order, so the results are the same bits (tests/stages/test_compiled.py compares them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import cpu
+from .fmath import expf
+
+_compiled: dict = {}
+
+
+def _softmax_pairs(e, y, weight, has_weight, out):
+    """Gradient pairs of multi:softprob from each row's expf of its shifted margins
+    (objective.Softmax.gradient: the sum in double class by class, one float divide)."""
+    n_classes = e.shape[1]
+    floor = np.float32(1e-16)
+    for i in range(e.shape[0]):
+        wsum = np.float64(0.0)
+        for k in range(n_classes):
+            wsum += np.float64(e[i, k])
+        s = np.float32(wsum)
+        label = np.int64(y[i])
+        for k in range(n_classes):
+            p = e[i, k] / s
+            grad = p - np.float32(1.0) if k == label else p
+            hess = np.float32(2.0) * p * (np.float32(1.0) - p)
+            if has_weight:
+                grad = grad * weight[i]
+                hess = hess * weight[i]
+            out[i, k, 0] = grad
+            out[i, k, 1] = hess if (hess > floor or hess != hess) else floor
+
+
+def softmax_gradient(margin, wmax, y, weight):
+    """(n, K, 2) float32 gradient pairs of multi:softprob at the (n, K) margins, each row shifted
+    by wmax (objective.Softmax.gradient's)."""
+    if not _compiled:
+        _compiled["softmax"] = cpu.jit(_softmax_pairs)
+    e = expf(np, margin - wmax[:, None])
+    out = np.empty(margin.shape + (2,), dtype=np.float32)
+    has_weight = weight is not None
+    w = np.asarray(weight, dtype=np.float32) if has_weight else np.ones(1, dtype=np.float32)
+    _compiled["softmax"](np.ascontiguousarray(e), np.asarray(y, dtype=np.float32), w, has_weight, out)
+    return out
