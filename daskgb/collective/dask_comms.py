@@ -823,21 +823,7 @@ class DaskCommunicator(Communicator):
             for sock in self._links.values():
                 sockets.close(sock)
             return
-        comms = list(self._peers.values()) if self.rank == 0 else [self._root]
-
-        async def close_all():
-            async def one(comm):
-                try:
-                    await asyncio.wait_for(comm.close(), _SHORT_TIMEOUT)
-                except Exception:
-                    comm.abort()
-
-            await asyncio.gather(*(one(c) for c in comms if c is not None))
-
-        try:
-            self._ctx.run(close_all(), _SHORT_TIMEOUT * 3)
-        except RuntimeError:
-            pass  # the loop is gone with the worker, and the sockets with it
+        _close_comms(self._ctx, list(self._peers.values()) if self.rank == 0 else [self._root])
 
     def abort(self, reason: str) -> None:
         """Tell the other ranks this one failed (so they raise naming it), then close."""
