@@ -692,6 +692,10 @@ class DaskCommunicator(Communicator):
         except (CommClosedError, OSError):
             self._failed = lost
             raise RuntimeError(self._failed) from None
+        return _unwrap(self._result_of(msg, kind, seq), self._by_reference)
+
+    def _result_of(self, msg, kind: str, seq: int):
+        """A rank other than 0: rank 0's answer to collective #seq, or its failure raised (and kept)."""
         if not isinstance(msg, dict):
             self._failed = f"rank {self.rank}: malformed message from rank 0 in {kind} #{seq}"
         elif msg.get("error") is not None:
@@ -699,7 +703,7 @@ class DaskCommunicator(Communicator):
         elif msg.get("seq") != seq:
             self._failed = f"rank {self.rank}: rank 0 answered collective #{msg.get('seq')} to {kind} #{seq}"
         else:
-            return _unwrap(msg.get("result"), self._by_reference)
+            return msg.get("result")
         raise RuntimeError(self._failed)
 
     # -- the same over the direct links (sockets.py), from the task's thread -----------------
@@ -802,15 +806,7 @@ class DaskCommunicator(Communicator):
         except sockets.LinkError as exc:
             self._failed = lost if exc.closed else timed_out
             raise RuntimeError(self._failed) from None
-        if not isinstance(msg, dict):
-            self._failed = f"rank {self.rank}: malformed message from rank 0 in {kind} #{seq}"
-        elif msg.get("error") is not None:
-            self._failed = msg["error"]
-        elif msg.get("seq") != seq:
-            self._failed = f"rank {self.rank}: rank 0 answered collective #{msg.get('seq')} to {kind} #{seq}"
-        else:
-            return msg.get("result")
-        raise RuntimeError(self._failed)
+        return self._result_of(msg, kind, seq)
 
     # -- teardown ---------------------------------------------------------------------------
 
