@@ -30,6 +30,10 @@ def small_work_split(monkeypatch):
     from daskgb.partition import compiled as part_compiled
 
     monkeypatch.setattr(hist_compiled, "_MIN_PAIRS_PER_THREAD", 1)
+    monkeypatch.setattr(hist_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    # A dense level's features are walked in groups of ~200 bins x nodes: at the root a group
+    # holds several features, deeper one, so both kinds of group meet the oracle.
+    monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", 200)
     monkeypatch.setattr(part_compiled, "_MIN_ROWS_PER_THREAD", 1)
 
 
@@ -101,6 +105,28 @@ def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, l
         oracle.apply_splits(ell, part_o, *args)
         compiled.apply_splits(ell, part_c, *args)
         assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
+        leaves, next_id = next_leaves(leaves, args)
+
+
+@pytest.mark.parametrize("layout", ["dense", "dense_missing"])
+def test_features_of_more_than_255_bins_equal_the_oracle(oracle, compiled, threads, layout):
+    """A dense matrix whose symbols overflow a byte is read as 16-bit symbols."""
+    from daskgb.histogram import compiled as hist_compiled
+
+    rng = np.random.default_rng(3)
+    cuts = make_cuts(rng, 5, 300)
+    n_rows = 900
+    _, ell = random_rows(oracle, rng, cuts, layout, n_rows)
+    assert hist_compiled.feature_columns(ell).dtype == np.uint16
+    gpair = random_gpair(rng, n_rows)
+    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
+    leaves, next_id = [0], 1
+    for level in range(3):
+        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, leaves),
+                          compiled.build_histograms(ell, gpair, part_c, leaves), f"level {level} histograms")
+        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
+        oracle.apply_splits(ell, part_o, *args)
+        compiled.apply_splits(ell, part_c, *args)
         leaves, next_id = next_leaves(leaves, args)
 
 
@@ -222,6 +248,10 @@ def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeyp
     from daskgb.histogram import compiled as hist_compiled
 
     monkeypatch.setattr(hist_compiled, "_MIN_PAIRS_PER_THREAD", 1)
+    monkeypatch.setattr(hist_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    # A dense level's features are walked in groups of ~200 bins x nodes: at the root a group
+    # holds several features, deeper one, so both kinds of group meet the oracle.
+    monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", 200)
     rng = np.random.default_rng(7)
     n_parents, k, bins = 6, 11, 53
     parents = rng.normal(size=(n_parents, bins, 2)) * 1e3
