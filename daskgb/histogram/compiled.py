@@ -70,8 +70,8 @@ def _entries(lo, hi, bounds, positions, slot_of_node, n_rows, gpair, ell_rows, s
     for c in range(lo, hi):
         start = np.uint64(bounds[c] * n_trees)
         n = start
-        for r in range(bounds[c], bounds[c + 1]):
-            for t in range(n_trees):
+        for t in range(n_trees):
+            for r in range(bounds[c], bounds[c + 1]):
                 v = np.uint64(t * n_rows + r)
                 s = slot_of_node[np.uint64(positions[v])]
                 ell_rows[n] = r
@@ -91,20 +91,26 @@ def _dense(lo, hi, cols, ptrs, group_end, starts, counts, ell_rows, slots, gh, h
     tb = np.uint64(total_bins)
     two = np.uint64(2)
     null = np.uint64(null_symbol)
-    j0 = lo
-    while j0 < hi:
-        j1 = min(group_end[j0], hi)
+    one = np.uint64(1)
+    j0 = np.uint64(lo)
+    while j0 < np.uint64(hi):
+        j1 = min(np.uint64(group_end[j0]), np.uint64(hi))
         for c in range(starts.shape[0]):  # the list's pieces, in row order
-            for i in range(starts[c], starts[c] + counts[c]):
+            i = np.uint64(starts[c])
+            end = i + np.uint64(counts[c])
+            while i < end:  # unsigned indices throughout: numba checks a signed one for wrap-around
                 r = np.uint64(ell_rows[i])
                 g = np.float64(gh[i, 0])
                 h = np.float64(gh[i, 1])
                 off = np.uint64(slots[i]) * tb
-                for j in range(j0, j1):
+                j = j0
+                while j < j1:
                     s = np.uint64(cols[j, r])
                     k = (off + np.uint64(ptrs[j]) + s) * two if s != null else spare
                     hist[k] += g
-                    hist[k + np.uint64(1)] += h
+                    hist[k + one] += h
+                    j += one
+                i += one
         j0 = j1
 
 
@@ -112,19 +118,25 @@ def _dense_full(lo, hi, cols, ptrs, group_end, starts, counts, ell_rows, slots, 
     """_dense where no entry is missing (the matrix has none): no spare pair to choose."""
     tb = np.uint64(total_bins)
     two = np.uint64(2)
-    j0 = lo
-    while j0 < hi:
-        j1 = min(group_end[j0], hi)
+    one = np.uint64(1)
+    j0 = np.uint64(lo)
+    while j0 < np.uint64(hi):
+        j1 = min(np.uint64(group_end[j0]), np.uint64(hi))
         for c in range(starts.shape[0]):  # the list's pieces, in row order
-            for i in range(starts[c], starts[c] + counts[c]):
+            i = np.uint64(starts[c])
+            end = i + np.uint64(counts[c])
+            while i < end:  # unsigned indices throughout: numba checks a signed one for wrap-around
                 r = np.uint64(ell_rows[i])
                 g = np.float64(gh[i, 0])
                 h = np.float64(gh[i, 1])
                 off = np.uint64(slots[i]) * tb
-                for j in range(j0, j1):
+                j = j0
+                while j < j1:
                     k = (off + np.uint64(ptrs[j]) + np.uint64(cols[j, r])) * two
                     hist[k] += g
-                    hist[k + np.uint64(1)] += h
+                    hist[k + one] += h
+                    j += one
+                i += one
         j0 = j1
 
 
@@ -282,13 +294,14 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         counts = np.zeros(bounds.size - 1, dtype=np.int64)
         cpu.run_chunks(k["entries"], counts.size, bounds, positions, slot_of_node, ell.n_rows, gpair, ell_rows, slots,
                        gh, counts, min_chunk=1 if ell.n_rows >= _MIN_ROWS_PER_THREAD else max(1, counts.size))
-        starts = bounds[:-1] * (positions.shape[0] // max(1, ell.n_rows))
+        n_trees = positions.shape[0] // max(1, ell.n_rows)
+        starts = bounds[:-1] * n_trees
         n = int(counts.sum())
         # One spare pair per piece of features (a piece starting at feature lo owns pair lo).
         hist = np.zeros(size + 2 * ell.n_features, dtype=np.float64)
         work = max(1, n * ell.n_features // _MIN_PAIRS_PER_THREAD)
         cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], ell.n_features, feature_columns(ell),
-                       np.asarray(ell.cuts.ptrs, dtype=np.int64), _feature_groups(ell.cuts.ptrs, n_nodes),
+                       np.asarray(ell.cuts.ptrs, dtype=np.int64), _feature_groups(ell.cuts.ptrs, -(-n_nodes // n_trees)),
                        starts, counts, ell_rows, slots, gh, hist, total_bins, int(ell.null_symbol),
                        min_chunk=max(1, ell.n_features // work))
         return hist[:size].reshape(n_nodes, total_bins, 2)
