@@ -439,11 +439,11 @@ class Softmax(Objective):
             from . import objective_cuda
 
             return objective_cuda.softmax_gradient(margin, y, weight)
-        wmax = xp.maximum(margin.max(axis=1), _FLT_MIN)
-        if cpu.compiled_loaded():
+        if cpu.compiled_loaded() and margin.dtype == np.float32:
             from . import objective_compiled
 
-            return objective_compiled.softmax_gradient(margin, wmax, y, weight)
+            return objective_compiled.softmax_gradient(margin, y, weight, _FLT_MIN)
+        wmax = xp.maximum(margin.max(axis=1), _FLT_MIN)
         p = _softmax(xp, margin, wmax)
         is_label = y.astype(xp.int64)[:, None] == xp.arange(self.n_groups)[None, :]
         grad = xp.where(is_label, p - xp.float32(1.0), p)

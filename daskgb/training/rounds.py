@@ -25,6 +25,7 @@ from ..histogram.quantiser import abs_sums, quantise
 from ..phases import cut as cut_phase_clock
 from ..predict import add_tree_binned
 from .evaluation import column
+from .leaf_margins import add_leaf_values
 from .plan import Path
 
 
@@ -107,14 +108,14 @@ class LevelRounds(Rounds):
                                               [first_tree + g * layers + layer for g in range(n_groups)])
             del gnative
             for group, tree in enumerate(new_trees):
-                leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
                 alpha = fit.objective.leaf_quantile_alpha(group) if fit.options.obj is None else None
                 if alpha is not None:
                     # Quantile objectives refit the leaves to their rows' residuals (before the margins move).
+                    leaves = positions if n_groups == 1 else positions[group * n : (group + 1) * n] // n_groups
                     refresh_leaves(xp, tree, leaves, column(before, group), fit.dtrain.label, gpairs[group][:, 1],
                                    fit.dtrain.weight, alpha, p.learning_rate, fit.comm)
                 # Training margins come from the rows' final leaves: no re-prediction.
-                column(fit.margin, group)[...] += backend.to_device(tree.value)[leaves]
+                add_leaf_values(backend, xp, fit.margin, group, tree.value, positions, n, n_groups)
                 trees[group * layers + layer] = tree
         return [(it, trees, None)]
 
