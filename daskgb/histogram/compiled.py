@@ -299,7 +299,7 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         counts = np.zeros(bounds.size - 1, dtype=np.int64)
         cpu.run_chunks(k["entries"], counts.size, bounds, positions, slot_of_node, ell.n_rows, gpair, ell_rows, slots,
                        gh, counts, min_chunk=1 if ell.n_rows >= _MIN_ROWS_PER_THREAD else max(1, counts.size))
-        n_trees = positions.shape[0] // max(1, ell.n_rows)
+        n_trees = max(1, positions.shape[0] // max(1, ell.n_rows))  # (a worker may hold no rows)
         starts = bounds[:-1] * n_trees
         n = int(counts.sum())
         # One spare pair per feature, past the histograms, for its missing entries (_dense).

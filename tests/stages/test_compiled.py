@@ -130,6 +130,20 @@ def test_features_of_more_than_255_bins_equal_the_oracle(oracle, compiled, threa
         leaves, next_id = next_leaves(leaves, args)
 
 
+@pytest.mark.parametrize("layout", ["dense", "dense_missing"])
+@pytest.mark.parametrize("n_trees", [1, 3])
+def test_a_matrix_of_no_rows_has_empty_histograms(oracle, compiled, threads, layout, n_trees):
+    """A Dask worker may hold no rows: its histograms are zeros, as the oracle's."""
+    rng = np.random.default_rng(4)
+    cuts = make_cuts(rng, 5, 30)
+    _, ell = random_rows(oracle, rng, cuts, layout, 0)
+    gpair = random_gpair(rng, 0)
+    part_o, part_c = oracle.new_partition(0, n_trees), compiled.new_partition(0, n_trees)
+    nodes = list(range(n_trees))
+    _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, nodes),
+                      compiled.build_histograms(ell, gpair, part_c, nodes), "histograms of no rows")
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_forest_levels_equal_the_oracle(oracle, compiled, threads, layout):
     """A forest of 3 trees grown together (multiclass): virtual rows c * n_rows + r."""
