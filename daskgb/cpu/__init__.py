@@ -71,20 +71,40 @@ def chunks(n: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
 
 
-def run_chunks(fn, n: int, *args, min_chunk: int = 1) -> None:
-    """fn(lo, hi, *args) over range(n) cut into one piece per thread; returns when all are done.
+def run_chunks(fn, n: int, *args, min_chunk: int = 1, pieces_per_thread: int = 1) -> None:
+    """fn(lo, hi, *args) over range(n) cut into pieces_per_thread pieces per thread; returns
+    when all are done.
 
-    fn is a compiled nogil loop, so the pieces run in parallel. One piece runs on the calling
-    thread (no pool hop for small work)."""
-    parts = chunks(n, min(threads(), max(1, n // max(min_chunk, 1))))
+    fn is a compiled nogil loop, so the pieces run in parallel. The calling thread runs pieces
+    too (no pool hop for small work). With one piece a thread each thread runs its own; with
+    more, each thread takes the next piece not yet taken until none is left, so a thread whose
+    pieces cost less does not wait for the others (pieces of unequal cost: features of a
+    histogram, whose bins and skew differ)."""
+    parts = chunks(n, min(threads() * max(1, pieces_per_thread), max(1, n // max(min_chunk, 1))))
     if not parts:
         return
     if len(parts) == 1:
         fn(parts[0][0], parts[0][1], *args)
         return
-    pool = _get_pool(len(parts) - 1)
-    futures = [pool.submit(fn, lo, hi, *args) for lo, hi in parts[1:]]
-    fn(parts[0][0], parts[0][1], *args)
+    n_threads = min(threads(), len(parts))
+    pool = _get_pool(n_threads - 1)
+    if n_threads == len(parts):
+        futures = [pool.submit(fn, lo, hi, *args) for lo, hi in parts[1:]]
+        fn(parts[0][0], parts[0][1], *args)
+    else:
+        pending = iter(parts)
+        taking = threading.Lock()
+
+        def take_pieces():
+            while True:
+                with taking:
+                    part = next(pending, None)
+                if part is None:
+                    return
+                fn(part[0], part[1], *args)
+
+        futures = [pool.submit(take_pieces) for _ in range(n_threads - 1)]
+        take_pieces()
     for f in futures:
         f.result()
 

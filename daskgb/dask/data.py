@@ -231,7 +231,7 @@ def _local_summary(device, missing, budget, indices, n_summaries, *parts):
             leaves[(0, index)] = s
         start += rows
     t2 = time.perf_counter()
-    nodes = [(node, sketch.merge_tree_node(leaves, n_summaries, node).to(np))
+    nodes = [(node, sketch.merge_tree_node(leaves, n_summaries, node, budget).to(np))
              for node in sketch.held_merge_nodes([i for _, i in leaves], n_summaries)]
     return nodes, {"stack and check": t1 - t0, "summarize": t2 - t1, "merge here": time.perf_counter() - t2}
 
@@ -245,11 +245,11 @@ def _merged_cuts(device, budget, max_bin, categorical, n_summaries, *pairs):
     device_in_use()
     xp = be.get_backend(device).xp
     nodes = {node: s.to(xp) for summaries, _ in pairs for node, s in summaries}
-    root = sketch.merge_tree_node(nodes, n_summaries, sketch.merge_tree_root(n_summaries))
-    # Pruned to the cluster's budget, then to max_bin + 1 by make_cuts: the prunes an in-process
-    # sketch of the same rows makes (its summary pruned to the budget), and XGBoost's AllReduce
-    # (SetPrune to the cluster's budget after merging), so 1 and N workers get the same cuts
-    # wherever every partition's summary is exact.
+    root = sketch.merge_tree_node(nodes, n_summaries, sketch.merge_tree_root(n_summaries), budget)
+    # Each merge of the tree pruned to the cluster's budget (merge_tree_node), the root to it too
+    # (a single partition's), then to max_bin + 1 by make_cuts. The tree is the partitions', so 1
+    # and N workers get the same cuts; where no merged node outgrows the budget (every partition's
+    # summary exact, their union within it) they are the in-process sketch's.
     return sketch.make_cuts(sketch.prune(root, budget), max_bin, categorical).to(np)
 
 

@@ -247,6 +247,12 @@ def _kernels():
 
 # Below this many (row, feature) pairs a level's histogram is one thread's work.
 _MIN_PAIRS_PER_THREAD = 1 << 16
+# Where the threads' even shares of a dense level's features would walk its rows unequally
+# often (features of many bins beside features of few: Covertype's 10 of ~256 and 44 of 2),
+# the features are cut into this many pieces a thread, each taken by whichever thread is free:
+# a 7-class Covertype round's histograms 358 -> 292 ms. Where the shares are even (Higgs) one
+# piece a thread, each walking the list fewer times, was ~3% faster.
+_PIECES_PER_THREAD = 3
 # Below this many matrix rows a level's row list is one thread's work.
 _MIN_ROWS_PER_THREAD = 1 << 15
 
@@ -269,6 +275,18 @@ def _level_lists(n):
         lists = (np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.int32), np.empty((n, 2), dtype=np.float32))
         _scratch.lists = lists
     return lists
+
+
+def _pieces_per_thread(group_end, min_chunk):
+    """1 where the threads' even shares of the features walk the level's rows as often (within
+    one walk), else _PIECES_PER_THREAD."""
+    walks = []
+    for lo, hi in cpu.chunks(group_end.size, min(cpu.threads(), max(1, group_end.size // min_chunk))):
+        n, j = 0, lo
+        while j < hi:
+            j, n = min(int(group_end[j]), hi), n + 1
+        walks.append(n)
+    return 1 if max(walks) - min(walks) <= 1 else _PIECES_PER_THREAD
 
 
 def _feature_groups(ptrs, n_nodes):
@@ -305,10 +323,12 @@ def build_histograms(ell, gpair_native, part, build_nodes):
         # One spare pair per feature, past the histograms, for its missing entries (_dense).
         hist = np.zeros(size + 2 * ell.n_features, dtype=np.float64)
         work = max(1, n * ell.n_features // _MIN_PAIRS_PER_THREAD)
+        group_end = _feature_groups(ell.cuts.ptrs, -(-n_nodes // n_trees))
+        min_chunk = max(1, ell.n_features // work)
         cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], ell.n_features, feature_columns(ell),
-                       np.asarray(ell.cuts.ptrs, dtype=np.int64), _feature_groups(ell.cuts.ptrs, -(-n_nodes // n_trees)),
+                       np.asarray(ell.cuts.ptrs, dtype=np.int64), group_end,
                        starts, counts, ell_rows, slots, gh, hist, total_bins, int(ell.null_symbol),
-                       min_chunk=max(1, ell.n_features // work))
+                       min_chunk=min_chunk, pieces_per_thread=_pieces_per_thread(group_end, min_chunk))
         return hist[:size].reshape(n_nodes, total_bins, 2)
     rows = np.empty(positions.shape[0], dtype=np.int64)
     ell_rows = np.empty(positions.shape[0], dtype=np.int64)

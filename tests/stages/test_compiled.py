@@ -34,6 +34,9 @@ def small_work_split(monkeypatch):
     # A dense level's features are walked in groups of ~200 bins x nodes: at the root a group
     # holds several features, deeper one, so both kinds of group meet the oracle.
     monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", 200)
+    # Features cut into more pieces than threads, taken by whichever thread is free (run_chunks'
+    # shared pieces; the whole-model tests run the one-piece-a-thread split).
+    monkeypatch.setattr(hist_compiled, "_pieces_per_thread", lambda group_end, min_chunk: 2)
     monkeypatch.setattr(part_compiled, "_MIN_ROWS_PER_THREAD", 1)
 
 
@@ -266,6 +269,9 @@ def test_children_histograms_equal_the_oracle(oracle, compiled, threads, monkeyp
     # A dense level's features are walked in groups of ~200 bins x nodes: at the root a group
     # holds several features, deeper one, so both kinds of group meet the oracle.
     monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", 200)
+    # Features cut into more pieces than threads, taken by whichever thread is free (run_chunks'
+    # shared pieces; the whole-model tests run the one-piece-a-thread split).
+    monkeypatch.setattr(hist_compiled, "_pieces_per_thread", lambda group_end, min_chunk: 2)
     rng = np.random.default_rng(7)
     n_parents, k, bins = 6, 11, 53
     parents = rng.normal(size=(n_parents, bins, 2)) * 1e3

@@ -294,20 +294,29 @@ def test_merge_matches_sequential_reference(xp):
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13])
-def test_merge_tree_gives_the_pairwise_merges_bits_wherever_its_nodes_are_merged(xp, n):
+@pytest.mark.parametrize("budget", [None, 15])
+def test_merge_tree_gives_the_pairwise_merges_bits_wherever_its_nodes_are_merged(xp, n, budget):
     """The merge tree of n weighted, pruned summaries (non-integer weights, so that another order
     of the float sums would show): computed from its leaves, or from the nodes any holder of a set
-    of leaves merged (sketch.held_merge_nodes), it equals the level-by-level pairwise merge."""
+    of leaves merged (sketch.held_merge_nodes), it equals the level-by-level pairwise merge (each
+    merge pruned to the budget, where one is given)."""
     rng = np.random.default_rng(n)
     X = tied_data(rng, 120 * n, 3, [5, 300, 120 * n])
     w = (rng.random(120 * n) + 0.1).astype(np.float32)
     leaves = [summarize(X[i * 120:(i + 1) * 120], w[i * 120:(i + 1) * 120], budget=11).to(xp) for i in range(n)]
+
+    def pair(a, b):
+        merged = merge(a, b)
+        return merged if budget is None else sketch_mod.prune(merged, budget)
+
     level = list(leaves)
     while len(level) > 1:
-        level = [merge(level[i], level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        level = [pair(level[i], level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
     want = features(level[0])
+    if budget is not None and n > 1:
+        assert max(np.diff(level[0].ptrs)) <= budget < max(np.diff(merge(leaves[0], leaves[1]).ptrs))
     root = sketch_mod.merge_tree_root(n)
-    got = sketch_mod.merge_tree_node({(0, i): s for i, s in enumerate(leaves)}, n, root)
+    got = sketch_mod.merge_tree_node({(0, i): s for i, s in enumerate(leaves)}, n, root, budget)
     for g, e in zip(features(got), want):
         for a, b in zip(g, e):
             np.testing.assert_array_equal(a, b)
@@ -320,10 +329,10 @@ def test_merge_tree_gives_the_pairwise_merges_bits_wherever_its_nodes_are_merged
             for node in sketch_mod.held_merge_nodes(held, n):
                 lo, hi = node[1] << node[0], min((node[1] + 1) << node[0], n)
                 assert set(range(lo, hi)) <= set(held)
-                nodes[node] = sketch_mod.merge_tree_node({(0, i): leaves[i] for i in held}, n, node)
+                nodes[node] = sketch_mod.merge_tree_node({(0, i): leaves[i] for i in held}, n, node, budget)
         if deal is blocks and n >= 8:  # runs of leaves on one holder: merged there, sent as one
             assert any(level > 0 for level, _ in nodes), nodes
-        got = sketch_mod.merge_tree_node(nodes, n, root)
+        got = sketch_mod.merge_tree_node(nodes, n, root, budget)
         for g, e in zip(features(got), want):
             for a, b in zip(g, e):
                 np.testing.assert_array_equal(a, b)
