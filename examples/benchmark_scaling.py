@@ -130,6 +130,8 @@ def run_one(client, g: int, rows: int, args, with_xgboost: bool) -> dict:
                      "quantise_s": round(phases["quantise_s"], 3), "setup_s": round(phases["setup_s"], 3),
                      "warm_up_setup_s": round(clf._warm_up_setup_s, 3),
                      "train_s": round(phases["train_s"] - phases["setup_s"], 3),
+                     "labels_s": round(phases.get("labels_s", 0.0), 3),
+                     "release_s": round(phases.get("release_s", 0.0), 3),
                      "training_path": booster.attr("training_path"),
                      "predict_s": time_predict(lambda: dgb.predict(client, booster, X)),
                      "auc": auc(lambda Xe: dgb.predict(client, booster, Xe).compute())}
