@@ -187,6 +187,11 @@ class _Logistic(Objective):
             return objective_cuda.logistic_gradient(margin, y, weight, out=out)
         if out is not None:
             raise ValueError("gradient pairs are written into an array on a GPU only")
+        if (cpu.compiled_loaded() and margin.ndim == 1 and margin.dtype == y.dtype == np.float32
+                and (weight is None or weight.dtype == np.float32)):
+            from . import objective_compiled
+
+            return objective_compiled.logistic_gradient(margin, y, weight)
         p = _sigmoid(xp, margin)
         grad = p - y
         hess = xp.maximum(p * (xp.float32(1.0) - p), xp.float32(1e-16))

@@ -58,7 +58,7 @@ def softmax_gradient(margin, y, weight, floor):
     """(n, K, 2) float32 gradient pairs of multi:softprob at the (n, K) margins, each row shifted
     by max(its largest margin, floor) (objective.Softmax.gradient's wmax; numpy's row max of a
     (523K, 7) array took ~20 ms, as long as the rest of the gradient)."""
-    if not _compiled:
+    if "softmax" not in _compiled:
         _compiled["softmax"] = cpu.jit(_softmax_pairs)
         _compiled["shift"] = cpu.jit(_shift_rows)
     shifted = np.empty(margin.shape, dtype=np.float32)
@@ -68,4 +68,47 @@ def softmax_gradient(margin, y, weight, floor):
     has_weight = weight is not None
     w = np.asarray(weight, dtype=np.float32) if has_weight else np.ones(1, dtype=np.float32)
     _compiled["softmax"](np.ascontiguousarray(e), np.asarray(y, dtype=np.float32), w, has_weight, out)
+    return out
+
+
+def _clipped_negation(margin, out):
+    """out = min(-margin, 88.7) in float32 (objective._sigmoid's expf argument; NaN stays NaN,
+    as numpy's minimum keeps it)."""
+    cap = np.float32(88.7)
+    for i in range(margin.shape[0]):
+        v = -margin[i]
+        out[i] = v if (v < cap or v != v) else cap
+
+
+def _logistic_pairs(e, y, weight, has_weight, out):
+    """Gradient pairs of the logistic objectives from each row's expf(min(-margin, 88.7))
+    (objective._Logistic.gradient: p = 1 / (e + 1), p - y, max(p (1 - p), 1e-16), weighted)."""
+    one = np.float32(1.0)
+    floor = np.float32(1e-16)
+    for i in range(e.shape[0]):
+        p = one / (e[i] + one)
+        grad = p - y[i]
+        hess = p * (one - p)
+        hess = hess if (hess > floor or hess != hess) else floor
+        if has_weight:
+            grad = grad * weight[i]
+            hess = hess * weight[i]
+        out[i, 0] = grad
+        out[i, 1] = hess
+
+
+def logistic_gradient(margin, y, weight):
+    """(n, 2) float32 gradient pairs of binary:logistic at float32 margins, labels and weights:
+    the array steps' bits in three passes (numpy's steps made ten temporaries: ~3 ms a round on
+    500K rows)."""
+    if "logistic" not in _compiled:
+        _compiled["negate"] = cpu.jit(_clipped_negation)
+        _compiled["logistic"] = cpu.jit(_logistic_pairs)
+    x = np.empty(margin.shape, dtype=np.float32)
+    _compiled["negate"](np.ascontiguousarray(margin), x)
+    e = expf(np, x)
+    out = np.empty((margin.shape[0], 2), dtype=np.float32)
+    has_weight = weight is not None
+    w = np.ascontiguousarray(weight) if has_weight else np.ones(1, dtype=np.float32)
+    _compiled["logistic"](e, np.ascontiguousarray(y), w, has_weight, out)
     return out

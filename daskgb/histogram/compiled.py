@@ -218,25 +218,26 @@ def _unpack_columns(lo, hi, words, bits, cols):
 
 def _children(lo, hi, parents, parent_rows, built, build_right, out):
     """Splits lo..hi: the built child's histogram and its sibling's (the parent's minus it),
-    left child at row 2i of out, right at 2i + 1 (reference.children_histograms)."""
-    n_bins = built.shape[1]
+    left child at row 2i of out, right at 2i + 1 (reference.children_histograms). Flat and
+    unsigned: a node's histogram is one run of floats, copied and subtracted in SIMD lanes."""
+    width = np.uint64(built.shape[1] * built.shape[2])
+    parents_flat = parents.ravel()
+    built_flat = built.ravel()
+    out_flat = out.ravel()
+    one = np.uint64(1)
     for i in range(lo, hi):
-        p = parents[parent_rows[i]]
-        c = built[i]
-        left = out[2 * i]
-        right = out[2 * i + 1]
-        if build_right[i]:
-            for b in range(n_bins):
-                right[b, 0] = c[b, 0]
-                right[b, 1] = c[b, 1]
-                left[b, 0] = p[b, 0] - c[b, 0]
-                left[b, 1] = p[b, 1] - c[b, 1]
-        else:
-            for b in range(n_bins):
-                left[b, 0] = c[b, 0]
-                left[b, 1] = c[b, 1]
-                right[b, 0] = p[b, 0] - c[b, 0]
-                right[b, 1] = p[b, 1] - c[b, 1]
+        ui = np.uint64(i)
+        right = np.uint64(build_right[i])
+        p0 = np.uint64(parent_rows[i]) * width
+        c0 = ui * width
+        built_at = (np.uint64(2) * ui + right) * width
+        other_at = (np.uint64(2) * ui + (one - right)) * width
+        b = np.uint64(0)
+        while b < width:
+            c = built_flat[c0 + b]
+            out_flat[built_at + b] = c
+            out_flat[other_at + b] = parents_flat[p0 + b] - c
+            b += one
 
 
 def _sum_rows(gpair, out):

@@ -421,6 +421,31 @@ def test_softmax_gradients_equal_the_array_steps(compiled, monkeypatch, weighted
     assert np.array_equal(got[numbers].view(np.uint32), want[numbers].view(np.uint32))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_logistic_gradients_equal_the_array_steps(compiled, monkeypatch, weighted):
+    """binary:logistic's compiled gradient pairs (CPU fits) are its numpy steps' bits: margins
+    of every size, past expf's cap (88.7) both ways, zeros, NaN, weights."""
+    from daskgb import cpu
+    from daskgb.objective import _Logistic
+
+    rng = np.random.default_rng(10)
+    n = 5000
+    margin = (rng.normal(size=n) * 10.0 ** rng.integers(-4, 3, n)).astype(np.float32)
+    margin[:4] = [-200.0, 200.0, 0.0, -0.0]
+    margin[4:6] = np.nan
+    y = rng.integers(0, 2, n).astype(np.float32)
+    weight = rng.uniform(0, 3, n).astype(np.float32) if weighted else None
+    obj = _Logistic()
+    assert cpu.compiled_loaded()
+    got = obj.gradient(np, margin, y, weight)
+    monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
+    want = obj.gradient(np, margin, y, weight)
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    numbers = ~np.isnan(want)
+    assert np.array_equal(got[numbers].view(np.uint32), want[numbers].view(np.uint32))
+
+
 def test_sketch_merges_equal_the_oracle(compiled, monkeypatch):
     """sketch.merge's compiled walk (CPU fits) gives its array steps' summaries, bit for bit:
     summaries of overlapping and disjoint values, pruned and exact, -0.0 on one side and 0.0 on
