@@ -92,11 +92,18 @@ def test_sparse_rows_searched_or_scanned_equal_the_oracle(oracle, compiled, thre
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, layout, seed):
+@pytest.mark.parametrize("max_bins", [40, 300])
+def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, layout, seed, max_bins):
+    """Random levels of a random tree; with 300 bins a dense matrix's symbols overflow a byte
+    and its feature columns are 16-bit."""
+    from daskgb.histogram import compiled as hist_compiled
+
     rng = np.random.default_rng(seed)
-    cuts = make_cuts(rng, 9, 40)
+    cuts = make_cuts(rng, 9, max_bins)
     n_rows = 700
     _, ell = random_rows(oracle, rng, cuts, layout, n_rows)
+    if ell.is_dense:
+        assert hist_compiled.feature_columns(ell).dtype == (np.uint8 if max_bins < 256 else np.uint16)
     gpair = random_gpair(rng, n_rows)
     part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
     leaves, next_id = [0], 1
@@ -108,28 +115,6 @@ def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, l
         oracle.apply_splits(ell, part_o, *args)
         compiled.apply_splits(ell, part_c, *args)
         assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
-        leaves, next_id = next_leaves(leaves, args)
-
-
-@pytest.mark.parametrize("layout", ["dense", "dense_missing"])
-def test_features_of_more_than_255_bins_equal_the_oracle(oracle, compiled, threads, layout):
-    """A dense matrix whose symbols overflow a byte is read as 16-bit symbols."""
-    from daskgb.histogram import compiled as hist_compiled
-
-    rng = np.random.default_rng(3)
-    cuts = make_cuts(rng, 5, 300)
-    n_rows = 900
-    _, ell = random_rows(oracle, rng, cuts, layout, n_rows)
-    assert hist_compiled.feature_columns(ell).dtype == np.uint16
-    gpair = random_gpair(rng, n_rows)
-    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
-    leaves, next_id = [0], 1
-    for level in range(3):
-        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, leaves),
-                          compiled.build_histograms(ell, gpair, part_c, leaves), f"level {level} histograms")
-        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
-        oracle.apply_splits(ell, part_o, *args)
-        compiled.apply_splits(ell, part_c, *args)
         leaves, next_id = next_leaves(leaves, args)
 
 
@@ -395,47 +380,40 @@ def test_expf_loop_equals_the_array_steps(compiled, monkeypatch):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_softmax_gradients_equal_the_array_steps(compiled, monkeypatch, weighted):
-    """multi:softprob's compiled gradient pairs (CPU fits) are its numpy steps' bits: margins
-    of every size, rows all negative, equal margins, weights."""
-    from daskgb import cpu
+def _softmax_case(rng):
+    """multi:softprob: margins of every size, rows all negative, equal margins, NaN in a row
+    (the row's shift is NaN)."""
     from daskgb.objective import Softmax
 
-    rng = np.random.default_rng(9)
     n, k = 4000, 7
     margin = (rng.normal(size=(n, k)) * 10.0 ** rng.integers(-3, 2, (n, 1))).astype(np.float32)
     margin[:50] = -np.abs(margin[:50])
     margin[50:60] = 0.5
-    margin[60:63, [0, 3, 6]] = np.nan  # a NaN anywhere in a row: the row's shift is NaN
-    y = rng.integers(0, k, n).astype(np.float32)
-    weight = rng.uniform(0, 3, n).astype(np.float32) if weighted else None
-    obj = Softmax(k)
-    assert cpu.compiled_loaded()
-    got = obj.gradient(np, margin, y, weight)
-    monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
-    want = obj.gradient(np, margin, y, weight)
-    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    numbers = ~np.isnan(want)
-    assert np.array_equal(got[numbers].view(np.uint32), want[numbers].view(np.uint32))
+    margin[60:63, [0, 3, 6]] = np.nan
+    return Softmax(k), margin, rng.integers(0, k, n).astype(np.float32)
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_logistic_gradients_equal_the_array_steps(compiled, monkeypatch, weighted):
-    """binary:logistic's compiled gradient pairs (CPU fits) are its numpy steps' bits: margins
-    of every size, past expf's cap (88.7) both ways, zeros, NaN, weights."""
-    from daskgb import cpu
+def _logistic_case(rng):
+    """binary:logistic: margins of every size, past expf's cap (88.7) both ways, zeros, NaN."""
     from daskgb.objective import _Logistic
 
-    rng = np.random.default_rng(10)
     n = 5000
     margin = (rng.normal(size=n) * 10.0 ** rng.integers(-4, 3, n)).astype(np.float32)
     margin[:4] = [-200.0, 200.0, 0.0, -0.0]
     margin[4:6] = np.nan
-    y = rng.integers(0, 2, n).astype(np.float32)
-    weight = rng.uniform(0, 3, n).astype(np.float32) if weighted else None
-    obj = _Logistic()
+    return _Logistic(), margin, rng.integers(0, 2, n).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", [_softmax_case, _logistic_case], ids=["softmax", "logistic"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_objective_gradients_equal_the_array_steps(compiled, monkeypatch, case, weighted):
+    """The objectives' compiled gradient pairs (CPU fits) are their numpy steps' bits (NaN where
+    those give NaN), with and without weights."""
+    from daskgb import cpu
+
+    rng = np.random.default_rng(9)
+    obj, margin, y = case(rng)
+    weight = rng.uniform(0, 3, y.shape[0]).astype(np.float32) if weighted else None
     assert cpu.compiled_loaded()
     got = obj.gradient(np, margin, y, weight)
     monkeypatch.setattr(cpu, "compiled_loaded", lambda: False)
