@@ -118,4 +118,3 @@ def _get_pool(size: int) -> ThreadPoolExecutor:
             _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="daskgb-cpu")
             _pool_size = size
         return _pool
-
