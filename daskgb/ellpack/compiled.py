@@ -97,13 +97,30 @@ def _unpack(lo, hi, words, bits, start, out):
         out[i] = np.uint32((pair >> (pos & np.uint64(31))) & mask)
 
 
+def _unpack_columns(lo, hi, words, bits, cols):
+    """Rows lo..hi of a dense layout's stream (row r's symbol of feature j at entry
+    r * n_features + j), each symbol into its feature's column, cols[j, r]."""
+    ubits = np.uint64(bits)
+    mask = (np.uint64(1) << ubits) - np.uint64(1)
+    n_features = np.uint64(cols.shape[0])
+    for r in range(lo, hi):
+        ur = np.uint64(r)
+        j = np.uint64(0)
+        while j < n_features:
+            pos = (ur * n_features + j) * ubits
+            w = pos >> np.uint64(5)
+            pair = np.uint64(words[w]) | (np.uint64(words[w + np.uint64(1)]) << np.uint64(32))
+            cols[j, ur] = (pair >> (pos & np.uint64(31))) & mask
+            j += np.uint64(1)
+
+
 _compiled = {}
 
 
 def _kernels():
     if not _compiled:
         _compiled.update(bin=cpu.jit(_bin_rows), sparse=cpu.jit(_sparse_rows), pack=cpu.jit(_pack),
-                         unpack=cpu.jit(_unpack))
+                         unpack=cpu.jit(_unpack), unpack_columns=cpu.jit(_unpack_columns))
     return _compiled
 
 _MIN_ROWS_PER_THREAD = 1 << 13
@@ -154,3 +171,12 @@ def unpack_symbols(words, bits: int, n: int, start: int = 0):
     cpu.run_chunks(_kernels()["unpack"], n, np.ascontiguousarray(words, dtype=np.uint32), np.int64(bits),
                    np.int64(start), out, min_chunk=_MIN_ROWS_PER_THREAD * 8)
     return out
+
+
+def unpack_columns(words, bits: int, n_rows: int, n_features: int, dtype):
+    """A dense layout's symbols as (n_features, n_rows) columns of dtype (wide enough for every
+    symbol): a feature's symbols side by side, what the histograms read (histogram/compiled.py)."""
+    cols = np.empty((n_features, n_rows), dtype=dtype)
+    cpu.run_chunks(_kernels()["unpack_columns"], n_rows, np.ascontiguousarray(words, dtype=np.uint32), np.int64(bits),
+                   cols, min_chunk=_MIN_ROWS_PER_THREAD)
+    return cols

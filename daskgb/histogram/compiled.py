@@ -36,7 +36,7 @@ import threading
 import numpy as np
 
 from .. import cpu
-from ..ellpack.compiled import unpack_symbols
+from ..ellpack.compiled import unpack_columns, unpack_symbols
 from ..partition.reference import node_count
 from . import reference
 
@@ -199,23 +199,6 @@ def _rows_never_fall(gsym):
     return True
 
 
-def _unpack_columns(lo, hi, words, bits, cols):
-    """Rows lo..hi of a dense packed matrix (ellpack/compiled.py's stream: row r's symbol of
-    feature j at entry r * n_features + j), each written into its feature's column cols[j, r]."""
-    ubits = np.uint64(bits)
-    mask = (np.uint64(1) << ubits) - np.uint64(1)
-    n_features = np.uint64(cols.shape[0])
-    for r in range(lo, hi):
-        ur = np.uint64(r)
-        j = np.uint64(0)
-        while j < n_features:
-            pos = (ur * n_features + j) * ubits
-            w = pos >> np.uint64(5)
-            pair = np.uint64(words[w]) | (np.uint64(words[w + np.uint64(1)]) << np.uint64(32))
-            cols[j, ur] = (pair >> (pos & np.uint64(31))) & mask
-            j += np.uint64(1)
-
-
 def _children(lo, hi, parents, parent_rows, built, build_right, out):
     """Splits lo..hi: the built child's histogram and its sibling's (the parent's minus it),
     left child at row 2i of out, right at 2i + 1 (reference.children_histograms). Flat and
@@ -258,7 +241,7 @@ def _kernels():
     if not _compiled:
         _compiled.update(rows_of=cpu.jit(_rows_of), entries=cpu.jit(_entries), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense),
                          dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse),
-                         children=cpu.jit(_children), unpack_columns=cpu.jit(_unpack_columns),
+                         children=cpu.jit(_children),
                          sum_rows=cpu.jit(_sum_rows))
     return _compiled
 
@@ -405,9 +388,7 @@ def feature_columns(ell):
     if cached is None:
         n_symbols = int(ell.null_symbol) + (1 if ell.has_missing else 0)
         dtype = np.uint8 if n_symbols <= 256 else np.uint16 if n_symbols <= 65536 else np.uint32
-        cached = np.empty((ell.n_features, ell.n_rows), dtype=dtype)
-        cpu.run_chunks(_kernels()["unpack_columns"], ell.n_rows, np.ascontiguousarray(ell.words, dtype=np.uint32),
-                       int(ell.bits), cached, min_chunk=_MIN_ROWS_PER_THREAD)
+        cached = unpack_columns(ell.words, ell.bits, ell.n_rows, ell.n_features, dtype)
         ell.__dict__["_feature_columns"] = cached
     return cached
 

@@ -47,6 +47,25 @@ def _assert_same_bits(expected, got, what):
                           f"oracle {expected.ravel()[bad[0]]!r}, compiled {got.ravel()[bad[0]]!r}"
 
 
+def _grow_levels_as_the_oracle(oracle, compiled, rng, cuts, ell, n_rows, some_built):
+    """4 levels of a random tree on both backends: each level's histograms (of every leaf, or of
+    a random ~70% of them where some_built) the same bits, its random splits the same rows."""
+    gpair = random_gpair(rng, n_rows)
+    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
+    leaves, next_id = [0], 1
+    for level in range(4):
+        build = leaves
+        if some_built and level > 0:
+            build = [n for n in leaves if rng.random() < 0.7] or leaves[:1]
+        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, build),
+                          compiled.build_histograms(ell, gpair, part_c, build), f"level {level} histograms")
+        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
+        oracle.apply_splits(ell, part_o, *args)
+        compiled.apply_splits(ell, part_c, *args)
+        assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
+        leaves, next_id = next_leaves(leaves, args)
+
+
 @pytest.mark.parametrize("rows", ["never-fall-searched", "never-fall-scanned", "repeated-columns"])
 def test_sparse_rows_searched_or_scanned_equal_the_oracle(oracle, compiled, threads, rows):
     """A sparse matrix's rows are binary-searched where they never fall (what quantising makes),
@@ -77,17 +96,7 @@ def test_sparse_rows_searched_or_scanned_equal_the_oracle(oracle, compiled, thre
     if rows == "never-fall-scanned":
         ell.__dict__["_rows_sorted"] = False
     assert hist_compiled.rows_sorted(ell) == (rows == "never-fall-searched")
-    gpair = random_gpair(rng, n_rows)
-    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
-    leaves, next_id = [0], 1
-    for level in range(4):
-        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, leaves),
-                          compiled.build_histograms(ell, gpair, part_c, leaves), f"level {level} histograms")
-        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
-        oracle.apply_splits(ell, part_o, *args)
-        compiled.apply_splits(ell, part_c, *args)
-        assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
-        leaves, next_id = next_leaves(leaves, args)
+    _grow_levels_as_the_oracle(oracle, compiled, rng, cuts, ell, n_rows, some_built=False)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -104,18 +113,7 @@ def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, l
     _, ell = random_rows(oracle, rng, cuts, layout, n_rows)
     if ell.is_dense:
         assert hist_compiled.feature_columns(ell).dtype == (np.uint8 if max_bins < 256 else np.uint16)
-    gpair = random_gpair(rng, n_rows)
-    part_o, part_c = oracle.new_partition(n_rows), compiled.new_partition(n_rows)
-    leaves, next_id = [0], 1
-    for level in range(4):
-        build = leaves if level == 0 else [n for n in leaves if rng.random() < 0.7] or leaves[:1]
-        _assert_same_bits(oracle.build_histograms(ell, gpair, part_o, build),
-                          compiled.build_histograms(ell, gpair, part_c, build), f"level {level} histograms")
-        args = random_level(rng, cuts, leaves, next_id, frac=0.8)
-        oracle.apply_splits(ell, part_o, *args)
-        compiled.apply_splits(ell, part_c, *args)
-        assert np.array_equal(part_o.positions, part_c.positions), f"level {level}: rows in other nodes"
-        leaves, next_id = next_leaves(leaves, args)
+    _grow_levels_as_the_oracle(oracle, compiled, rng, cuts, ell, n_rows, some_built=True)
 
 
 @pytest.mark.parametrize("layout", ["dense", "dense_missing"])
