@@ -46,8 +46,11 @@ def expf(xp, x):
     x = x.astype(xp.float32)
     loop = _host_loop() if x.size >= _MIN_LOOP_SIZE else None
     if loop is not None:
+        from . import cpu
+
         out = np.empty(x.shape, dtype=np.float32)
-        loop(np.ascontiguousarray(x).ravel(), _TABLE, out.reshape(-1))
+        cpu.run_chunks(loop, x.size, np.ascontiguousarray(x).ravel(), _TABLE, out.reshape(-1),
+                       min_chunk=_MIN_VALUES_PER_THREAD)
         return out
     with np.errstate(over="ignore", invalid="ignore"):  # inf and nan inputs are settled below
         z = _INVLN2N * x.astype(xp.float64)
@@ -66,6 +69,8 @@ def expf(xp, x):
 
 # Below this many values the array steps cost less than a call of the compiled loop.
 _MIN_LOOP_SIZE = 1024
+# Below this many values a thread's share of the compiled loop costs less than handing it over.
+_MIN_VALUES_PER_THREAD = 1 << 15
 _loops: dict = {}
 
 
@@ -82,12 +87,12 @@ def _host_loop():
     return loop
 
 
-def _expf_values(x, table, out):
-    """expf of each value, the array steps of expf() one value at a time (the same double
+def _expf_values(lo, hi, x, table, out):
+    """expf of values lo..hi, the array steps of expf() one value at a time (the same double
     operations in the same order: the same bits)."""
     bits = np.empty(1, dtype=np.float64)
     as_int = bits.view(np.uint64)
-    for i in range(x.shape[0]):
+    for i in range(lo, hi):
         v = x[i]
         if v != v:
             out[i] = v

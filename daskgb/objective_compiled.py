@@ -13,14 +13,17 @@ from . import cpu
 from .fmath import expf
 
 _compiled: dict = {}
+# Below this many rows a thread's share costs less than handing it over.
+_MIN_ROWS_PER_THREAD = 1 << 15
 
 
-def _softmax_pairs(e, y, weight, has_weight, out):
-    """Gradient pairs of multi:softprob from each row's expf of its shifted margins
-    (objective.Softmax.gradient: the sum in double class by class, one float divide)."""
+def _softmax_pairs(lo, hi, e, y, weight, has_weight, out):
+    """Gradient pairs of multi:softprob for rows lo..hi from each row's expf of its shifted
+    margins (objective.Softmax.gradient: the sum in double class by class, one float divide),
+    written class by class: out[k, i] is row i's pair of class k."""
     n_classes = e.shape[1]
     floor = np.float32(1e-16)
-    for i in range(e.shape[0]):
+    for i in range(lo, hi):
         wsum = np.float64(0.0)
         for k in range(n_classes):
             wsum += np.float64(e[i, k])
@@ -33,14 +36,14 @@ def _softmax_pairs(e, y, weight, has_weight, out):
             if has_weight:
                 grad = grad * weight[i]
                 hess = hess * weight[i]
-            out[i, k, 0] = grad
-            out[i, k, 1] = hess if (hess > floor or hess != hess) else floor
+            out[k, i, 0] = grad
+            out[k, i, 1] = hess if (hess > floor or hess != hess) else floor
 
 
-def _shift_rows(margin, floor, out):
-    """out[i, k] = margin[i, k] - max(max_k margin[i, k], floor) in float32 (objective.Softmax's
-    wmax; NaN where a row holds one, as numpy's max and maximum propagate it)."""
-    for i in range(margin.shape[0]):
+def _shift_rows(lo, hi, margin, floor, out):
+    """out[i, k] = margin[i, k] - max(max_k margin[i, k], floor) in float32 for rows lo..hi
+    (objective.Softmax's wmax; NaN where a row holds one, as numpy's max and maximum propagate it)."""
+    for i in range(lo, hi):
         m = margin[i, 0]
         for k in range(1, margin.shape[1]):
             v = margin[i, k]
@@ -57,35 +60,41 @@ def _shift_rows(margin, floor, out):
 def softmax_gradient(margin, y, weight, floor):
     """(n, K, 2) float32 gradient pairs of multi:softprob at the (n, K) margins, each row shifted
     by max(its largest margin, floor) (objective.Softmax.gradient's wmax; numpy's row max of a
-    (523K, 7) array took ~20 ms, as long as the rest of the gradient)."""
+    (523K, 7) array took ~20 ms, as long as the rest of the gradient). The pairs lie class by
+    class (a (K, n, 2) array seen as (n, K, 2)): a class's pairs, what its tree reads, are one
+    contiguous (n, 2) array, and the forest's (K n, 2) pairs the whole buffer
+    (training/rounds.py), where gathering them from rows of K pairs cost ~15 ms a 523K-row round."""
     if "softmax" not in _compiled:
         _compiled["softmax"] = cpu.jit(_softmax_pairs)
         _compiled["shift"] = cpu.jit(_shift_rows)
+    n = margin.shape[0]
     shifted = np.empty(margin.shape, dtype=np.float32)
-    _compiled["shift"](np.ascontiguousarray(margin, dtype=np.float32), np.float32(floor), shifted)
+    cpu.run_chunks(_compiled["shift"], n, np.ascontiguousarray(margin, dtype=np.float32), np.float32(floor), shifted,
+                   min_chunk=_MIN_ROWS_PER_THREAD)
     e = expf(np, shifted)
-    out = np.empty(margin.shape + (2,), dtype=np.float32)
+    out = np.empty((margin.shape[1], n, 2), dtype=np.float32)
     has_weight = weight is not None
     w = np.asarray(weight, dtype=np.float32) if has_weight else np.ones(1, dtype=np.float32)
-    _compiled["softmax"](np.ascontiguousarray(e), np.asarray(y, dtype=np.float32), w, has_weight, out)
-    return out
+    cpu.run_chunks(_compiled["softmax"], n, np.ascontiguousarray(e), np.asarray(y, dtype=np.float32), w, has_weight,
+                   out, min_chunk=_MIN_ROWS_PER_THREAD)
+    return out.transpose(1, 0, 2)
 
 
-def _clipped_negation(margin, out):
-    """out = min(-margin, 88.7) in float32 (objective._sigmoid's expf argument; NaN stays NaN,
-    as numpy's minimum keeps it)."""
+def _clipped_negation(lo, hi, margin, out):
+    """out = min(-margin, 88.7) in float32 for values lo..hi (objective._sigmoid's expf argument;
+    NaN stays NaN, as numpy's minimum keeps it)."""
     cap = np.float32(88.7)
-    for i in range(margin.shape[0]):
+    for i in range(lo, hi):
         v = -margin[i]
         out[i] = v if (v < cap or v != v) else cap
 
 
-def _logistic_pairs(e, y, weight, has_weight, out):
-    """Gradient pairs of the logistic objectives from each row's expf(min(-margin, 88.7))
-    (objective._Logistic.gradient: p = 1 / (e + 1), p - y, max(p (1 - p), 1e-16), weighted)."""
+def _logistic_pairs(lo, hi, e, y, weight, has_weight, out):
+    """Gradient pairs of the logistic objectives for rows lo..hi from each row's expf(min(-margin,
+    88.7)) (objective._Logistic.gradient: p = 1 / (e + 1), p - y, max(p (1 - p), 1e-16), weighted)."""
     one = np.float32(1.0)
     floor = np.float32(1e-16)
-    for i in range(e.shape[0]):
+    for i in range(lo, hi):
         p = one / (e[i] + one)
         grad = p - y[i]
         hess = p * (one - p)
@@ -104,11 +113,13 @@ def logistic_gradient(margin, y, weight):
     if "logistic" not in _compiled:
         _compiled["negate"] = cpu.jit(_clipped_negation)
         _compiled["logistic"] = cpu.jit(_logistic_pairs)
+    n = margin.shape[0]
     x = np.empty(margin.shape, dtype=np.float32)
-    _compiled["negate"](np.ascontiguousarray(margin), x)
+    cpu.run_chunks(_compiled["negate"], n, np.ascontiguousarray(margin), x, min_chunk=_MIN_ROWS_PER_THREAD)
     e = expf(np, x)
-    out = np.empty((margin.shape[0], 2), dtype=np.float32)
+    out = np.empty((n, 2), dtype=np.float32)
     has_weight = weight is not None
     w = np.ascontiguousarray(weight) if has_weight else np.ones(1, dtype=np.float32)
-    _compiled["logistic"](e, np.ascontiguousarray(y), w, has_weight, out)
+    cpu.run_chunks(_compiled["logistic"], n, e, np.ascontiguousarray(y), w, has_weight, out,
+                   min_chunk=_MIN_ROWS_PER_THREAD)
     return out

@@ -21,7 +21,8 @@ node, 64 ms by columns (same process, same levels, 2 threads).
 A sparse matrix is read as global symbols (global_symbols): every entry is its global bin,
 or total_bins where it is missing or padding, in C order (a row's entries side by side),
 split by ranges of global bins (each thread reads every row's entries up to its range's end).
-The histogram is one flat float64 array indexed without signs, and a dense matrix's missing
+The histogram is one flat float64 array indexed without signs, a row's pair added to a bin as
+one two-lane add (cpu/pairs.py add_pair), and a dense matrix's missing
 entry adds to its feature's spare pair past the histograms rather than being branched around
 (a missing entry would be a mispredicted branch; the spare adds are cheap). Reading a mostly
 missing dense matrix (Bosch-shaped, 80%) by its present entries instead, feature by feature,
@@ -36,6 +37,7 @@ import threading
 import numpy as np
 
 from .. import cpu
+from ..cpu.pairs import add_pair
 from ..ellpack.compiled import unpack_columns, unpack_symbols
 from ..partition.reference import node_count
 from . import reference
@@ -112,8 +114,7 @@ def _dense(lo, hi, cols, ptrs, group_end, starts, counts, ell_rows, slots, gh, h
                 while j < j1:
                     s = np.uint64(cols[j, r])
                     k = (off + np.uint64(ptrs[j]) + s) * two if s != null else spares + two * j
-                    hist[k] += g
-                    hist[k + one] += h
+                    add_pair(hist, k, g, h)
                     j += one
                 i += one
         j0 = j1
@@ -138,8 +139,7 @@ def _dense_full(lo, hi, cols, ptrs, group_end, starts, counts, ell_rows, slots, 
                 j = j0
                 while j < j1:
                     k = (off + np.uint64(ptrs[j]) + np.uint64(cols[j, r])) * two
-                    hist[k] += g
-                    hist[k + one] += h
+                    add_pair(hist, k, g, h)
                     j += one
                 i += one
         j0 = j1
@@ -176,8 +176,7 @@ def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted
                 if s >= uhi:
                     break
                 k = (off + s) * two
-                hist[k] += g
-                hist[k + np.uint64(1)] += h
+                add_pair(hist, k, g, h)
                 j += np.uint64(1)
             continue
         for j in range(stride):
@@ -186,8 +185,7 @@ def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted
                 break
             if ulo <= s < uhi:
                 k = (off + s) * two
-                hist[k] += g
-                hist[k + np.uint64(1)] += h
+                add_pair(hist, k, g, h)
 
 
 def _rows_never_fall(gsym):

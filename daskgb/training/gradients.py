@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..sampling import mvs_sample, row_sample
 
 
@@ -60,6 +62,21 @@ class RoundGradients:
         if p.subsample < 1.0:
             return gpair * row_sample(xp, self.n_rows, self.row_offset, p.seed, tree, p.subsample)[:, None]
         return gpair
+
+
+def stacked_groups(xp, gpairs: list):
+    """The output groups' (n, 2) pairs as one (K n, 2) array, group after group (a forest's
+    virtual rows): the buffer they lie in where they lie back to back in one (the compiled CPU
+    softmax writes them so), else a copy."""
+    if len(gpairs) == 1:
+        return gpairs[0]
+    base = gpairs[0].base
+    if (xp is np and isinstance(base, np.ndarray) and base.flags.c_contiguous
+            and base.shape == (len(gpairs),) + gpairs[0].shape
+            and all(g.flags.c_contiguous and g.__array_interface__["data"][0] == base[k].__array_interface__["data"][0]
+                    for k, g in enumerate(gpairs))):
+        return base.reshape(-1, gpairs[0].shape[1])
+    return xp.concatenate(gpairs)
 
 
 def custom_gradient(xp, obj, margin, dtrain):

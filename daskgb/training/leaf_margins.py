@@ -14,14 +14,16 @@ from .. import cpu
 from .evaluation import column
 
 _compiled: dict = {}
+# Below this many rows a thread's share costs less than handing it over.
+_MIN_ROWS_PER_THREAD = 1 << 15
 
 
-def _add_leaves(margin, group, values, positions, first, n_groups):
-    """margin[r, group] += values[positions[first + r] // n_groups] for every row r."""
+def _add_leaves(lo, hi, margin, group, values, positions, first, n_groups):
+    """margin[r, group] += values[positions[first + r] // n_groups] for rows lo..hi."""
     g = np.uint64(group)
     divisor = np.uint64(n_groups)
     start = np.uint64(first)
-    for r in range(margin.shape[0]):
+    for r in range(lo, hi):
         ur = np.uint64(r)
         leaf = np.uint64(positions[start + ur]) // divisor
         margin[ur, g] = margin[ur, g] + values[leaf]
@@ -35,7 +37,8 @@ def add_leaf_values(backend, xp, margin, group: int, values, positions, n_rows: 
         if not _compiled:
             _compiled["add"] = cpu.jit(_add_leaves)
         m = margin if margin.ndim == 2 else margin[:, None]
-        _compiled["add"](m, group, values, positions, group * n_rows, n_groups)
+        cpu.run_chunks(_compiled["add"], m.shape[0], m, group, values, positions, group * n_rows, n_groups,
+                       min_chunk=_MIN_ROWS_PER_THREAD)
         return
     leaves = positions if n_groups == 1 else positions[group * n_rows : (group + 1) * n_rows] // n_groups
     column(margin, group)[...] += backend.to_device(values)[leaves]

@@ -25,6 +25,7 @@ from ..histogram.quantiser import abs_sums, quantise
 from ..phases import cut as cut_phase_clock
 from ..predict import add_tree_binned
 from .evaluation import column
+from .gradients import stacked_groups
 from .leaf_margins import add_leaf_values
 from .plan import Path
 
@@ -97,7 +98,7 @@ class LevelRounds(Rounds):
         n = ell.n_rows
         for layer in range(layers):
             gpairs = grads.next_layer()
-            gpair = gpairs[0] if n_groups == 1 else xp.concatenate(gpairs)
+            gpair = stacked_groups(xp, gpairs)
             # The device grower reads the scale on the device: no host wait for it here.
             gnative, scale = quantise(backend, gpair, fit.comm, wait=not self.plan.device_levels)
             # Device memory: the float gradients are done with unless leaves are refitted below.
@@ -136,7 +137,7 @@ class CompactedRounds(Rounds):
             pending = grads.next_layer()
             # One fixed-point scale for the layer's trees, sized as the other paths size it (all
             # groups' rows, all workers'), so that the trees are the ones they grow, bit for bit.
-            abs_sum = abs_sums(backend, pending[0] if n_groups == 1 else xp.concatenate(pending), fit.comm)
+            abs_sum = abs_sums(backend, stacked_groups(xp, pending), fit.comm)
             for group in range(n_groups):
                 gpair, pending[group] = pending[group], None
                 kept = xp.flatnonzero((gpair[:, 0] != 0) | (gpair[:, 1] != 0))
@@ -186,7 +187,7 @@ class QueuedRounds(Rounds):
         forests = []
         for layer in range(layers):  # each layer the same launches (one graph replayed)
             gpairs = grads.next_layer()
-            gpair = gpairs[0] if n_groups == 1 else fit.xp.concatenate(gpairs)
+            gpair = stacked_groups(fit.xp, gpairs)
             del gpairs
             forest = self.graphs.queue(fit.dtrain.ellpack, gpair, p, fit.comm, fit.root_from_bins,
                                        [first_tree + g * layers + layer for g in range(n_groups)])
