@@ -23,8 +23,8 @@ def threads(request):
     cpu.set_threads(None)
 
 
-@pytest.fixture(autouse=True)
-def small_work_split(monkeypatch):
+@pytest.fixture(autouse=True, params=["rows", "columns"])
+def small_work_split(monkeypatch, request):
     # The loops keep small work on one thread; here every size is split, so the tests see it.
     from daskgb.histogram import compiled as hist_compiled
     from daskgb.partition import compiled as part_compiled
@@ -38,6 +38,10 @@ def small_work_split(monkeypatch):
     # shared pieces; the whole-model tests run the one-piece-a-thread split).
     monkeypatch.setattr(hist_compiled, "_pieces_per_thread", lambda group_end, min_chunk: 2)
     monkeypatch.setattr(part_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    # A dense level's walks read the row-major symbols (prefetching rows ahead) or the feature
+    # columns: every level one way, then the other.
+    monkeypatch.setattr(hist_compiled, "_MAX_WALKS_BY_ROWS", 10**6 if request.param == "rows" else 0)
+    monkeypatch.setattr(hist_compiled, "_ROWS_AHEAD", 3)
 
 
 def _assert_same_bits(expected, got, what):
