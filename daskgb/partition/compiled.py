@@ -10,14 +10,14 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import feature_columns, global_symbols, rows_sorted
+from ..histogram.compiled import global_symbols, row_symbols, rows_sorted
 from .reference import RowPartition, node_count
 
 
 def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, sorted_rows, dense_null, ptrs, features,
            bins, default_left, left_ids, right_ids, cat_begin, cat_size, cat_words):
     """Rows lo..hi: a row of a split node goes to its left or right child (reference.apply_splits).
-    sym: a dense matrix's feature_columns transposed (histogram/compiled.py; local bins,
+    sym: a dense matrix's row_symbols (histogram/compiled.py; local bins,
     dense_null where missing), a sparse one's global_symbols (total_bins where missing). A sparse
     row's bin of the feature is its largest entry in the feature's range, as the oracle's
     feature_bins takes it: where the rows never fall (sorted_rows), the entry before the row's
@@ -71,25 +71,27 @@ def _apply(lo, hi, positions, n_rows, split_of_node, sym, is_dense, sorted_rows,
         positions[v] = left_ids[i] if left else right_ids[i]
 
 
-def _apply_dense(lo, hi, positions, n_rows, cols, null_symbol, feature_of, last_left_of, default_left_of,
-                 left_of, right_of):
+def _apply_dense(lo, hi, positions, n_rows, sym, step_feature, step_row, null_symbol, feature_of, last_left_of,
+                 default_left_of, left_of, right_of):
     """_apply for numeric splits of a dense matrix, matrix rows lo..hi, each row's trees together
     (virtual rows c * n_rows + r), without a branch: the tables are indexed by node, every node
     of the partition, and a node that does not split has itself as both children (its rows
     stay; a branch on whether a row's node splits is mispredicted wherever some do not). A
     present symbol goes left up to the split's last left bin, a missing one (null_symbol) its
-    default way. It reads the feature columns the histograms read (histogram/compiled.py
-    feature_columns; a byte an entry where the bins fit): a row's symbol of its node's
-    feature, in row order (0.9 ms a level on 500K Higgs-shaped rows, against 1.0 ms reading
-    the row-major global symbols, a second copy of the matrix twice as wide)."""
+    default way. Feature j of matrix row r is sym[j * step_feature + r * step_row]: it reads
+    the row-major symbols the histograms' levels of few walks read (histogram/compiled.py
+    row_symbols; a byte an entry where the bins fit), where a row's trees find their nodes'
+    features in one cache line (7-class Covertype-shaped rows: 30 against 41 ms a round
+    reading the feature columns, one line a tree; 500K Higgs-shaped rows 6.6 against 7.5)."""
     n_trees = positions.shape[0] // n_rows
+    sj = np.uint64(step_feature)
     # Unsigned indices: numba checks a signed one for wrap-around on every read (a third of the time).
     for r in range(lo, hi):
-        ur = np.uint64(r)
+        row = np.uint64(r) * np.uint64(step_row)
         for c in range(n_trees):
             v = np.uint64(c * n_rows + r)
             p = np.uint64(positions[v])
-            s = np.int64(cols[np.uint64(feature_of[p]), ur])
+            s = np.int64(sym[np.uint64(feature_of[p]) * sj + row])
             missing = np.int64(s == null_symbol)
             left = np.int64(s <= last_left_of[p]) * (1 - missing) + default_left_of[p] * missing
             positions[v] = right_of[p] + left * (left_of[p] - right_of[p])
@@ -126,8 +128,8 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         default_left_of[nids] = np.asarray(default_left, dtype=np.int64)
         left_of[nids] = left_ids
         right_of[nids] = right_ids
-        cpu.run_chunks(_compiled["dense"], ell.n_rows, part.positions, ell.n_rows, feature_columns(ell),
-                       int(ell.null_symbol), feature_of, last_left_of, default_left_of, left_of, right_of,
+        cpu.run_chunks(_compiled["dense"], ell.n_rows, part.positions, ell.n_rows, row_symbols(ell).reshape(-1), 1,
+                       ell.n_features, int(ell.null_symbol), feature_of, last_left_of, default_left_of, left_of, right_of,
                        min_chunk=_MIN_ROWS_PER_THREAD)
         part.node_count = n_nodes
         return
@@ -141,7 +143,7 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         cat_words = np.zeros(1, dtype=np.uint32)
     cpu.run_chunks(
         _compiled["apply"], part.positions.shape[0], part.positions, ell.n_rows, split_of_node,
-        feature_columns(ell).T if ell.is_dense else global_symbols(ell),
+        row_symbols(ell) if ell.is_dense else global_symbols(ell),
         bool(ell.is_dense), bool(not ell.is_dense and rows_sorted(ell)),
         int(ell.null_symbol) if ell.is_dense else int(ell.cuts.total_bins), ptrs, features, np.asarray(bins, dtype=np.int64),
         np.asarray(default_left, dtype=np.int8), np.asarray(left_ids, dtype=part.positions.dtype),
