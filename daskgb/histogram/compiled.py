@@ -286,8 +286,9 @@ _MIN_ROWS_PER_THREAD = 1 << 15
 # group's features): 32K float64 pairs, 512 KiB, half an L2 cache of today's server cores.
 # On 500K Higgs-shaped rows (2 threads) 8K and 256K bins were slower; 32K and 64K alike.
 _HIST_BUDGET = 1 << 15
-# A dense level of at most this many walks of its rows reads them row-major (_dense_level).
-_MAX_WALKS_BY_ROWS = 8
+# A dense level whose walks read at most this many cache lines of a row in all reads the
+# row-major symbols (_dense_level).
+_MAX_LINES_BY_ROWS = 8
 # How many listed rows ahead a row-major walk prefetches a row's symbols.
 _ROWS_AHEAD = 16
 
@@ -357,13 +358,15 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
     feature_bounds = np.append(feature_bounds[:, 0], n_features)
     n_items = n_trees * (feature_bounds.size - 1)
     # Which symbols a walk of the rows reads (the list's rows rise, with gaps; each read a
-    # gather): the row-major ones where a level takes few walks (groups of features), a row's
-    # features in one or two cache lines, fetched _ROWS_AHEAD rows ahead (software prefetches:
-    # the hardware's follow strides, and the gaps have none); the feature columns where it
-    # takes many, each walk then reading only its features' bytes. Per add, 7-class
-    # Covertype's levels 2-7 (1-6 walks) cost 0.5-1.0 ns by rows against 0.8-1.5 by columns
-    # (2 threads), and Higgs' last level (14 walks) 2.3 by columns against 3.8 by rows.
-    if _walks(group_end, 0, n_features) <= _MAX_WALKS_BY_ROWS:
+    # gather): the row-major ones where a level's walks (groups of features) read few cache
+    # lines of a row in all, a row's features then fetched _ROWS_AHEAD rows ahead (software
+    # prefetches: the hardware's follow strides, and the gaps have none); the feature columns
+    # where they would read many (many walks, or wide rows), each walk then reading only its
+    # features' bytes. Per add, 7-class Covertype's levels 2-7 (1-6 walks of one line) cost
+    # 0.5-1.0 ns by rows against 0.8-1.5 by columns (2 threads), and Higgs' last level (14
+    # walks) 2.3 by columns against 3.8 by rows; a 968-column Bosch-shaped fit (7 walks of 16
+    # lines at the root) took 1.3x as long by rows.
+    if _walks(group_end, 0, n_features) * row_lines(ell) <= _MAX_LINES_BY_ROWS:
         sym, step_feature, step_row, ahead = row_symbols(ell).reshape(-1), 1, n_features, _ROWS_AHEAD
     else:
         sym, step_feature, step_row, ahead = feature_columns(ell).reshape(-1), ell.n_rows, 1, 0
@@ -448,6 +451,11 @@ def feature_columns(ell):
         cached = unpack_columns(ell.words, ell.bits, ell.n_rows, ell.n_features, dtype)
         ell.__dict__["_feature_columns"] = cached
     return cached
+
+
+def row_lines(ell) -> int:
+    """Cache lines (64 bytes) a dense matrix's row of row_symbols spans."""
+    return -(-ell.n_features * feature_columns(ell).itemsize // 64)
 
 
 def row_symbols(ell):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import cpu
 from ..category_sets import WORD_BITS, pack_sets
-from ..histogram.compiled import global_symbols, row_symbols, rows_sorted
+from ..histogram.compiled import feature_columns, global_symbols, row_lines, row_symbols, rows_sorted
 from .reference import RowPartition, node_count
 
 
@@ -78,11 +78,12 @@ def _apply_dense(lo, hi, positions, n_rows, sym, step_feature, step_row, null_sy
     of the partition, and a node that does not split has itself as both children (its rows
     stay; a branch on whether a row's node splits is mispredicted wherever some do not). A
     present symbol goes left up to the split's last left bin, a missing one (null_symbol) its
-    default way. Feature j of matrix row r is sym[j * step_feature + r * step_row]: it reads
-    the row-major symbols the histograms' levels of few walks read (histogram/compiled.py
-    row_symbols; a byte an entry where the bins fit), where a row's trees find their nodes'
-    features in one cache line (7-class Covertype-shaped rows: 30 against 41 ms a round
-    reading the feature columns, one line a tree; 500K Higgs-shaped rows 6.6 against 7.5)."""
+    default way. Feature j of matrix row r is sym[j * step_feature + r * step_row]: the
+    row-major symbols where a row spans few cache lines (histogram/compiled.py row_symbols; a
+    byte an entry where the bins fit), a row's trees then finding their nodes' features in one
+    line (7-class Covertype-shaped rows: 30 against 41 ms a round reading the feature columns,
+    a line a tree; 500K Higgs-shaped rows 6.6 against 7.5), else the feature columns, where
+    neighbouring rows of a node read one line."""
     n_trees = positions.shape[0] // n_rows
     sj = np.uint64(step_feature)
     # Unsigned indices: numba checks a signed one for wrap-around on every read (a third of the time).
@@ -101,6 +102,8 @@ _compiled = {}
 
 # Below this many rows the pass is one thread's work.
 _MIN_ROWS_PER_THREAD = 1 << 15
+# A dense matrix whose rows span at most this many cache lines is read row-major.
+_MAX_LINES_BY_ROWS = 2
 
 
 def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, left_ids, right_ids,
@@ -128,8 +131,12 @@ def apply_splits(ell, part: RowPartition, nids, features, bins, default_left, le
         default_left_of[nids] = np.asarray(default_left, dtype=np.int64)
         left_of[nids] = left_ids
         right_of[nids] = right_ids
-        cpu.run_chunks(_compiled["dense"], ell.n_rows, part.positions, ell.n_rows, row_symbols(ell).reshape(-1), 1,
-                       ell.n_features, int(ell.null_symbol), feature_of, last_left_of, default_left_of, left_of, right_of,
+        if row_lines(ell) <= _MAX_LINES_BY_ROWS:
+            sym, step_feature, step_row = row_symbols(ell).reshape(-1), 1, ell.n_features
+        else:
+            sym, step_feature, step_row = feature_columns(ell).reshape(-1), ell.n_rows, 1
+        cpu.run_chunks(_compiled["dense"], ell.n_rows, part.positions, ell.n_rows, sym, step_feature, step_row,
+                       int(ell.null_symbol), feature_of, last_left_of, default_left_of, left_of, right_of,
                        min_chunk=_MIN_ROWS_PER_THREAD)
         part.node_count = n_nodes
         return

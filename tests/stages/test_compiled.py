@@ -38,9 +38,10 @@ def small_work_split(monkeypatch, request):
     # shared pieces; the whole-model tests run the one-piece-a-thread split).
     monkeypatch.setattr(hist_compiled, "_pieces_per_thread", lambda group_end, min_chunk: 2)
     monkeypatch.setattr(part_compiled, "_MIN_ROWS_PER_THREAD", 1)
-    # A dense level's walks read the row-major symbols (prefetching rows ahead) or the feature
-    # columns: every level one way, then the other.
-    monkeypatch.setattr(hist_compiled, "_MAX_WALKS_BY_ROWS", 10**6 if request.param == "rows" else 0)
+    # A dense level's walks, and the partition, read the row-major symbols (the walks
+    # prefetching rows ahead) or the feature columns: every level one way, then the other.
+    monkeypatch.setattr(hist_compiled, "_MAX_LINES_BY_ROWS", 10**6 if request.param == "rows" else 0)
+    monkeypatch.setattr(part_compiled, "_MAX_LINES_BY_ROWS", 10**6 if request.param == "rows" else 0)
     monkeypatch.setattr(hist_compiled, "_ROWS_AHEAD", 3)
 
 
