@@ -427,6 +427,28 @@ def test_objective_gradients_equal_the_array_steps(compiled, monkeypatch, case, 
     assert np.array_equal(got[numbers].view(np.uint32), want[numbers].view(np.uint32))
 
 
+def test_forest_pairs_are_the_softmax_buffer(compiled):
+    """A compiled softmax's pairs lie class by class: the forest's (K n, 2) pairs are its buffer,
+    not a copy, and equal the classes' pairs concatenated; pairs not back to back are copied."""
+    from daskgb.objective import Softmax
+    from daskgb.training.gradients import stacked_groups
+
+    rng = np.random.default_rng(10)
+    n, k = 3000, 5
+    margin = rng.normal(size=(n, k)).astype(np.float32)
+    gpair = Softmax(k).gradient(np, margin, rng.integers(0, k, n).astype(np.float32), None)
+    groups = [gpair[:, c] for c in range(k)]
+    stacked = stacked_groups(np, groups)
+    assert np.shares_memory(stacked, gpair) and stacked.shape == (k * n, 2)
+    assert np.array_equal(stacked, np.concatenate(groups))
+    rows_major = np.ascontiguousarray(gpair)
+    copied = stacked_groups(np, [rows_major[:, c] for c in range(k)])
+    assert not np.shares_memory(copied, rows_major) and np.array_equal(copied, stacked)
+    reordered = stacked_groups(np, groups[::-1])
+    assert np.array_equal(reordered, np.concatenate(groups[::-1]))
+    assert stacked_groups(np, groups[:1]) is groups[0]
+
+
 def test_sketch_merges_equal_the_oracle(compiled, monkeypatch):
     """sketch.merge's compiled walk (CPU fits) gives its array steps' summaries, bit for bit:
     summaries of overlapping and disjoint values, pruned and exact, -0.0 on one side and 0.0 on
