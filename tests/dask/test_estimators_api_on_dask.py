@@ -98,3 +98,29 @@ def test_estimator_names_on_dask(client, tmp_path):
     loaded = DaskGBClassifier()
     loaded.load_model(tmp_path / "m.json")
     np.testing.assert_array_equal(loaded.predict(dX).compute(), model.predict(dX).compute())
+
+
+def test_labels_of_every_dtype_that_are_class_indices_fit_alike(client):
+    """Labels that already are the class indices (bool, int, float 0..K-1) go to the matrices
+    as they are, with no encoding step; each fit gives the model of float32 labels, and labels
+    that are not the indices (2 and 5) are still encoded (classes_ keeps them)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 4)).astype(np.float32)
+    binary = X[:, 0] + 0.3 * rng.normal(size=600) > 0
+    dX = da.from_array(X, chunks=150)
+
+    def fit(y):
+        return DaskGBClassifier(n_estimators=4, max_depth=3, device="cpu").fit(dX, da.from_array(y, chunks=150))
+
+    want = fit(binary.astype(np.float32))
+    for y in (binary, binary.astype(np.int64)):
+        model = fit(y)
+        assert list(model.classes_) == [0, 1]
+        np.testing.assert_array_equal(model.predict_proba(dX).compute(), want.predict_proba(dX).compute())
+    three = np.digitize(X[:, 1], [-0.5, 0.5])
+    model = fit(three.astype(np.int32))
+    assert list(model.classes_) == [0, 1, 2]
+    shifted = fit(np.where(binary, 5, 2))
+    assert list(shifted.classes_) == [2, 5]
+    np.testing.assert_array_equal(shifted.predict_proba(dX).compute(), want.predict_proba(dX).compute())
+    np.testing.assert_array_equal(shifted.predict(dX).compute(), np.where(want.predict(dX).compute() == 1, 5, 2))

@@ -23,8 +23,8 @@ def threads(request):
     cpu.set_threads(None)
 
 
-@pytest.fixture(autouse=True, params=["rows", "columns"])
-def small_work_split(monkeypatch, request):
+@pytest.fixture(autouse=True)
+def small_work_split(monkeypatch):
     # The loops keep small work on one thread; here every size is split, so the tests see it.
     from daskgb.histogram import compiled as hist_compiled
     from daskgb.partition import compiled as part_compiled
@@ -38,11 +38,21 @@ def small_work_split(monkeypatch, request):
     # shared pieces; the whole-model tests run the one-piece-a-thread split).
     monkeypatch.setattr(hist_compiled, "_pieces_per_thread", lambda group_end, min_chunk: 2)
     monkeypatch.setattr(part_compiled, "_MIN_ROWS_PER_THREAD", 1)
-    # A dense level's walks, and the partition, read the row-major symbols (the walks
-    # prefetching rows ahead) or the feature columns: every level one way, then the other.
-    monkeypatch.setattr(hist_compiled, "_MAX_LINES_BY_ROWS", 10**6 if request.param == "rows" else 0)
-    monkeypatch.setattr(part_compiled, "_MAX_LINES_BY_ROWS", 10**6 if request.param == "rows" else 0)
+
+
+
+@pytest.fixture(params=["rows", "columns"])
+def walks(monkeypatch, request):
+    """A dense level's walks, and the partition, read the row-major symbols (the walks
+    prefetching rows ahead) or the feature columns: every level one way, then the other."""
+    from daskgb.histogram import compiled as hist_compiled
+    from daskgb.partition import compiled as part_compiled
+
+    lines = 10**6 if request.param == "rows" else 0
+    monkeypatch.setattr(hist_compiled, "_MAX_LINES_BY_ROWS", lines)
+    monkeypatch.setattr(part_compiled, "_MAX_LINES_BY_ROWS", lines)
     monkeypatch.setattr(hist_compiled, "_ROWS_AHEAD", 3)
+    return request.param
 
 
 def _assert_same_bits(expected, got, what):
@@ -107,7 +117,7 @@ def test_sparse_rows_searched_or_scanned_equal_the_oracle(oracle, compiled, thre
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("max_bins", [40, 300])
-def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, layout, seed, max_bins):
+def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, layout, seed, max_bins, walks):
     """Random levels of a random tree; with 300 bins a dense matrix's symbols overflow a byte
     and its feature columns are 16-bit."""
     from daskgb.histogram import compiled as hist_compiled
@@ -123,7 +133,7 @@ def test_histograms_and_partitions_equal_the_oracle(oracle, compiled, threads, l
 
 @pytest.mark.parametrize("layout", ["dense", "dense_missing"])
 @pytest.mark.parametrize("n_trees", [1, 3])
-def test_a_matrix_of_no_rows_has_empty_histograms(oracle, compiled, threads, layout, n_trees):
+def test_a_matrix_of_no_rows_has_empty_histograms(oracle, compiled, threads, layout, n_trees, walks):
     """A Dask worker may hold no rows: its histograms are zeros, as the oracle's."""
     rng = np.random.default_rng(4)
     cuts = make_cuts(rng, 5, 30)
@@ -136,7 +146,7 @@ def test_a_matrix_of_no_rows_has_empty_histograms(oracle, compiled, threads, lay
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_forest_levels_equal_the_oracle(oracle, compiled, threads, layout):
+def test_forest_levels_equal_the_oracle(oracle, compiled, threads, layout, walks):
     """A forest of 3 trees grown together (multiclass): virtual rows c * n_rows + r."""
     rng = np.random.default_rng(5)
     cuts = make_cuts(rng, 6, 30)
@@ -155,7 +165,7 @@ def test_forest_levels_equal_the_oracle(oracle, compiled, threads, layout):
 
 
 @pytest.mark.parametrize("layout", ["dense_missing", "sparse"])
-def test_categorical_splits_route_as_the_oracle(oracle, compiled, threads, layout):
+def test_categorical_splits_route_as_the_oracle(oracle, compiled, threads, layout, walks):
     rng = np.random.default_rng(11)
     cuts = make_cuts(rng, 5, 70)
     n_rows = 600
