@@ -71,6 +71,53 @@ def test_add_leaf_values_routes_rows_as_training_partitions_them(backend, xp, la
         np.testing.assert_array_equal(to_host(margin), base + tree.value[route_by_partition(backend, ell, tree)])
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_compiled_add_leaf_values_equals_the_oracle(oracle, compiled, layout):
+    """The CPU's compiled binned walk (predict/compiled.py: the compiled partition's passes)
+    gives the oracle's margins bit for bit: random trees in every layout, into a margin column
+    of a two-output matrix (a stride), and a matrix of no rows."""
+    rng = np.random.default_rng(44)
+    cuts = make_cuts(rng, 7, 40)
+    ell = random_ellpack(oracle, rng, cuts, layout, 1500)
+    for depth in (0, 1, 7):
+        tree = random_binned_tree(rng, cuts, depth)
+        base = rng.normal(size=(ell.n_rows, 2)).astype(np.float32)
+        expected, got = base.copy(), base.copy()
+        oracle.add_leaf_values(ell, tree, expected[:, 1])
+        compiled.add_leaf_values(ell, tree, got[:, 1])
+        np.testing.assert_array_equal(got, expected)
+    if layout != "sparse":
+        empty = random_ellpack(oracle, rng, cuts, layout, 0)
+        compiled.add_leaf_values(empty, tree, np.zeros(0, dtype=np.float32))
+
+
+@pytest.mark.parametrize("layout", ["dense", "dense_missing", "sparse"])
+def test_compiled_add_leaf_values_with_categorical_splits_equals_the_oracle(oracle, compiled, layout):
+    """Trees with categorical splits, rows of unseen and non-integer categories and missing
+    values, dense or CSR: the compiled walk routes them as the oracle does."""
+    import daskgb
+    import scipy.sparse
+
+    booster, X, _, _, matrix = categorical_model(54)
+    rng = np.random.default_rng(55)
+    cat = X[:, : len(CARDINALITIES)]
+    hit = rng.random(cat.shape) < 0.2
+    cat[hit] = rng.choice(np.array([151, 1000, 2.7, 39.99, 0.5], dtype=np.float32), int(hit.sum()))
+    if layout != "dense_missing":
+        X = np.where(np.isnan(X), rng.integers(0, 4, X.shape).astype(np.float32), X)
+    if layout == "sparse":
+        X[rng.random(X.shape) < 0.4] = 0.0
+        X = scipy.sparse.csr_matrix(X)
+    ell = daskgb.QuantileMatrix(X, ref=matrix, device="cpu").ellpack
+    assert ell.is_dense == (layout != "sparse")
+    for tree in booster.trees:
+        base = rng.normal(size=ell.n_rows).astype(np.float32)
+        expected, got = base.copy(), base.copy()
+        oracle.add_leaf_values(ell, tree, expected)
+        compiled.add_leaf_values(ell, tree, got)
+        np.testing.assert_array_equal(got, expected)
+
+
 # --------------------------------------------------------------------------- GPU: the oracle and CUDA compared
 @pytest.mark.gpu
 @pytest.mark.parametrize("missing", [np.nan, MISSING_SENTINEL])
