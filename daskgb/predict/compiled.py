@@ -1,6 +1,11 @@
-"""The binned predict step compiled for CPUs (cpu/): reference.add_leaf_values's margins, routed by the compiled partition.
+"""The predict stage compiled for CPUs (cpu/): reference.py's margins, bit for bit.
 
-A row's way down a tree from its bins is what training's partition did to it level by level:
+predict_margin walks each row of raw values down every tree in one compiled loop (the rows
+split between the threads; a row's leaf values added in float32 tree after tree, as the
+oracle adds them): the numpy steps, a few array operations a tree level, took 4.8 s for 100K
+rows and 100 trees of depth 8, XGBoost's CPU predictor 0.08 s.
+
+add_leaf_values: a row's way down a tree from its bins is what training's partition did to it level by level:
 partition/compiled.py apply_splits, over the tree's split nodes at once (a row at a leaf stays
 where it is), takes every row one step down; as many passes as the tree is deep bring each to
 its leaf, by the same bins and rules as the oracle's (numeric, missing and categorical splits,
@@ -12,8 +17,67 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import cpu
 from ..partition.compiled import apply_splits
 from ..partition.reference import new_partition
+
+# Below this many rows a thread's share costs less than handing it over.
+_MIN_ROWS_PER_THREAD = 1 << 12
+_compiled: dict = {}
+
+
+def _walk(lo, hi, X, left, right, feature, default_left, threshold, value, offsets, out, missing, missing_is_nan,
+          node_ptr, words):
+    """Rows lo..hi: out[r] += each tree's leaf value for row r (reference.predict_margin). A
+    missing value (NaN, or `missing`) takes default_left; else a value < threshold goes left,
+    except at a categorical split (a node with a set in node_ptr/words, category_sets.pack),
+    where it goes right when its category (truncated toward zero; negative or >= 2^24: none)
+    is in the node's set. (Taking 16 rows down a tree together, a step each in turn, was only
+    5% faster.)"""
+    n_trees = offsets.shape[0] - 1
+    has_sets = node_ptr.shape[0] > 1
+    for r in range(lo, hi):
+        acc = out[r]
+        for t in range(n_trees):
+            base = offsets[t]
+            g = base
+            while left[g] >= 0:
+                v = X[r, feature[g]]
+                if v != v or (not missing_is_nan and v == missing):
+                    go_left = default_left[g] != 0
+                else:
+                    go_left = v < threshold[g]
+                    if has_sets and node_ptr[g + 1] > node_ptr[g]:
+                        inside = False
+                        if v >= 0 and v < np.float32(16777216.0):
+                            code = np.int64(v)
+                            word = code // 32
+                            if word < node_ptr[g + 1] - node_ptr[g]:
+                                inside = (words[node_ptr[g] + word] >> np.uint32(code % 32)) & np.uint32(1) != 0
+                        go_left = not inside
+                g = base + (left[g] if go_left else right[g])
+            acc += value[g]
+        out[r] = acc
+
+
+def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan, categories=None):
+    """Add the leaf values of every tree to out (float32), tree after tree: reference.predict_margin."""
+    if "walk" not in _compiled:
+        _compiled["walk"] = cpu.jit(_walk)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    target = out if out.flags.c_contiguous else np.ascontiguousarray(out)
+    node_ptr, words = categories if categories is not None else (np.zeros(1, np.int64), np.zeros(0, np.uint32))
+    missing_is_nan = bool(np.isnan(missing))
+    cpu.run_chunks(_compiled["walk"], X.shape[0], X, np.ascontiguousarray(nodes["left"]),
+                   np.ascontiguousarray(nodes["right"]), np.ascontiguousarray(nodes["feature"]),
+                   np.ascontiguousarray(nodes["default_left"]), np.ascontiguousarray(nodes["threshold"]),
+                   np.ascontiguousarray(nodes["value"]), np.asarray(tree_offsets, dtype=np.int64), target,
+                   np.float32(0.0 if missing_is_nan else missing), missing_is_nan,
+                   np.asarray(node_ptr, dtype=np.int64), np.asarray(words, dtype=np.uint32),
+                   min_chunk=_MIN_ROWS_PER_THREAD)
+    if target is not out:
+        out[...] = target
+    return out
 
 
 def _depth(left, right) -> int:

@@ -71,6 +71,34 @@ def test_add_leaf_values_routes_rows_as_training_partitions_them(backend, xp, la
         np.testing.assert_array_equal(to_host(margin), base + tree.value[route_by_partition(backend, ell, tree)])
 
 
+@pytest.mark.parametrize("missing", [np.nan, MISSING_SENTINEL], ids=["nan", "sentinel"])
+def test_compiled_predict_margin_equals_the_oracle(oracle, compiled, missing, monkeypatch):
+    """The CPU's compiled walk (predict/compiled.py) adds the oracle's float32 leaf values bit for
+    bit: numeric trees, and trees with categorical splits on rows of every odd category (unseen,
+    non-integer, negative, >= 2^24, infinite, missing), rows split between threads, into a
+    strided margin."""
+    from daskgb.category_sets import pack
+    from daskgb.predict import compiled as predict_compiled
+
+    monkeypatch.setattr(predict_compiled, "_MIN_ROWS_PER_THREAD", 7)
+    rng = np.random.default_rng(34)
+    X = raw_rows(rng, 700, 6, missing)
+    nodes, offsets = random_trees(rng, 9, 6, 6)
+    base = rng.normal(size=(X.shape[0], 2)).astype(np.float32)
+    expected, got = base.copy(), base.copy()
+    oracle.predict_margin(X, nodes, offsets, expected[:, 0], missing)
+    assert compiled.predict_margin(X, nodes, offsets, got[:, 0], missing) is not None
+    np.testing.assert_array_equal(got, expected)
+    booster, X, _, _, _ = categorical_model(48)
+    X = odd_categories(rng, X, missing)
+    nodes, offsets = booster._packed_trees(booster.trees)
+    cats = pack(booster.trees, offsets)
+    base = rng.normal(size=X.shape[0]).astype(np.float32)
+    expected = oracle.predict_margin(X, nodes, offsets, base.copy(), missing, categories=cats)
+    np.testing.assert_array_equal(compiled.predict_margin(X, nodes, offsets, base.copy(), missing, categories=cats),
+                                  expected)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_compiled_add_leaf_values_equals_the_oracle(oracle, compiled, layout):
     """The CPU's compiled binned walk (predict/compiled.py: the compiled partition's passes)
