@@ -28,8 +28,8 @@ GPU_TIMEOUT_S = 240
 # (script, arguments, a line its output holds); "{tmp}" is the test's own folder.
 CPU_RUNS = [
     ("benchmarks/determinism_runs.py", ["--device", "cpu", "--smoke"], "byte-identical"),
-    ("benchmarks/cpu_speed.py", ["--cases", "higgs", "--repeats", "1", "--rounds", "3", "--rows-scale", "0.004"],
-     "| higgs 2,000 x 28 |"),
+    ("benchmarks/cpu_speed.py", ["--cases", "higgs,higgs-eval,higgs-predict", "--repeats", "1", "--rounds", "3",
+                                 "--rows-scale", "0.004"], "| higgs-predict: 200 rows, 3 trees (seconds to predict) |"),
     ("benchmarks/host_memory_batches.py", ["--device", "cpu", "--smoke"], "host allocations traced"),
     ("benchmarks/repeated_fits.py", ["--cpu", "--smoke"], "| worker | figure | after fit 1 | after fit 2 |"),
     ("benchmarks/model_digests.py", ["--device", "cpu", "--rounds", "2", "--rows", "500"], "cpu binary-depthwise"),
