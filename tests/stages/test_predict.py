@@ -123,21 +123,10 @@ def test_compiled_add_leaf_values_equals_the_oracle(oracle, compiled, layout):
 def test_compiled_add_leaf_values_with_categorical_splits_equals_the_oracle(oracle, compiled, layout):
     """Trees with categorical splits, rows of unseen and non-integer categories and missing
     values, dense or CSR: the compiled walk routes them as the oracle does."""
-    import daskgb
-    import scipy.sparse
-
     booster, X, _, _, matrix = categorical_model(54)
     rng = np.random.default_rng(55)
-    cat = X[:, : len(CARDINALITIES)]
-    hit = rng.random(cat.shape) < 0.2
-    cat[hit] = rng.choice(np.array([151, 1000, 2.7, 39.99, 0.5], dtype=np.float32), int(hit.sum()))
-    if layout != "dense_missing":
-        X = np.where(np.isnan(X), rng.integers(0, 4, X.shape).astype(np.float32), X)
-    if layout == "sparse":
-        X[rng.random(X.shape) < 0.4] = 0.0
-        X = scipy.sparse.csr_matrix(X)
-    ell = daskgb.QuantileMatrix(X, ref=matrix, device="cpu").ellpack
-    assert ell.is_dense == (layout != "sparse")
+    ell = categorical_matrix(matrix, X, layout, rng).ellpack
+    assert ell.cuts.has_categorical and ell.is_dense == (layout != "sparse")
     for tree in booster.trees:
         base = rng.normal(size=ell.n_rows).astype(np.float32)
         expected, got = base.copy(), base.copy()
@@ -324,10 +313,10 @@ def test_predict_margin_with_categorical_splits(oracle, cb, missing):
     assert not np.allclose(numeric, expected, rtol=1e-6, atol=1e-6)
 
 
-def categorical_ellpacks(matrix, X, layout: str, rng):
-    """(ell_numpy, ell_cupy) of X's rows binned with matrix's (categorical) cuts, with unseen
-    and non-integer categories: as they are ("dense_missing"), missing values filled ("dense"),
-    or as a CSR matrix ("sparse")."""
+def categorical_matrix(matrix, X, layout: str, rng):
+    """A CPU QuantileMatrix of X's rows binned with matrix's (categorical) cuts, with unseen and
+    non-integer categories: as they are ("dense_missing"), missing values filled ("dense"), or
+    as a CSR matrix ("sparse")."""
     import daskgb
     import scipy.sparse
 
@@ -340,7 +329,12 @@ def categorical_ellpacks(matrix, X, layout: str, rng):
     if layout == "sparse":
         X[rng.random(X.shape) < 0.4] = 0.0
         X = scipy.sparse.csr_matrix(X)
-    m = daskgb.QuantileMatrix(X, ref=matrix, device="cpu")
+    return daskgb.QuantileMatrix(X, ref=matrix, device="cpu")
+
+
+def categorical_ellpacks(matrix, X, layout: str, rng):
+    """(ell_numpy, ell_cupy) of categorical_matrix's rows."""
+    m = categorical_matrix(matrix, X, layout, rng)
     ell_n, ell_c = m.ellpack, m.on("cuda").ellpack
     assert ell_n.cuts.has_categorical and ell_n.is_dense == (layout != "sparse")
     return ell_n, ell_c
