@@ -83,10 +83,11 @@ def run_chunks(fn, n: int, *args, min_chunk: int = 1, pieces_per_thread: int = 1
     parts = chunks(n, min(threads() * max(1, pieces_per_thread), max(1, n // max(min_chunk, 1))))
     if not parts:
         return
-    if len(parts) == 1:
-        fn(parts[0][0], parts[0][1], *args)
-        return
     n_threads = min(threads(), len(parts))
+    if n_threads == 1:  # one thread (nthread=1, or one piece): no pool, the pieces in order here
+        for lo, hi in parts:
+            fn(lo, hi, *args)
+        return
     pool = _get_pool(n_threads - 1)
     if n_threads == len(parts):
         futures = [pool.submit(fn, lo, hi, *args) for lo, hi in parts[1:]]

@@ -10,7 +10,7 @@ XGBoost's C++ builder gets the same from its compiler.
 
 from __future__ import annotations
 
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -38,6 +38,11 @@ def add_pair(typingctx, hist, k, g, h):
     return sig, codegen
 
 
+# LLVM names an intrinsic by its pointer type: typed pointers (i8*) up to LLVM 14 (the llvmlite
+# of numba 0.60), opaque ones (ptr) after.
+_PREFETCH = "llvm.prefetch.p0" if binding.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
+
+
 @intrinsic
 def prefetch(typingctx, arr, i):
     """A hint to bring arr[i]'s cache line in (LLVM's prefetch: read, keep in every cache level):
@@ -53,7 +58,7 @@ def prefetch(typingctx, arr, i):
         byte_ptr = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
-                                            "llvm.prefetch.p0")
+                                            _PREFETCH)
         builder.call(fn, [builder.bitcast(builder.gep(data, [i_v]), byte_ptr), ir.Constant(i32, 0), ir.Constant(i32, 3),
                           ir.Constant(i32, 1)])
         return context.get_dummy_value()

@@ -1,6 +1,7 @@
 """The predict stage: margins from trees, for raw features (thresholds) or rows quantised with the training cuts (bins).
 
-reference.py  numpy (the oracle; the CPU path)
+reference.py  numpy (the oracle)
+compiled.py   the CPU's compiled loops (backend/compiled_backend.py)
 cuda.py       kernels/predict.cu launches (CuPy)
 """
 

@@ -493,3 +493,16 @@ def test_sketch_merges_equal_the_oracle(compiled, monkeypatch):
     for name in ("value", "rmin", "rmax", "wmin"):
         w, g = getattr(want, name), getattr(got, name)
         assert w.dtype == g.dtype and np.array_equal(w.view(np.uint8), g.view(np.uint8)), name
+
+
+def test_one_thread_runs_every_piece_without_a_pool(monkeypatch):
+    """nthread=1 in a process whose pool was never made: pieces meant for several threads
+    (a forest's trees as items) all run, in order, on the calling thread."""
+    from daskgb import cpu
+
+    monkeypatch.setattr(cpu, "_pool", None)
+    monkeypatch.setattr(cpu, "_pool_size", 0)
+    monkeypatch.setattr(cpu, "_threads", 1)
+    seen = []
+    cpu.run_chunks(lambda lo, hi: seen.append((lo, hi)), 10, pieces_per_thread=5)
+    assert seen == cpu.chunks(10, 5) and cpu._pool is None
