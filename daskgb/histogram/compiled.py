@@ -138,7 +138,10 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, gro
 
 def _dense_full(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, group_end, starts, counts, ell_rows,
                 slots, gh, hist, total_bins, null_symbol):
-    """_dense where no entry is missing (the matrix has none): no spare pair to choose."""
+    """_dense where no entry is missing (the matrix has none): no symbol to compare, no spare
+    pair to choose. A copy of _dense's walk on purpose: without the compare a full matrix's
+    level took 15-20% less (one thread, 500K Higgs- and Covertype-shaped rows, either symbol
+    layout); one kernel with the flag as numba's literal cost ~30 ms a call in dispatch."""
     tb = np.uint64(total_bins)
     two = np.uint64(2)
     one = np.uint64(1)
