@@ -30,6 +30,10 @@ DEFAULTS = {
     # Seconds a Dask fit waits for workers another fit is training on before it gives up,
     # naming them (dask/fit_lock.py: fits on the same workers queue, one at a time).
     "dask.wait-for-busy-workers": 3600.0,
+    # A fit moves whole partitions from its busiest worker to its idlest while the busiest holds
+    # more than this many times the workers' mean rows (every round waits for the slowest
+    # worker; dask/data.py _balanced). 0: partitions stay where they are.
+    "dask.balance-rows": 1.1,
     # The training paths (training/plan.py): off, a path is never planned.
     "training.device-growth": True,  # depthwise trees grown on the device, one host wait a round
     "training.queue-rounds": True,  # round i + 1 queued before round i's trees are read
@@ -45,6 +49,9 @@ LEGACY_ENVIRONMENT = {
     "training.queue-rounds": "DASKGB_QUEUE_ROUNDS",
     "training.cuda-graphs": "DASKGB_CUDA_GRAPHS",
 }
+
+# Settings that are plain numbers (the others are booleans or seconds).
+NUMBERS = {"dask.balance-rows"}
 
 _UNSET = object()
 
@@ -66,6 +73,8 @@ def get(key: str):
     default = DEFAULTS[key]
     if isinstance(default, bool):
         return _boolean(value, where)
+    if key in NUMBERS:
+        return _number(value, where)
     return _seconds(value, where)
 
 
@@ -78,6 +87,16 @@ def _boolean(value, where: str) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"{where}={value!r} is not a boolean (true/false, 1/0)")
+
+
+def _number(value, where: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}={value!r} is not a number") from None
+    if not number >= 0:
+        raise ValueError(f"{where}={value!r} must not be negative")
+    return number
 
 
 def _seconds(value, where: str) -> float:

@@ -115,3 +115,75 @@ def test_sketched_cuts_and_model_do_not_depend_on_the_placement():
     assert len(cuts) == 1
     assert np.diff(np.asarray(dtrain.cuts.ptrs)).max() == 16  # sketched: every feature's bins filled
     assert all(len(m) == 1 for m in models.values()), models
+
+
+class _Part:
+    """A stand-in for a partition's future: _balanced reads its key only."""
+
+    def __init__(self, key):
+        self.key = key
+
+
+def _loads(holder, rows):
+    return sorted(sum(rows[f.key] for f in fs) for fs in holder.values())
+
+
+def test_balanced_moves_whole_partitions_until_the_busiest_is_near_the_mean():
+    from daskgb.dask.data import _balanced
+
+    # The quickstart's deal seen on a 2-worker LocalCluster: six 30K-row partitions and a 20K one, 6 to 1.
+    rows = {k: 30_000 for k in range(6)} | {6: 20_000}
+    parts = {k: _Part(k) for k in rows}
+    position = {k: k for k in rows}
+    holder = {"a": [parts[k] for k in (0, 1, 2, 3, 5, 6)], "b": [parts[4]]}
+    out = _balanced(holder, rows, position, 1.1)
+    assert _loads(out, rows) == [90_000, 110_000]  # the best whole partitions allow (mean 100K)
+    assert sorted(f.key for fs in out.values() for f in fs) == list(range(7))
+    for fs in out.values():  # each worker's partitions stay in collection order
+        assert [f.key for f in fs] == sorted(f.key for f in fs)
+    # Within the tolerance, or off, or one partition too large to move: as they were.
+    assert _loads(_balanced(holder, rows, position, 0), rows) == [30_000, 170_000]
+    assert _loads(_balanced(holder, rows, position, 2.0), rows) == [30_000, 170_000]
+    big = {0: 100, 1: 900}
+    one = {"a": [_Part(1)], "b": [_Part(0)]}
+    assert _loads(_balanced(one, big, {0: 0, 1: 1}, 1.1), big) == [100, 900]
+
+
+def test_balanced_never_raises_the_busiest_and_ends_on_random_deals():
+    from daskgb.dask.data import _balanced
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n_parts, n_workers = int(rng.integers(1, 12)), int(rng.integers(1, 5))
+        rows = {k: int(r) for k, r in enumerate(rng.integers(0, 1000, size=n_parts))}
+        holder = {w: [] for w in range(n_workers)}
+        for k in rows:
+            holder[int(rng.integers(n_workers))].append(_Part(k))
+        out = _balanced(holder, rows, {k: k for k in rows}, 1.05)
+        before, after = _loads(holder, rows), _loads(out, rows)
+        assert sum(before) == sum(after) and max(after) <= max(before)
+        assert sorted(f.key for fs in out.values() for f in fs) == sorted(rows)
+
+
+def test_a_fit_on_unevenly_placed_partitions_trains_on_even_rows_and_the_same_model(client):
+    """Five partitions on worker 0 and one on worker 1: the matrices (training and eval set)
+    move partitions until each worker holds 1,500 rows; the model and its eval history are the
+    ones of the fit that moves nothing (the setting at 0)."""
+    import dask
+
+    X, y = _exact_data(n=3000, seed=6)
+    chunks, placement = [500] * 6, [0, 0, 0, 0, 0, 1]
+    results = {}
+    for tolerance in (1.1, 0):
+        with dask.config.set({"daskgb.dask.balance-rows": tolerance}):
+            dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
+                                            on_workers(client, y, chunks, placement, fresh=True))
+            deval = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
+                                           on_workers(client, y, chunks, placement, fresh=True), ref=dtrain)
+            out = dgb.train(client, PARAMS, dtrain, 8, evals=[(deval, "eval")], verbose_eval=False)
+            results[tolerance] = (sorted(dtrain.rows_per_worker.values()), sorted(deval.rows_per_worker.values()),
+                                  _digest(out["booster"]), out["history"]["eval"]["logloss"])
+    assert results[1.1][:2] == ([1500, 1500], [1500, 1500])
+    assert results[0][:2] == ([500, 2500], [500, 2500])
+    assert results[1.1][2] == results[0][2]
+    np.testing.assert_allclose(results[1.1][3], results[0][3], rtol=1e-12)
