@@ -40,6 +40,7 @@ CPU_RUNS = [
     ("benchmarks/profile_quantise.py", ["--device", "cpu", "--smoke"], "| higgs | 2,000 x 28 |"),
     ("benchmarks/profile_dask.py", ["--device", "cpu", "--smoke", "--sync-allreduce"], '"path": "host-levels"'),
     ("benchmarks/dask_overhead.py", ["--device", "cpu", "--smoke"], "training path: host-levels"),
+    ("benchmarks/placement_balance.py", ["--smoke"], "same model: True"),
     ("benchmarks/eval_auc_dask.py", ["--device", "cpu", "--smoke"], "| auc |"),
     ("benchmarks/training_paths.py", ["--device", "cpu", "--smoke"], '"case": "lossguide", "rows": 20000'),
     ("examples/user_paths.py", ["--device", "cpu", "--smoke", "--cases",
