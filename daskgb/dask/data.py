@@ -107,10 +107,11 @@ def _is_gpu_worker() -> bool:
     return "dask_cuda" in sys.modules and any(type(p).__module__.startswith("dask_cuda") for p in plugins)
 
 
-def _local_info(*parts):
+def _local_info(*parts, label_values=False):
     """Rows, features and device kind of the partitions a worker holds, and the keys of each partition's
-    query groups (qids, or global group indices); checks them first."""
-    n_rows, n_features, on_gpu, keys, part_rows = 0, None, False, [], []
+    query groups (qids, or global group indices); checks them first. label_values: also the
+    distinct labels of its partitions (host, their own type), a classifier's classes."""
+    n_rows, n_features, on_gpu, keys, part_rows, labels = 0, None, False, [], [], []
     for X, y, w, m, q, _, _ in parts:
         if X.ndim != 2:
             raise ValueError(f"X partitions must be 2-dimensional, got {X.ndim} dimension(s)")
@@ -128,8 +129,10 @@ def _local_info(*parts):
         n_rows += X.shape[0]
         part_rows.append(int(X.shape[0]))
         on_gpu |= _module_of(X) is not np
+        if label_values and y is not None:
+            labels.append(to_host(array_module(y).unique(y)))
     return {"rows": n_rows, "features": n_features, "gpu": on_gpu or _is_gpu_worker(), "group_keys": keys,
-            "part_rows": part_rows}
+            "part_rows": part_rows, "label_values": np.unique(np.concatenate(labels)) if labels else None}
 
 
 def _stack(parts, i, xp):
@@ -254,18 +257,20 @@ def _merged_cuts(device, budget, max_bin, categorical, n_summaries, *pairs):
 
 
 def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_info, labels, groups, paging,
-                  row_spans, *parts):
+                  row_spans, *parts, classes=None):
     """The worker's QuantileMatrix, binned with the cluster's cuts (may hold 0 rows). labels: which of
     "y" and "bounds" (the survival bounds) the partitions carry. groups: None, or
     (per-partition global group ordinals, number of groups in all partitions). paging: the
     (device_memory_budget, spill_dir) each worker keeps its own matrix within (ellpack/pages.py).
     row_spans: its rows' places in the collection, [(first global row, rows), ...] in its order.
-    feature_info: (feature names, feature types, categories by feature) of the collection."""
+    feature_info: (feature names, feature types, categories by feature) of the collection.
+    classes: the labels' distinct values, sorted, a label then becoming its index among them
+    (a classifier's encoding); None: the labels as they are."""
     device_in_use()
     feature_names, feature_types, categories = feature_info
     try:
         matrix = _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels,
-                                     groups, paging, *parts, feature_types=feature_types)
+                                     groups, paging, *parts, feature_types=feature_types, classes=classes)
         # The collection's category names (the partitions hold their codes): the model keeps them.
         matrix.categories = categories
         # Where the rows sit in the collection: training keys row sampling by it (training/fit.py).
@@ -277,12 +282,15 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_inf
 
 
 def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels, groups, paging,
-                        *parts, feature_types=None):
+                        *parts, feature_types=None, classes=None):
     from .. import ranking
     from ..matrix import QuantileMatrix
 
     budget, spill_dir = paging
     X, y, w, m, lower, upper = _local_arrays(parts, device, features_on_host=budget is not None)
+    if classes is not None and y is not None:
+        xp = array_module(y)
+        y = xp.searchsorted(xp.asarray(classes), y).astype(xp.float32)
     if X is None:  # a worker that holds none of these rows still takes part in evaluation
         import daskgb.backend as be
 
@@ -492,7 +500,7 @@ class DaskQuantileMatrix:
     def __init__(self, client, X=None, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
                  spill_dir=None, label_lower_bound=None, label_upper_bound=None, feature_types=None,
-                 enable_categorical=False, data=None, label=None):
+                 enable_categorical=False, data=None, label=None, _label_classes=None):
         import time
 
         from distributed import wait
@@ -589,7 +597,8 @@ class DaskQuantileMatrix:
 
         addrs = sorted(holder)
         infos = dict(zip(addrs, gather_watching(
-            client, [client.submit(_local_info, *holder[a], workers=[a], allow_other_workers=False, pure=False)
+            client, [client.submit(_local_info, *holder[a], label_values=_label_classes is not None and y is not None,
+                                   workers=[a], allow_other_workers=False, pure=False)
                      for a in addrs], addrs, "quantisation")))
         feats = {i["features"] for i in infos.values() if i["features"] is not None}
         if len(feats) > 1 or (feats and feats != {n_features}):
@@ -604,6 +613,12 @@ class DaskQuantileMatrix:
         lap("check partitions")
         if self.n_rows == 0:
             raise ValueError("X has no rows (every partition is empty)")
+        # A classifier's labels: their classes, found in the pass above rather than a pass of their
+        # own, checked by _label_classes (before any sketch), which says how the matrices encode them.
+        classes = None
+        if _label_classes is not None and y is not None:
+            found = [i["label_values"] for i in infos.values() if i["label_values"] is not None]
+            classes = _label_classes(np.unique(np.concatenate(found)) if found else np.zeros(0, np.float32))
         ordinals, self.n_groups = (_group_ordinals(holder, infos, group is not None) if self.has_groups
                                    else ({}, 0))
         kinds = {i["gpu"] for a, i in infos.items() if i["rows"] > 0}
@@ -680,7 +695,7 @@ class DaskQuantileMatrix:
                              n_features, (self.feature_names, self.feature_types, self.categories), labels,
                              groups_of(a),
                              (device_memory_budget, None if spill_dir is None else str(spill_dir)), row_spans_of(a),
-                             *holder.get(a, []),
+                             *holder.get(a, []), classes=classes,
                              workers=[a], allow_other_workers=False, pure=False)
             for a in self.workers
         }

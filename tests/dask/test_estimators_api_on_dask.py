@@ -124,3 +124,50 @@ def test_labels_of_every_dtype_that_are_class_indices_fit_alike(client):
     assert list(shifted.classes_) == [2, 5]
     np.testing.assert_array_equal(shifted.predict_proba(dX).compute(), want.predict_proba(dX).compute())
     np.testing.assert_array_equal(shifted.predict(dX).compute(), np.where(want.predict(dX).compute() == 1, 5, 2))
+
+
+def test_numeric_labels_get_their_classes_as_the_matrices_are_built(client, monkeypatch):
+    """A classifier's numeric training labels make no pass of their own over the partitions
+    (da.unique sees the eval set's labels only): each matrix finds their classes in its first
+    pass and encodes them as it bins X. -1 / 1 labels (the training set's and an eval set's)
+    give the model and eval history of 0 / 1 labels, and classes_ keeps -1 and 1. An eval label
+    no training row has fails before the training matrix is sketched."""
+    import dask.array
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(800, 4)).astype(np.float32)
+    binary = X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=800) > 0
+    dX, dXe = da.from_array(X[:600], chunks=150), da.from_array(X[600:], chunks=100)
+
+    def fit(y):
+        y = np.asarray(y)
+        return DaskGBClassifier(n_estimators=4, max_depth=3, device="cpu").fit(
+            dX, da.from_array(y[:600], chunks=150), eval_set=[(dXe, da.from_array(y[600:], chunks=100))],
+            verbose=False)
+
+    want = fit(binary.astype(np.float32))
+
+    unique, passed = dask.array.unique, []
+
+    def recorded(y, *args, **kwargs):
+        passed.append(y.shape[0])
+        return unique(y, *args, **kwargs)
+
+    monkeypatch.setattr(dask.array, "unique", recorded)
+    signed = fit(np.where(binary, 1, -1).astype(np.int64))
+    assert list(signed.classes_) == [-1, 1] and signed.classes_.dtype == np.int64
+    np.testing.assert_array_equal(signed.predict_proba(dX).compute(), want.predict_proba(dX).compute())
+    assert signed.evals_result() == want.evals_result()
+    np.testing.assert_array_equal(signed.predict(dX).compute(), np.where(want.predict(dX).compute() == 1, 1, -1))
+    assert passed == [200]
+    import daskgb.dask.data
+
+    def no_sketch(*args, **kwargs):
+        raise AssertionError("sketched before the eval labels were checked")
+
+    # The client submits the sketch tasks by this name (the function then travels to the workers).
+    monkeypatch.setattr(daskgb.dask.data, "_local_summary", no_sketch)
+    with pytest.raises(ValueError, match=r"eval_set labels \[3\] are not among the training classes \[-1, 1\]"):
+        DaskGBClassifier(n_estimators=1, device="cpu").fit(
+            dX, da.from_array(np.where(binary[:600], 1, -1), chunks=150),
+            eval_set=[(dXe, da.from_array(np.full(200, 3), chunks=100))], verbose=False)
