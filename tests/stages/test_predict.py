@@ -35,6 +35,29 @@ def margins_by_hand(X, nodes, offsets, base, missing):
     return out
 
 
+def relabelled(nodes, offsets):
+    """The same trees with each tree's nodes other than the root numbered backwards: children
+    before their parents, a right child before its left one."""
+    out = nodes.copy()
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        n = b - a
+        new_id = np.concatenate([[0], n - np.arange(1, n)])  # old id -> new id
+        tree = nodes[a:b].copy()
+        inner = tree["left"] >= 0
+        tree["left"][inner] = new_id[tree["left"][inner]]
+        tree["right"][inner] = new_id[tree["right"][inner]]
+        out[a + new_id] = tree
+    return out, offsets
+
+
+def with_a_leaf_tree(nodes, offsets):
+    """The trees and, after them, a tree that is one leaf."""
+    leaf = np.zeros(1, dtype=nodes.dtype)
+    leaf["left"] = leaf["right"] = -1
+    leaf["value"] = 0.375
+    return np.concatenate([nodes, leaf]), np.append(offsets, offsets[-1] + 1).astype(offsets.dtype)
+
+
 def raw_rows(rng, n_rows, n_features, missing):
     """Values on a half-integer grid (many equal to a threshold), NaN and `missing` missing."""
     X = (rng.integers(-22, 23, (n_rows, n_features)) * 0.5).astype(np.float32)
@@ -89,6 +112,17 @@ def test_compiled_predict_margin_equals_the_oracle(oracle, compiled, missing, mo
     oracle.predict_margin(X, nodes, offsets, expected[:, 0], missing)
     assert compiled.predict_margin(X, nodes, offsets, got[:, 0], missing) is not None
     np.testing.assert_array_equal(got, expected)
+    # Two walks: trees whose right children follow their left ones, after the parent (as
+    # random_trees and daskgb make them) go _BLOCK_ROWS rows at a time (a block cut short at
+    # each thread's end); the same trees numbered otherwise (children before their parents,
+    # right before left) and a lone leaf go one row at a time. Both are the oracle's bits.
+    monkeypatch.setattr(predict_compiled, "_BLOCK_ROWS", 16)
+    renumbered = relabelled(nodes, offsets)
+    for trees in ((nodes, offsets), renumbered, with_a_leaf_tree(nodes, offsets), with_a_leaf_tree(*renumbered)):
+        expected, got = base[:, 1].copy(), base[:, 1].copy()
+        oracle.predict_margin(X, *trees, expected, missing)
+        compiled.predict_margin(X, *trees, got, missing)
+        np.testing.assert_array_equal(got, expected)
     booster, X, _, _, _ = categorical_model(48)
     X = odd_categories(rng, X, missing)
     nodes, offsets = booster._packed_trees(booster.trees)
