@@ -14,6 +14,7 @@ only for a bin holding -0.0, which no histogram holds (sums start from +0.0, and
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -163,16 +164,21 @@ def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds,
 
 
 _compiled = {}
+_compiling = threading.Lock()
 
 
 def _kernels():
     if not _compiled:
         # _scan calls the rules by their module names, which numba reads when it compiles _scan:
-        # they are compiled first, in their place.
-        g = globals()
-        for name in ("_weight", "_gain", "_closed_losses"):
-            g[name] = cpu.jit(g[name])
-        _compiled["scan"] = cpu.jit(_scan)
+        # they are compiled first, in their place. Under a lock: two workers in one process (a
+        # LocalCluster of threads) training at once both found the table empty, and the second
+        # compiled an already compiled rule (numba's TypeError).
+        with _compiling:
+            if not _compiled:
+                g = globals()
+                for name in ("_weight", "_gain", "_closed_losses"):
+                    g[name] = cpu.jit(g[name])
+                _compiled["scan"] = cpu.jit(_scan)
     return _compiled
 
 # Below this many bins (nodes x bins of each) an evaluation is one thread's work.

@@ -506,3 +506,46 @@ def test_one_thread_runs_every_piece_without_a_pool(monkeypatch):
     seen = []
     cpu.run_chunks(lambda lo, hi: seen.append((lo, hi)), 10, pieces_per_thread=5)
     assert seen == cpu.chunks(10, 5) and cpu._pool is None
+
+
+def test_split_loops_made_by_two_threads_at_once(monkeypatch):
+    """Two Dask workers of one process (a LocalCluster of threads) may reach a stage's first
+    compiled loop together: split/compiled.py compiles its rules in their module's place, and
+    the second thread used to compile an already compiled rule (numba's TypeError). Each jit
+    here waits 20 ms and the threads start 25 ms apart, so that each later one arrives while
+    the first is between its rules."""
+    import threading
+    import time
+
+    from daskgb import cpu
+    from daskgb.split import compiled as split_compiled
+
+    for name in ("_weight", "_gain", "_closed_losses"):
+        f = getattr(split_compiled, name)
+        monkeypatch.setattr(split_compiled, name, getattr(f, "py_func", f))
+    monkeypatch.setattr(split_compiled, "_compiled", {})
+    jit = cpu.jit
+
+    def slow_jit(fn):
+        compiled = jit(fn)
+        time.sleep(0.02)
+        return compiled
+
+    monkeypatch.setattr(cpu, "jit", slow_jit)
+    start, errors = threading.Barrier(4), []
+
+    def first_call(i):
+        start.wait()
+        time.sleep(0.025 * i)
+        try:
+            split_compiled._kernels()
+        except Exception as exc:  # noqa: BLE001 (any error is the failure)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert set(split_compiled._compiled) == {"scan"}
