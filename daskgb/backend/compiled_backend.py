@@ -13,7 +13,7 @@ from .contract import offered_names
 from ..cpu import set_threads  # noqa: F401
 from ..histogram.compiled import build_histograms, children_histograms, sum_gradients  # noqa: F401
 from ..partition.compiled import apply_splits  # noqa: F401
-from ..predict.compiled import add_leaf_values, predict_margin  # noqa: F401
+from ..predict.compiled import add_leaf_values, leaf_indices, predict_margin  # noqa: F401
 from ..split.compiled import evaluate_splits  # noqa: F401
 from ..ellpack.compiled import pack_dense, pack_dense_sparse, pack_symbols, unpack_symbols  # noqa: F401
 from ..sketch.compiled import summarize_dense  # noqa: F401

@@ -133,6 +133,35 @@ def test_compiled_predict_margin_equals_the_oracle(oracle, compiled, missing, mo
                                   expected)
 
 
+@pytest.mark.parametrize("missing", [np.nan, MISSING_SENTINEL], ids=["nan", "sentinel"])
+def test_compiled_leaf_indices_equal_the_oracle(oracle, compiled, missing, monkeypatch):
+    """The compiled leaf ids (predict/compiled.py: the block walk's leaves) are the oracle's:
+    trees laid out as daskgb makes them, the same trees numbered otherwise and a lone leaf
+    (the oracle's steps), trees with categorical splits, rows split between threads, and a
+    strided output."""
+    from daskgb.category_sets import pack
+    from daskgb.predict import compiled as predict_compiled
+
+    monkeypatch.setattr(predict_compiled, "_MIN_ROWS_PER_THREAD", 7)
+    monkeypatch.setattr(predict_compiled, "_BLOCK_ROWS", 16)
+    rng = np.random.default_rng(36)
+    X = raw_rows(rng, 700, 6, missing)
+    nodes, offsets = random_trees(rng, 9, 6, 6)
+    cases = [(nodes, offsets, None), (*relabelled(nodes, offsets), None), (*with_a_leaf_tree(nodes, offsets), None)]
+    booster, Xc, _, _, _ = categorical_model(48)
+    cat_nodes, cat_offsets = booster._packed_trees(booster.trees)
+    cases.append((cat_nodes, cat_offsets, pack(booster.trees, cat_offsets)))
+    for case_nodes, case_offsets, cats in cases:
+        rows = X if cats is None else odd_categories(rng, Xc, missing)
+        n_trees = len(case_offsets) - 1
+        expected = np.full((rows.shape[0], n_trees), -7, dtype=np.int32)
+        oracle.leaf_indices(rows, case_nodes, case_offsets, expected, missing, categories=cats)
+        wide = np.full((rows.shape[0], 2 * n_trees), -7, dtype=np.int32)
+        compiled.leaf_indices(rows, case_nodes, case_offsets, wide[:, ::2], missing, categories=cats)
+        np.testing.assert_array_equal(wide[:, ::2], expected)
+        assert np.all(wide[:, 1::2] == -7)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_compiled_add_leaf_values_equals_the_oracle(oracle, compiled, layout):
     """The CPU's compiled binned walk (predict/compiled.py: the compiled partition's passes)
