@@ -500,7 +500,7 @@ class DaskQuantileMatrix:
     def __init__(self, client, X=None, y=None, weight=None, base_margin=None, missing=np.nan, max_bin=256, ref=None,
                  feature_names=None, device=None, *, qid=None, group=None, device_memory_budget=None,
                  spill_dir=None, label_lower_bound=None, label_upper_bound=None, feature_types=None,
-                 enable_categorical=False, data=None, label=None, _label_classes=None):
+                 enable_categorical=False, data=None, label=None, _label_classes=None, _encode_labels=None):
         import time
 
         from distributed import wait
@@ -614,8 +614,9 @@ class DaskQuantileMatrix:
         if self.n_rows == 0:
             raise ValueError("X has no rows (every partition is empty)")
         # A classifier's labels: their classes, found in the pass above rather than a pass of their
-        # own, checked by _label_classes (before any sketch), which says how the matrices encode them.
-        classes = None
+        # own, checked by _label_classes (before any sketch), which says how the matrices encode
+        # them; or the classes to encode by, known already (_encode_labels: an eval set's).
+        classes = _encode_labels
         if _label_classes is not None and y is not None:
             found = [i["label_values"] for i in infos.values() if i["label_values"] is not None]
             classes = _label_classes(np.unique(np.concatenate(found)) if found else np.zeros(0, np.float32))

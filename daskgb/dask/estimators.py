@@ -132,13 +132,19 @@ def _check_seen(found, known) -> None:
         raise ValueError(f"eval_set labels {unseen.tolist()} are not among the training classes {known.tolist()}")
 
 
+def _encoding(classes):
+    """The classes a matrix encodes its labels by, or None where the labels already are the
+    class indices 0..K-1 (they then go in as they are, as float32)."""
+    if classes.dtype.kind in "biuf" and np.array_equal(classes, np.arange(classes.size)):
+        return None
+    return classes
+
+
 class _ClassesOnWorkers:
-    """A classifier's classes from its labels' distinct values as the matrices find them
-    (DaskQuantileMatrix's _label_classes): training(found) checks them, sets classes_ and checks
-    the eval sets' (eval_classes: futures of their distinct labels), evaluation(found) checks an
-    eval set's again as its matrix finds them; each returns the classes a matrix encodes its
-    labels by, or None where the labels already are the class indices 0..K-1 (they then go in
-    as they are, as float32)."""
+    """A classifier's classes from its labels' distinct values as the training matrix finds them
+    (DaskQuantileMatrix's _label_classes): training(found) checks them, sets classes_, checks
+    the eval sets' (eval_classes: futures of their distinct labels) and returns the training
+    matrix's encoding; the eval matrices then take that encoding (encoding())."""
 
     def __init__(self, model, eval_classes=()):
         self.model = model
@@ -150,15 +156,8 @@ class _ClassesOnWorkers:
             _check_seen(np.unique(to_host(future.result())), self.model.classes_)
         return self.encoding()
 
-    def evaluation(self, found):
-        _check_seen(found, self.model.classes_)
-        return self.encoding()
-
     def encoding(self):
-        known = self.model.classes_
-        if known.dtype.kind in "biuf" and np.array_equal(known, np.arange(known.size)):
-            return None
-        return known
+        return _encoding(self.model.classes_)
 
 
 class _DaskModel:
@@ -272,7 +271,7 @@ class _DaskModel:
                     continue
                 evals.append((DaskQuantileMatrix(client=client, X=X_eval, y=y_eval, weight=w, base_margin=m,
                                                  missing=self.missing, ref=dtrain, device=device,
-                                                 _label_classes=None if classes is None else classes.evaluation),
+                                                 _encode_labels=None if classes is None else classes.encoding()),
                               f"validation_{i}"))
                 built.append(evals[-1][0])
             # Where a fit's time went, for benchmarks (examples/benchmark_scaling.py): the labels'
@@ -395,7 +394,7 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         known = self.classes_
         for found in eval_classes:
             _check_seen(found, known)
-        if _ClassesOnWorkers(self).encoding() is None:  # (numbers beside strings in an eval set)
+        if _encoding(known) is None:  # (numbers beside strings in an eval set)
             return ys, None
 
         def encode(block):
