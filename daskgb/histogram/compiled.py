@@ -1,8 +1,9 @@
-"""The histogram stage compiled for CPUs (cpu/): reference.py's sums, bit for bit, at a compiled loop's speed.
+"""The histogram stage compiled for CPUs (cpu/): reference.py's sums at a compiled loop's speed, bit for bit
+but in skewed features' most common bins.
 
 Every bin's gradient sum is accumulated in float64 in row order, as reference.py's bincounts
-(and XGBoost's single-threaded CPU builder) accumulate it, so the two give the same bits. The
-threads split the bins (features, trees), never a bin's rows.
+(and XGBoost's single-threaded CPU builder) accumulate it, so the two give the same bits (but
+see skewed features below). The threads split the bins (features, trees), never a bin's rows.
 
 A dense matrix is read as bytes (a byte a symbol where the bins fit), in one of two copies.
 A level first lists its rows in built nodes (_entries: matrix row and gradient pair, tree by
@@ -19,6 +20,13 @@ every feature (megabytes, out of cache), ~4 ns an add at 500K Higgs-shaped rows'
 XGBoost's order (a level's rows node by node, a node's histogram in cache) measured no better
 than the tree-by-tree list (Covertype 331-336 against 314 ms a round).
 
+A dense matrix's skewed features (skewed_layout: no missing entry, one bin in at least
+_SKEWED_SHARE of the rows; a one-hot column's zeros) are read apart, by their other entries
+only (a row's listed as global bins, CSR), and each node's most common bin of such a feature is
+the node's sum of rows less its other bins (_implicit_bins): 7-class Covertype's 44 one-hot
+columns hold 2 such entries a row, not 44. Those bins alone are not the oracle's bits but its
+sums to rounding (a subtraction, not a row-order sum); every other bin keeps the bits.
+
 A sparse matrix is read as global symbols (global_symbols): every entry is its global bin,
 or total_bins where it is missing or padding, in C order (a row's entries side by side),
 split by ranges of global bins (each thread reads every row's entries up to its range's end).
@@ -34,6 +42,7 @@ level's rows are a fraction of the matrix's.
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -176,6 +185,99 @@ def _dense_full(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds
             j0 = j1
 
 
+def _skewed(lo, hi, indptr, entries, bin_bounds, starts, counts, ell_rows, slots, gh, hist, totals, total_bins):
+    """Work items lo..hi of a dense level's skewed features (skewed_layout): item w is tree
+    w // R's listed rows (as _dense's) over the global bins bin_bounds[w % R]..bin_bounds[w % R
+    + 1] (R ranges). A row's entries (indptr, entries: the global bins of its skewed features'
+    entries other than each one's most common bin, rising) from its first >= the range's start
+    (a binary search after the first range) up to the range's end are added. The first range's
+    items also sum each built node's rows into totals (the node's pair, in row order): a
+    skewed feature's most common bin is the node's sum less its other bins (_implicit_bins)."""
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
+    one = np.uint64(1)
+    n_ranges = np.uint64(bin_bounds.shape[0] - 1)
+    for w in range(lo, hi):
+        t = np.uint64(w) // n_ranges
+        q = np.uint64(w) % n_ranges
+        blo = np.uint64(bin_bounds[q])
+        bhi = np.uint64(bin_bounds[q + one])
+        for c in range(starts.shape[0]):  # the list's pieces, in row order
+            i = np.uint64(starts[c, t])
+            end = i + np.uint64(counts[c, t])
+            while i < end:
+                r = np.uint64(ell_rows[i])
+                g = np.float64(gh[i, 0])
+                h = np.float64(gh[i, 1])
+                slot = np.uint64(slots[i])
+                a = np.uint64(indptr[r])
+                b = np.uint64(indptr[r + one])
+                if q == np.uint64(0):
+                    add_pair(totals, slot * two, g, h)
+                else:
+                    n = b - a  # the row's first entry >= blo
+                    while n > np.uint64(0):
+                        half = n >> one
+                        if np.uint64(entries[a + half]) < blo:
+                            a += half + one
+                            n -= half + one
+                        else:
+                            n = half
+                off = slot * tb
+                while a < b:
+                    s = np.uint64(entries[a])
+                    if s >= bhi:
+                        break
+                    add_pair(hist, (off + s) * two, g, h)
+                    a += one
+                i += one
+
+
+def _implicit_bins(hist, totals, n_nodes, total_bins, implicit, first, last):
+    """Each built node's skewed features' most common bins (implicit: global bins; their
+    features' bins first..last): the node's pair (totals) less the feature's other bins, in
+    bin order."""
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
+    for node in range(n_nodes):
+        base = np.uint64(node) * tb
+        for k in range(implicit.shape[0]):
+            d = np.uint64(implicit[k])
+            g = totals[np.uint64(2 * node)]
+            h = totals[np.uint64(2 * node + 1)]
+            for b in range(first[k], last[k]):
+                ub = np.uint64(b)
+                if ub != d:
+                    g -= hist[(base + ub) * two]
+                    h -= hist[(base + ub) * two + np.uint64(1)]
+            hist[(base + d) * two] = g
+            hist[(base + d) * two + np.uint64(1)] = h
+
+
+def _count_others(columns, features, dominant, counts):
+    """counts[r]: how many of features (rows of columns, feature_columns) row r holds in a bin
+    other than the feature's dominant one."""
+    for k in range(features.shape[0]):
+        col = columns[features[k]]
+        d = dominant[k]
+        for r in range(col.shape[0]):
+            counts[r] += np.int64(col[r] != d)
+
+
+def _fill_others(columns, features, dominant, ptrs, cursor, entries):
+    """_count_others' entries as global bins, each row's in feature order (rising), from cursor[r]."""
+    for k in range(features.shape[0]):
+        f = features[k]
+        col = columns[f]
+        d = dominant[k]
+        base = ptrs[f]
+        for r in range(col.shape[0]):
+            s = col[r]
+            if s != d:
+                entries[cursor[r]] = base + s
+                cursor[r] += 1
+
+
 def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted_rows):
     """Global bins lo..hi of a sparse matrix: a row's scan stops at its padding (total_bins).
     Rows whose entries never fall (sorted_rows: rows_sorted, what the CPU's quantising makes)
@@ -269,7 +371,9 @@ _compiled = {}
 def _kernels():
     if not _compiled:
         _compiled.update(rows_of=cpu.jit(_rows_of), entries=cpu.jit(_entries), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense),
-                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse),
+                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse), skewed=cpu.jit(_skewed),
+                         implicit_bins=cpu.jit(_implicit_bins), count_others=cpu.jit(_count_others),
+                         fill_others=cpu.jit(_fill_others),
                          children=cpu.jit(_children),
                          sum_rows=cpu.jit(_sum_rows))
     return _compiled
@@ -295,6 +399,9 @@ _HIST_BUDGET = 1 << 15
 _MAX_LINES_BY_ROWS = 8
 # How many listed rows ahead a row-major walk prefetches a row's symbols.
 _ROWS_AHEAD = 16
+# A feature of a dense matrix with no missing entry whose most common bin holds at least this
+# share of the rows is read by its other entries only (skewed_layout; e.g. a one-hot column).
+_SKEWED_SHARE = 0.7
 
 
 _scratch = threading.local()
@@ -347,12 +454,39 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
     cpu.run_chunks(k["entries"], bounds.size - 1, bounds, positions, slot_of_node, ell.n_rows, gpair, ell_rows, slots,
                    gh, counts, min_chunk=1 if ell.n_rows >= _MIN_ROWS_PER_THREAD else max(1, bounds.size - 1))
     starts = bounds[:-1, None] * n_trees + np.cumsum(counts, axis=1) - counts
-    n_features = ell.n_features
-    # One spare pair per feature, past the histograms, for its missing entries (_dense).
+    listed = int(counts.sum())
+    layout = skewed_layout(ell)
+    if layout is None:
+        offsets = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+        widths, n_features = offsets, ell.n_features
+    else:
+        offsets, widths, n_features = layout.offsets, layout.widths, layout.dense.size
+    # One spare pair per densely read feature, past the histograms, for its missing entries (_dense).
     hist = np.zeros(size + 2 * n_features, dtype=np.float64)
-    ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
-    group_end = _feature_groups(ptrs, -(-n_nodes // n_trees))
-    work = max(1, int(counts.sum()) * n_features // _MIN_PAIRS_PER_THREAD)
+    if n_features:
+        _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed,
+                        ell_rows, slots, gh, hist)
+    if layout is not None:
+        totals = np.zeros(2 * n_nodes, dtype=np.float64)
+        first, last = int(layout.first.min()), int(layout.last.max())
+        n_ranges = max(-(-(last - first) * -(-n_nodes // n_trees) // _HIST_BUDGET),  # each range's histograms in cache
+                       -(-min(cpu.threads(), max(1, layout.entries.size * listed // max(1, ell.n_rows)
+                                                  // _MIN_PAIRS_PER_THREAD)) // n_trees))
+        bin_bounds = np.linspace(first, last, n_ranges + 1).astype(np.int64)
+        n_items = n_trees * n_ranges
+        cpu.run_chunks(k["skewed"], n_items, layout.indptr, layout.entries, bin_bounds, starts, counts, ell_rows, slots,
+                       gh, hist, totals, ell.cuts.total_bins, pieces_per_thread=-(-n_items // cpu.threads()))
+        k["implicit_bins"](hist, totals, n_nodes, ell.cuts.total_bins, layout.implicit, layout.first, layout.last)
+    return hist
+
+
+def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed, ell_rows,
+                    slots, gh, hist):
+    """A dense level's densely read features added into hist: every feature's, or the ones
+    skewed_layout leaves (layout), in groups of features within _HIST_BUDGET (widths: their
+    bins' running count; offsets: each one's first global bin)."""
+    group_end = _feature_groups(widths, -(-n_nodes // n_trees))
+    work = max(1, listed * n_features // _MIN_PAIRS_PER_THREAD)
     per_thread = _pieces_per_thread(group_end, max(1, n_features // work))
     # Work items: a tree's rows over a piece of the features. A forest's trees are items of
     # their own (each thread walks whole trees: no two threads read the same rows), cut into
@@ -370,14 +504,15 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
     # 0.5-1.0 ns by rows against 0.8-1.5 by columns (2 threads), and Higgs' last level (14
     # walks) 2.3 by columns against 3.8 by rows; a 968-column Bosch-shaped fit (7 walks of 16
     # lines at the root) took 1.3x as long by rows.
-    if _walks(group_end, 0, n_features) * row_lines(ell) <= _MAX_LINES_BY_ROWS:
-        sym, step_feature, step_row, ahead = row_symbols(ell).reshape(-1), 1, n_features, _ROWS_AHEAD
+    columns = feature_columns(ell) if layout is None else layout.columns
+    if _walks(group_end, 0, n_features) * -(-n_features * columns.itemsize // 64) <= _MAX_LINES_BY_ROWS:
+        rows = row_symbols(ell) if layout is None else _dense_rows(ell, layout)
+        sym, step_feature, step_row, ahead = rows.reshape(-1), 1, n_features, _ROWS_AHEAD
     else:
-        sym, step_feature, step_row, ahead = feature_columns(ell).reshape(-1), ell.n_rows, 1, 0
-    cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], n_items, sym, step_feature, step_row, np.uint64(ahead), ptrs,
-                   feature_bounds, group_end, starts, counts, ell_rows, slots, gh, hist, ell.cuts.total_bins,
+        sym, step_feature, step_row, ahead = columns.reshape(-1), ell.n_rows, 1, 0
+    cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], n_items, sym, step_feature, step_row, np.uint64(ahead),
+                   offsets, feature_bounds, group_end, starts, counts, ell_rows, slots, gh, hist, ell.cuts.total_bins,
                    int(ell.null_symbol), min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
-    return hist
 
 
 def build_histograms(ell, gpair_native, part, build_nodes):
@@ -485,4 +620,73 @@ def global_symbols(ell):
         local = unpack_symbols(ell.words, ell.bits, ell.n_rows * ell.row_stride)
         cached = local.astype(dtype).reshape(ell.n_rows, ell.row_stride)
         ell.__dict__["_global_symbols"] = cached
+    return cached
+
+
+class SkewedLayout(NamedTuple):
+    """A dense matrix's features split by skew (skewed_layout): the ones read densely, and
+    the skewed ones, read by their entries other than their most common bin."""
+
+    dense: np.ndarray  # the densely read features (indices)
+    offsets: np.ndarray  # (n_dense + 1,) int64: each one's first global bin, then total_bins
+    widths: np.ndarray  # (n_dense + 1,) int64: their bins' running count, from 0 (their groups)
+    columns: np.ndarray  # (n_dense, n_rows): their feature_columns
+    implicit: np.ndarray  # (n_skewed,) int64: each skewed feature's most common bin (global)
+    first: np.ndarray  # (n_skewed,) int64: its feature's first global bin
+    last: np.ndarray  # (n_skewed,) int64: one past its feature's last
+    indptr: np.ndarray  # (n_rows + 1,) int64: row r's entries are entries[indptr[r]:indptr[r + 1]]
+    entries: np.ndarray  # the global bins of the skewed features' other entries, a row's rising
+
+
+def skewed_layout(ell):
+    """A dense matrix's SkewedLayout, or None where no feature is skewed: a feature whose
+    most common bin holds at least _SKEWED_SHARE of the matrix's rows and that has no missing
+    entry in it. Cached on the matrix. A worker decides for its own rows: its histograms are
+    whole before they are summed across workers."""
+    cached = ell.__dict__.get("_skewed_layout", False)
+    if cached is not False:
+        return cached
+    layout = None
+    if ell.is_dense and ell.n_rows:
+        columns = feature_columns(ell)
+        ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
+        null = int(ell.null_symbol)
+        skewed, dominant = [], []
+        for f in range(ell.n_features):
+            counts = np.bincount(columns[f], minlength=null + 1)
+            if ell.has_missing and counts[null]:
+                continue
+            d = int(np.argmax(counts[: ptrs[f + 1] - ptrs[f]]))
+            if counts[d] >= _SKEWED_SHARE * ell.n_rows:
+                skewed.append(f)
+                dominant.append(d)
+        if skewed:
+            layout = _skewed_layout(ell, columns, ptrs, np.asarray(skewed, dtype=np.int64),
+                                    np.asarray(dominant, dtype=np.int64))
+    ell.__dict__["_skewed_layout"] = layout
+    return layout
+
+
+def _skewed_layout(ell, columns, ptrs, skewed, dominant):
+    k = _kernels()
+    per_row = np.zeros(ell.n_rows, dtype=np.int64)
+    k["count_others"](columns, skewed, dominant, per_row)
+    indptr = np.zeros(ell.n_rows + 1, dtype=np.int64)
+    np.cumsum(per_row, out=indptr[1:])
+    entries = np.empty(int(indptr[-1]), dtype=np.uint16 if int(ell.cuts.total_bins) < 65536 else np.uint32)
+    k["fill_others"](columns, skewed, dominant, ptrs, indptr[:-1].copy(), entries)
+    dense = np.setdiff1d(np.arange(ell.n_features), skewed)
+    widths = np.zeros(dense.size + 1, dtype=np.int64)
+    np.cumsum(ptrs[dense + 1] - ptrs[dense], out=widths[1:])
+    return SkewedLayout(dense=dense, offsets=np.append(ptrs[dense], ptrs[-1]), widths=widths,
+                        columns=np.ascontiguousarray(columns[dense]), implicit=ptrs[skewed] + dominant,
+                        first=ptrs[skewed], last=ptrs[skewed + 1], indptr=indptr, entries=entries)
+
+
+def _dense_rows(ell, layout):
+    """The densely read features' symbols row-major (row_symbols of layout.columns). Cached."""
+    cached = ell.__dict__.get("_skewed_dense_rows")
+    if cached is None:
+        cached = np.ascontiguousarray(layout.columns.T)
+        ell.__dict__["_skewed_dense_rows"] = cached
     return cached

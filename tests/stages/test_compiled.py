@@ -164,6 +164,70 @@ def test_forest_levels_equal_the_oracle(oracle, compiled, threads, layout, walks
         assert np.array_equal(part_o.positions, part_c.positions)
 
 
+def _skewed_rows(oracle, rng, cuts, n_rows, with_missing):
+    """Rows whose features 1 and 3 hold one bin in ~90% of the rows (a middle bin of 1, the
+    first of 3: a one-hot column's zeros) and no missing entry; where with_missing, feature 0
+    misses 10% and feature 2 holds one bin in ~90% of the rows and misses 5% (read densely)."""
+    from daskgb import ellpack
+
+    from builders import make_X
+
+    ptrs = np.asarray(cuts.ptrs)
+    X = make_X(rng, cuts, n_rows)
+    for f, d in ((1, 2), (2, 1), (3, 0)):
+        keep = rng.random(n_rows) < 0.9
+        X[keep, f] = cuts.values[ptrs[f] + d] - 0.25  # below the cut: bin d (cuts are upper bounds)
+    if with_missing:
+        X[rng.random(n_rows) < 0.1, 0] = np.nan
+        X[rng.random(n_rows) < 0.05, 2] = np.nan
+    return ellpack.from_dense(oracle, oracle.xp.asarray(X), cuts, np.nan)
+
+
+def _assert_same_but_implicit(expected, got, implicit, what):
+    """The same bits but in the skewed features' most common bins (implicit: global bins),
+    which are the node's sum less its other bins: equal to rounding."""
+    others = np.ones(got.shape[1], dtype=bool)
+    others[implicit] = False
+    _assert_same_bits(np.ascontiguousarray(expected[:, others]), np.ascontiguousarray(got[:, others]), what)
+    np.testing.assert_allclose(got[:, implicit], expected[:, implicit], rtol=1e-12, atol=1e-12, err_msg=what)
+
+
+@pytest.mark.parametrize("with_missing", [False, True], ids=["full", "missing"])
+@pytest.mark.parametrize("n_trees", [1, 3])
+def test_skewed_features_equal_the_oracle(oracle, compiled, threads, walks, with_missing, n_trees, monkeypatch):
+    """Features whose one bin holds most rows (and that miss none) are read by their other
+    entries, the bin itself being the node's sum less them (skewed_layout): the other bins the
+    oracle's bits, the most common ones its sums to rounding, levels of one tree and of a
+    forest; in bin ranges of their own (the budget) and in one."""
+    from daskgb.histogram import compiled as hist_compiled
+
+    rng = np.random.default_rng(21 + n_trees)
+    cuts = make_cuts(rng, 6, 30)
+    ptrs = np.asarray(cuts.ptrs)
+    assert (np.diff(ptrs)[1:4] >= 3).all()  # the seeds' cuts: a middle bin for the most common
+    n_rows = 500
+    ell = _skewed_rows(oracle, rng, cuts, n_rows, with_missing)
+    layout = hist_compiled.skewed_layout(ell)
+    skewed = sorted(set(range(6)) - set(layout.dense.tolist()))
+    single = [f for f in range(6) if ptrs[f + 1] - ptrs[f] == 1]  # one bin: every row's
+    assert skewed == sorted({1, 3} | ({2} if not with_missing else set()) | set(single))
+    assert set(layout.implicit.tolist()) >= {int(ptrs[1] + 2), int(ptrs[3])}
+    gpair = random_gpair(rng, n_rows * n_trees)
+    part_o, part_c = oracle.new_partition(n_rows, n_trees), compiled.new_partition(n_rows, n_trees)
+    for budget in (10**9, 40):
+        monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", budget)
+        for level in forest_levels(rng, cuts, n_trees, 3):
+            args = concat(level, n_trees)
+            build = sorted({int(x) for x in np.concatenate([args[4], args[0]])})
+            _assert_same_but_implicit(oracle.build_histograms(ell, gpair, part_o, build),
+                                      compiled.build_histograms(ell, gpair, part_c, build), layout.implicit,
+                                      f"budget {budget}: histograms")
+            oracle.apply_splits(ell, part_o, *args)
+            compiled.apply_splits(ell, part_c, *args)
+            assert np.array_equal(part_o.positions, part_c.positions)
+        part_o, part_c = oracle.new_partition(n_rows, n_trees), compiled.new_partition(n_rows, n_trees)
+
+
 @pytest.mark.parametrize("layout", ["dense_missing", "sparse"])
 def test_categorical_splits_route_as_the_oracle(oracle, compiled, threads, layout, walks):
     rng = np.random.default_rng(11)
