@@ -167,16 +167,26 @@ def check_metric(name: str, n_groups: int, quantile_alpha=None) -> None:
                          "use logloss / error for binary ones")
 
 
-def _sorted_descending(xp, pred, columns):
+def _sorted_descending(xp, pred, columns, whole_sums=False):
     """The columns reordered by descending prediction, and each position's flag "the last of
     its tie group". Tie groups are aggregated, so the order within one does not matter; but NaN
     equals nothing, each NaN prediction is a group of its own, and their order does: a stable
-    sort keeps them in row order (as metric_cuda's sort keys do)."""
-    order = xp.argsort(-pred.astype(xp.float64), kind="stable")
+    sort keeps them in row order (as metric_cuda's sort keys do). Where the columns' running
+    sums are whole numbers (whole_sums: weights 1, labels 0 or 1; such sums are exact in any
+    order) and no prediction is NaN, numpy's unstable sort gives the same bits: 1.6 against
+    7.1 ms for 50K rows, most of an AUC scored every round."""
+    stable = not (whole_sums and xp is np and not np.isnan(pred).any())
+    order = xp.argsort(-pred.astype(xp.float64), kind="stable" if stable else "quicksort")
     p = pred[order]
     last = xp.ones(p.shape[0], dtype=bool)
     last[:-1] = p[1:] != p[:-1]
     return [c[order] for c in columns], last
+
+
+def _whole_sums(xp, y, w) -> bool:
+    """Whether host rows' weights are all 1 and labels all 0 or 1 (checked on the host only: on
+    a device the answer would wait for it)."""
+    return xp is np and bool((w == 1).all()) and bool(((y == 0) | (y == 1)).all())
 
 
 def _at_tie_ends(xp, last, values):
@@ -202,7 +212,7 @@ def _auc_parts(xp, y, pred, w):
     ties counting half (trapezoids over tie groups): AUC = area / product."""
     if y.shape[0] == 0:
         return 0.0, 0.0
-    (yy, ww), last = _sorted_descending(xp, pred, [y.astype(xp.float64), w])
+    (yy, ww), last = _sorted_descending(xp, pred, [y.astype(xp.float64), w], _whole_sums(xp, y, w))
     tp_all, fp_all = xp.cumsum(ww * yy), xp.cumsum(ww * (1.0 - yy))
     tp, valid = _at_tie_ends(xp, last, tp_all)
     fp, _ = _at_tie_ends(xp, last, fp_all)
@@ -222,7 +232,7 @@ def _aucpr_parts(xp, y, pred, w):
     pos_w = (w * y).astype(xp.float64)
     neg_w = (w * (xp.float32(1.0) - y)).astype(xp.float64)
     total_pos, total_neg = pos_w.sum(), neg_w.sum()
-    (pos_s, neg_s), last = _sorted_descending(xp, pred, [pos_w, neg_w])
+    (pos_s, neg_s), last = _sorted_descending(xp, pred, [pos_w, neg_w], _whole_sums(xp, y, w))
     tp, valid = _at_tie_ends(xp, last, xp.cumsum(pos_s))
     fp, _ = _at_tie_ends(xp, last, xp.cumsum(neg_s))
     tp0, fp0 = _previous(xp, tp), _previous(xp, fp)

@@ -42,6 +42,7 @@ CPU_RUNS = [
     ("benchmarks/dask_overhead.py", ["--device", "cpu", "--smoke"], "training path: host-levels"),
     ("benchmarks/placement_balance.py", ["--smoke"], "same model: True"),
     ("benchmarks/quickstart_fresh.py", ["--smoke"], "medians of 1: daskgb"),
+    ("benchmarks/skewed_columns.py", ["--smoke"], "features read by their other entries"),
     ("benchmarks/eval_auc_dask.py", ["--device", "cpu", "--smoke"], "| auc |"),
     ("benchmarks/training_paths.py", ["--device", "cpu", "--smoke"], '"case": "lossguide", "rows": 20000'),
     ("examples/user_paths.py", ["--device", "cpu", "--smoke", "--cases",

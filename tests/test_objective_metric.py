@@ -271,3 +271,34 @@ def test_binary_logitraw_equals_xgboost(scale_pos_weight, device):
     np.testing.assert_allclose(ours_log["t"]["logloss"], theirs_log["t"]["logloss"], rtol=1e-5)
     with pytest.raises(ValueError, match=r"binary:logitraw needs labels in \[0, 1\]"):
         daskgb.train({**p, "device": "cpu"}, daskgb.QuantileMatrix(X, y * 2, device="cpu"), 1)
+
+
+@pytest.mark.parametrize("parts", ["_auc_parts", "_aucpr_parts"])
+@pytest.mark.parametrize("case", ["unweighted", "weighted", "nan"])
+def test_ranking_metrics_sort_ties_in_any_order_only_where_it_keeps_the_bits(parts, case, monkeypatch):
+    """AUC and AUC-PR sort the rows by prediction. Where every weight is 1, every label 0 or 1
+    and no prediction NaN, the running sums are whole numbers and the host sorts unstably
+    (faster); the result has the stable sort's bits. Weighted rows and NaN predictions keep
+    the stable sort."""
+    from daskgb import metric
+
+    rng = np.random.default_rng(3)
+    n = 20_000
+    pred = np.round(rng.random(n), 2).astype(np.float32)  # ~100 values: large tie groups
+    y = (rng.random(n) < pred).astype(np.float32)
+    w = np.ones(n) if case != "weighted" else rng.random(n) * 3
+    if case == "nan":
+        pred[rng.random(n) < 0.01] = np.nan
+    kinds = []
+    argsort = np.argsort
+
+    def recording_argsort(a, *args, kind=None, **kwargs):
+        kinds.append(kind)
+        return argsort(a, *args, kind=kind, **kwargs)
+
+    monkeypatch.setattr(np, "argsort", recording_argsort)
+    got = getattr(metric, parts)(np, y, pred, w)
+    monkeypatch.setattr(metric, "_whole_sums", lambda xp, y, w: False)
+    expected = getattr(metric, parts)(np, y, pred, w)
+    assert kinds == (["quicksort", "stable"] if case == "unweighted" else ["stable", "stable"])
+    assert [np.float64(v).tobytes() for v in got] == [np.float64(v).tobytes() for v in expected]
