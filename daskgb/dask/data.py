@@ -281,6 +281,13 @@ def _local_matrix(device, cuts, token, missing, max_bin, n_features, feature_inf
             give_back_device_memory_when_idle()
 
 
+def encode_labels(y, classes):
+    """Labels as their indices among classes (sorted), float32, where y is (a cupy block stays
+    on its GPU): a classifier's encoding."""
+    xp = array_module(y)
+    return xp.searchsorted(xp.asarray(classes), y).astype(xp.float32)
+
+
 def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, feature_names, labels, groups, paging,
                         *parts, feature_types=None, classes=None):
     from .. import ranking
@@ -289,8 +296,7 @@ def _build_local_matrix(device, cuts, token, missing, max_bin, n_features, featu
     budget, spill_dir = paging
     X, y, w, m, lower, upper = _local_arrays(parts, device, features_on_host=budget is not None)
     if classes is not None and y is not None:
-        xp = array_module(y)
-        y = xp.searchsorted(xp.asarray(classes), y).astype(xp.float32)
+        y = encode_labels(y, classes)
     if X is None:  # a worker that holds none of these rows still takes part in evaluation
         import daskgb.backend as be
 

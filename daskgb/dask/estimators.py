@@ -17,7 +17,7 @@ import numpy as np
 from ..arrays import array_module, to_host
 from ..sklearn import (GBClassifier, GBRanker, GBRegressor, _check_rank_objective, _checkpointing,
                        _fit_feature_weights, _RandomForest, _score_metric, _split_qid)
-from .data import DaskQuantileMatrix
+from .data import DaskQuantileMatrix, encode_labels
 from .prediction import predict_array as predict
 from .training import run
 from .watch import gather_watching
@@ -397,11 +397,7 @@ class DaskGBClassifier(_DaskModel, GBClassifier):
         if _encoding(known) is None:  # (numbers beside strings in an eval set)
             return ys, None
 
-        def encode(block):
-            xp = array_module(block)  # cupy partitions stay on their GPU
-            return xp.searchsorted(xp.asarray(known), block).astype(xp.float32)
-
-        return [y.map_blocks(encode, dtype=np.float32) for y in ys], None
+        return [y.map_blocks(encode_labels, classes=known, dtype=np.float32) for y in ys], None
 
     def _matrix_labels(self, dtrain) -> None:
         """A prebuilt matrix holds labels as XGBoost's DMatrix does: class indices 0..K-1."""
