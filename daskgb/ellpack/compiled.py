@@ -1,8 +1,14 @@
 """The ELLPACK stage's quantising compiled for CPUs (cpu/): reference.bin_dense's bins, and the bit packing both ways.
 
-A value's bin is the first cut above it (an upper-bound binary search in its feature's cuts),
-clamped to the feature's last bin; missing values get the null symbol. The threads split the
-rows. Packing (reference.pack_symbols' words) shifts each symbol into a running 64-bit
+A value's bin is the first cut above it (an upper bound in its feature's cuts), clamped to the
+feature's last bin; missing values get the null symbol. The threads split the rows. The upper
+bound is looked up, not searched from scratch: each feature's range of cuts is cut into
+equal-width buckets (~4 a cut, search_tables), and a value's bucket (a subtraction and a
+multiplication) names the few cuts it can lie among, which a binary search without branches
+then settles. The bucket is a monotone function of the value, computed alike for values and
+cuts, so every cut in an earlier bucket is below the value and every cut in a later one above
+it: the bins are the oracle's whatever the rounding. (A plain binary search of 256 cuts, its
+branches unpredictable, took ~70 ns a value on one thread; this takes ~7.) Packing (reference.pack_symbols' words) shifts each symbol into a running 64-bit
 accumulator and writes every word once; the threads split the entries in runs of 32, whose
 bits start and end on word boundaries, so no word is written by two threads. Unpacking
 (reference.unpack_symbols) reads each entry's two words, as the oracle does.
@@ -10,13 +16,57 @@ bits start and end on word boundaries, so no word is written by two threads. Unp
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import cpu
 from .layout import n_words
 
 
-def _bin_rows(lo, hi, X, ptrs, values, missing, is_nan_missing, null_symbol, out):
+def _bucket(v, low, scale, n_buckets):
+    """Which of a feature's n_buckets equal-width buckets holds v (monotone in v; NaN excluded)."""
+    if scale == 0.0:  # one bucket (a feature of one cut, or cuts too close or too far apart)
+        return 0
+    d = (np.float64(v) - low) * scale
+    if d < 0.0:
+        return 0
+    if d >= n_buckets:
+        return n_buckets - 1
+    return np.int64(d)
+
+
+def _bucket_starts(ptrs, values, bucket_ptrs, lows, scales, starts):
+    """Each feature's table: starts[bucket_ptrs[f] + t] = the first of its cuts (global index)
+    whose bucket is t or later, for t = 0 .. its bucket count (the last: its end)."""
+    for f in range(ptrs.shape[0] - 1):
+        base = bucket_ptrs[f]
+        n_buckets = bucket_ptrs[f + 1] - base - 1
+        j = ptrs[f]
+        for t in range(n_buckets + 1):
+            while j < ptrs[f + 1] and _bucket(values[j], lows[f], scales[f], n_buckets) < t:
+                j += 1
+            starts[base + t] = j
+
+
+def _upper_bound(v, f, ptrs, values, bucket_ptrs, lows, scales, starts):
+    """The first of feature f's cuts above v, as an index into its cuts (numpy's searchsorted,
+    side="right"): a search of v's bucket's cuts only, without branches (values carries one
+    padding entry past the last cut, read where a bucket holds none)."""
+    base = bucket_ptrs[f]
+    t = _bucket(v, lows[f], scales[f], bucket_ptrs[f + 1] - base - 1)
+    first = starts[base + t]
+    n = starts[base + t + 1] - first
+    while n > 1:
+        half = n >> 1
+        first += half * np.int64(values[first + half] <= v)
+        n -= half
+    first += np.int64((n > 0) & (values[first] <= v))
+    return first - ptrs[f]
+
+
+def _bin_rows(lo, hi, X, ptrs, values, bucket_ptrs, lows, scales, starts, missing, is_nan_missing, null_symbol,
+              out):
     """Rows lo..hi of X: each value's feature-local bin (reference.bin_dense)."""
     n_features = X.shape[1]
     for r in range(lo, hi):
@@ -25,20 +75,12 @@ def _bin_rows(lo, hi, X, ptrs, values, missing, is_nan_missing, null_symbol, out
             if v != v or (not is_nan_missing and v == missing):
                 out[r, f] = null_symbol
                 continue
-            a = ptrs[f]
-            b = ptrs[f + 1]
-            first, count = a, b - a
-            while count > 0:  # the first cut > v (numpy's searchsorted, side="right")
-                half = count >> 1
-                if values[first + half] <= v:
-                    first += half + 1
-                    count -= half + 1
-                else:
-                    count = half
-            out[r, f] = min(first - a, b - a - 1)
+            bin_ = _upper_bound(v, f, ptrs, values, bucket_ptrs, lows, scales, starts)
+            out[r, f] = min(bin_, ptrs[f + 1] - ptrs[f] - 1)
 
 
-def _sparse_rows(lo, hi, X, ptrs, values, missing, is_nan_missing, null_symbol, out):
+def _sparse_rows(lo, hi, X, ptrs, values, bucket_ptrs, lows, scales, starts, missing, is_nan_missing, null_symbol,
+                 out):
     """Rows lo..hi of X in the sparse layout (reference.pack_dense_sparse's symbols): the global
     bins of a row's present values in feature order, then null_symbol to the row's end."""
     n_features = X.shape[1]
@@ -49,17 +91,8 @@ def _sparse_rows(lo, hi, X, ptrs, values, missing, is_nan_missing, null_symbol, 
             v = X[r, f]
             if v != v or (not is_nan_missing and v == missing) or k == row_stride:
                 continue
-            a = ptrs[f]
-            b = ptrs[f + 1]
-            first, count = a, b - a
-            while count > 0:  # the first cut > v, as _bin_rows
-                half = count >> 1
-                if values[first + half] <= v:
-                    first += half + 1
-                    count -= half + 1
-                else:
-                    count = half
-            out[r, k] = a + min(first - a, b - a - 1)
+            bin_ = _upper_bound(v, f, ptrs, values, bucket_ptrs, lows, scales, starts)
+            out[r, k] = ptrs[f] + min(bin_, ptrs[f + 1] - ptrs[f] - 1)
             k += 1
         for j in range(k, row_stride):
             out[r, j] = null_symbol
@@ -115,13 +148,55 @@ def _unpack_columns(lo, hi, words, bits, cols):
 
 
 _compiled = {}
+_compiling = threading.Lock()
 
 
 def _kernels():
     if not _compiled:
-        _compiled.update(bin=cpu.jit(_bin_rows), sparse=cpu.jit(_sparse_rows), pack=cpu.jit(_pack),
-                         unpack=cpu.jit(_unpack), unpack_columns=cpu.jit(_unpack_columns))
+        # The loops call the helpers by their module names, which numba reads as it compiles
+        # them: the helpers are compiled first, in their place, under a lock (two workers of
+        # one process may get here together: split/compiled.py's _kernels says why).
+        with _compiling:
+            if not _compiled:
+                g = globals()
+                for name in ("_bucket", "_upper_bound"):
+                    g[name] = cpu.jit(g[name])
+                _compiled.update(starts=cpu.jit(_bucket_starts), bin=cpu.jit(_bin_rows),
+                                 sparse=cpu.jit(_sparse_rows), pack=cpu.jit(_pack), unpack=cpu.jit(_unpack),
+                                 unpack_columns=cpu.jit(_unpack_columns))
     return _compiled
+
+# Buckets a feature's cuts are looked up through: ~4 a cut (most buckets then hold no cut or
+# one), at most this many (a 256-bin feature's table: 8 KB).
+_BUCKETS_PER_CUT = 4
+_MAX_BUCKETS = 1024
+
+
+def search_tables(cuts):
+    """What _upper_bound reads of the cuts: (ptrs, values padded by one, bucket_ptrs, lows,
+    scales, starts). A feature's buckets span its first to last cut; one whose cuts are fewer
+    than 2, or whose span gives no finite positive scale, has one bucket (a plain search)."""
+    ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
+    values = np.asarray(cuts.values, dtype=np.float32)
+    counts = np.diff(ptrs)
+    n_buckets = np.minimum(_MAX_BUCKETS, _BUCKETS_PER_CUT * np.maximum(counts, 1))
+    lows, scales = np.zeros(counts.size), np.zeros(counts.size)
+    spread = counts >= 2
+    first = values[ptrs[:-1][spread]].astype(np.float64)
+    last = values[ptrs[1:][spread] - 1].astype(np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        scale = n_buckets[spread] / (last - first)
+    usable = np.isfinite(scale) & (scale > 0) & np.isfinite(first)
+    lows[np.flatnonzero(spread)[usable]] = first[usable]
+    scales[np.flatnonzero(spread)[usable]] = scale[usable]
+    n_buckets[spread] = np.where(usable, n_buckets[spread], 1)
+    n_buckets[~spread] = 1
+    bucket_ptrs = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(n_buckets + 1, out=bucket_ptrs[1:])
+    starts = np.empty(int(bucket_ptrs[-1]), dtype=np.int64)
+    _kernels()["starts"](ptrs, values, bucket_ptrs, lows, scales, starts)
+    padded = np.append(values, np.float32(np.inf))
+    return ptrs, padded, bucket_ptrs, lows, scales, starts
 
 _MIN_ROWS_PER_THREAD = 1 << 13
 
@@ -131,8 +206,8 @@ def bin_dense(X, cuts, missing: float, null_symbol: int):
     X = np.asarray(X, dtype=np.float32)
     out = np.empty(X.shape, dtype=np.uint32)
     is_nan_missing = bool(np.isnan(missing))
-    cpu.run_chunks(_kernels()["bin"], X.shape[0], X, np.asarray(cuts.ptrs, dtype=np.int64),
-                   np.asarray(cuts.values, dtype=np.float32), np.float32(0.0 if is_nan_missing else missing),
+    cpu.run_chunks(_kernels()["bin"], X.shape[0], X, *search_tables(cuts),
+                   np.float32(0.0 if is_nan_missing else missing),
                    is_nan_missing, np.uint32(null_symbol), out, min_chunk=_MIN_ROWS_PER_THREAD)
     return out
 
@@ -147,8 +222,8 @@ def pack_dense_sparse(X, cuts, missing: float, row_stride: int, null_symbol: int
     X = np.asarray(X, dtype=np.float32)
     out = np.empty((X.shape[0], row_stride), dtype=np.uint32)
     is_nan_missing = bool(np.isnan(missing))
-    cpu.run_chunks(_kernels()["sparse"], X.shape[0], X, np.asarray(cuts.ptrs, dtype=np.int64),
-                   np.asarray(cuts.values, dtype=np.float32), np.float32(0.0 if is_nan_missing else missing),
+    cpu.run_chunks(_kernels()["sparse"], X.shape[0], X, *search_tables(cuts),
+                   np.float32(0.0 if is_nan_missing else missing),
                    is_nan_missing, np.uint32(null_symbol), out, min_chunk=_MIN_ROWS_PER_THREAD)
     return pack_symbols(out, bits)
 

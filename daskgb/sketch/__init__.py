@@ -380,10 +380,14 @@ def _fix_error(xp, s: Summary) -> Summary:
 # ----------------------------------------------------------------------------- prune
 def prune(s: Summary, budget: int) -> Summary:
     """summary.prune_with with the backend's segmented search; on a GPU, sketch/cuda.py's prune
-    (its kernels make prune_with's choices)."""
+    (its kernels make prune_with's choices); in a CPU fit, sketch/compiled.py's (the same)."""
     device = _device_kernels(array_module(s.value))
     if device is not None:
         return device.prune(s, budget)
+    if cpu.compiled_loaded():  # a CPU fit's: prune_with's choices by one compiled pass (sketch/compiled.py)
+        from . import compiled
+
+        return compiled.prune(s, budget)
     return prune_with(s, budget, _segmented_searchsorted)
 
 def prune_filled(s: Summary, budget: int) -> Summary:

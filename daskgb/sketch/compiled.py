@@ -2,12 +2,14 @@
 
 The oracle sorts every (column, value) key of a block at once (uint64 keys, one sort of
 rows x columns). Here each column's present values are gathered, sorted as float32 by numpy
-(which lets go of the GIL: the threads sort columns side by side) and folded into
-(value, count) runs by a compiled loop. Unweighted counts are integers, so the ranks are
-exactly the oracle's; equal values -0.0 and 0.0 are one entry, 0.0, as the oracle's keys make them.
+(which lets go of the GIL: the threads sort columns side by side), then folded into
+(value, count) runs and pruned by one compiled loop. Unweighted counts are integers, so the ranks
+are exactly the oracle's; equal values -0.0 and 0.0 are one entry, 0.0, as the oracle's keys make them.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -27,27 +29,55 @@ def _present(col, missing, is_nan_missing, out):
     return n
 
 
-def _runs(sorted_values, values, counts):
-    """Distinct values of a sorted column (-0.0 as 0.0) and how often each occurs: their count."""
+def _column_summary(sorted_values, budget, value, rmin, rmax, wmin, keep):
+    """A sorted column's exact summary (its distinct values, -0.0 as 0.0, each with its count as
+    wmin and the counts below it as rmin), pruned to budget where it holds more (budget 0:
+    never): its entries' count, the entries in value, rmin, rmax, wmin. Counts are integers, so
+    the ranks are the oracle's whatever the order of adds."""
     m = 0
     n = sorted_values.shape[0]
     i = 0
+    below = 0.0
     while i < n:
         v = sorted_values[i]
         j = i + 1
         while j < n and sorted_values[j] == v:
             j += 1
-        values[m] = v + np.float32(0.0)
-        counts[m] = j - i
+        count = np.float64(j - i)
+        value[m] = v + np.float32(0.0)
+        rmin[m] = below
+        rmax[m] = below + count
+        wmin[m] = count
+        below += count
         m += 1
         i = j
-    return m
+    if budget == 0 or m <= budget:
+        return m
+    ptrs = np.zeros(2, dtype=np.int64)
+    ptrs[1] = m
+    keep[:m] = False
+    _prune_marks(ptrs, rmin, rmax, wmin, budget, keep)
+    kept = 0
+    for i in range(m):  # kept entries move down, in order (in place: kept <= i)
+        if keep[i]:
+            value[kept] = value[i]
+            rmin[kept] = rmin[i]
+            rmax[kept] = rmax[i]
+            wmin[kept] = wmin[i]
+            kept += 1
+    return kept
+
+
+# A feature of more entries a query than this is pruned by searching each query (_prune_marks).
+_WALK_PER_QUERY = 16
 
 
 def _prune_marks(ptrs, rmin, rmax, wmin, budget, keep):
     """summary.prune_with's choice of entries, feature by feature: keep[i] where entry i stays.
-    The same queries in the same arithmetic; the search is a plain binary search of each
-    feature's increasing rmin + rmax."""
+    The same queries in the same arithmetic. The queries rise, and so does a feature's
+    rmin + rmax: where a feature holds up to _WALK_PER_QUERY entries a query, one walk up its
+    entries answers them all (its steps predictable, ~10x faster than searching each, on a
+    partition's 30K entries pruned to 3.6K); beyond that, each query is a binary search."""
     n_queries = budget - 2
     for f in range(ptrs.shape[0] - 1):
         base = ptrs[f]
@@ -60,16 +90,23 @@ def _prune_marks(ptrs, rmin, rmax, wmin, budget, keep):
         keep[base + m - 1] = True
         begin = rmax[base]
         span = rmin[base + m - 1] - begin
+        walk = m <= _WALK_PER_QUERY * budget
+        lo = base + 2
         for q in range(1, n_queries + 1):
             dx2 = 2.0 * ((np.float64(q) * span) / (budget - 1) + begin)
-            lo = base + 2
-            hi = base + m
-            while lo < hi:  # the first j in [base + 2, base + m) with rmin + rmax > dx2
-                mid = (lo + hi) >> 1
-                if rmin[mid] + rmax[mid] <= dx2:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            # lo: the first j in [base + 2, base + m) with rmin + rmax > dx2 (else base + m)
+            if walk:  # from the last query's answer (the queries rise)
+                while lo < base + m and rmin[lo] + rmax[lo] <= dx2:
+                    lo += 1
+            else:
+                lo = base + 2
+                hi = base + m
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if rmin[mid] + rmax[mid] <= dx2:
+                        lo = mid + 1
+                    else:
+                        hi = mid
             i = lo - 1
             if i < base + m - 1:
                 ic = min(i, base + m - 2)
@@ -128,12 +165,19 @@ def _merge_feature(a_ptrs, a_value, a_rmin, a_rmax, a_wmin, b_ptrs, b_value, b_r
 
 
 _compiled = {}
+_compiling = threading.Lock()
 
 
 def _kernels():
     if not _compiled:
-        _compiled.update(present=cpu.jit(_present), runs=cpu.jit(_runs), prune=cpu.jit(_prune_marks),
-                         merge=cpu.jit(_merge_feature))
+        # _column_summary calls _prune_marks by its module name, which numba reads as it compiles
+        # the caller: compiled first, in its place, under a lock (split/compiled.py's _kernels).
+        with _compiling:
+            if not _compiled:
+                g = globals()
+                g["_prune_marks"] = cpu.jit(g["_prune_marks"])
+                _compiled.update(present=cpu.jit(_present), column=cpu.jit(_column_summary), prune=_prune_marks,
+                                 merge=cpu.jit(_merge_feature))
     return _compiled
 
 
@@ -147,20 +191,18 @@ def summarize_dense(block, missing: float, budget):
     missing32 = np.float32(0.0 if is_nan_missing else missing)
     budget = None if budget is None else check_prune_budget(budget)
 
+    block = block if block.dtype == np.float32 else block.astype(np.float32)
+
     def columns(lo, hi):
         buf = np.empty(n_rows, dtype=np.float32)
+        keep = np.empty(n_rows, dtype=np.bool_)
         for c in range(lo, hi):
-            v = buf[: k["present"](np.ascontiguousarray(block[:, c], dtype=np.float32), missing32, is_nan_missing,
-                                   buf)]
+            v = buf[: k["present"](block[:, c], missing32, is_nan_missing, buf)]
             v.sort()
-            values = np.empty(v.size, dtype=np.float32)
-            counts = np.empty(v.size, dtype=np.int64)
-            m = k["runs"](v, values, counts)
-            wmin = counts[:m].astype(np.float64)
-            rmin = np.cumsum(wmin) - wmin  # counts: exact integers, whatever the order of adds
-            s = Summary(np.array([0, m], dtype=np.int64), values[:m], rmin, rmin + wmin, wmin)
-            if budget is not None and m > budget:
-                s = prune(s, budget)
+            value = np.empty(v.size, dtype=np.float32)
+            rmin, rmax, wmin = (np.empty(v.size, dtype=np.float64) for _ in range(3))
+            m = k["column"](v, 0 if budget is None else budget, value, rmin, rmax, wmin, keep)
+            s = Summary(np.array([0, m], dtype=np.int64), value[:m], rmin[:m], rmax[:m], wmin[:m])
             parts[c] = (s, v.size > 0 and bool(np.isinf(v[0]) or np.isinf(v[-1])))
 
     cpu.run_chunks(columns, n_cols)

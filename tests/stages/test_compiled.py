@@ -402,6 +402,57 @@ def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
                           compiled.pack_dense_sparse(X, cuts, missing, stride, null, bits))
 
 
+@pytest.mark.parametrize("missing", [np.nan, np.inf])
+def test_bins_looked_up_through_buckets_equal_the_oracle(compiled, threads, missing, monkeypatch):
+    """The compiled binning finds a value's cuts through its bucket (ellpack/compiled.py
+    search_tables): cuts crowded into one bucket among empty ones (a skewed column's), spans
+    past float32's range (-3e38..3e38) or subnormal, one cut (one bucket), two adjacent floats as
+    cuts, -0.0 against a cut at 0.0; values on every cut and beside it (nextafter both ways),
+    +-inf, +-max float32, subnormals. The bins are the oracle's searchsorted's, every one."""
+    from daskgb.ellpack import compiled as ell_compiled
+    from daskgb.ellpack import reference as ell_reference
+    from daskgb.sketch.cuts import Cuts
+
+    monkeypatch.setattr(ell_compiled, "_MIN_ROWS_PER_THREAD", 1)
+    rng = np.random.default_rng(21)
+    big = np.finfo(np.float32).max
+    tiny = np.finfo(np.float32).smallest_subnormal
+    features = [
+        np.concatenate([np.linspace(0, 1e-3, 200), [1.0, 50.0, 1e6]]),  # 200 cuts in one bucket's width
+        np.array([-3e38, -1.0, 0.0, 1.0, 3e38]),  # a span past float32's range
+        np.array([0.0, tiny, 2 * tiny, 5 * tiny]),  # a subnormal span
+        np.array([7.5]),  # one cut: one bucket
+        np.array([1.0, np.nextafter(np.float32(1.0), np.float32(2.0))]),
+        np.array([-2.0, 0.0, 3.0]),
+        np.sort(rng.lognormal(0, 5, 256)),  # skewed: most cuts near the first
+    ]
+    ptrs = np.concatenate([[0], np.cumsum([f.size for f in features])]).astype(np.int32)
+    values = np.concatenate(features).astype(np.float32)
+    assert all((np.diff(f.astype(np.float32)) > 0).all() for f in features)
+    cuts = Cuts(ptrs, values, (values[ptrs[:-1]] - 1.0).astype(np.float32))
+    _, _, bucket_ptrs, _, scales, starts = ell_compiled.search_tables(cuts)
+    assert (np.diff(bucket_ptrs) == 2).any() and (scales == 0).any()  # the one-cut feature: one bucket
+    assert np.diff(starts[bucket_ptrs[0]:bucket_ptrs[1]]).max() >= 200  # a bucket of 200 cuts, searched
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, big, -big, tiny, -tiny, 3 * tiny], dtype=np.float32)
+    cols = []
+    for f in features:
+        c = f.astype(np.float32)
+        near = np.concatenate([c, np.nextafter(c, np.float32(np.inf)), np.nextafter(c, np.float32(-np.inf)),
+                               specials, rng.choice(c, 50) * np.float32(1.0001)]).astype(np.float32)
+        cols.append(rng.permutation(np.resize(near, 1500)))
+    X = np.stack(cols, axis=1)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    if np.isinf(missing):
+        X[rng.random(X.shape) < 0.05] = np.inf
+    want = ell_reference.bin_dense(X, cuts, missing, 300)
+    got = ell_compiled.bin_dense(X, cuts, missing, 300)
+    assert want.dtype == got.dtype and np.array_equal(want, got)
+    stride = int((want != 300).sum(axis=1).max())
+    null, bits = int(cuts.total_bins), 10
+    assert np.array_equal(ell_reference.pack_dense_sparse(X, cuts, missing, stride, null, bits),
+                          ell_compiled.pack_dense_sparse(X, cuts, missing, stride, null, bits))
+
+
 @pytest.mark.parametrize("bits", [1, 5, 9, 16, 31, 32])
 def test_packing_equals_the_oracle(threads, bits, monkeypatch):
     """Words of streams of every length around a run of 32 entries (where threads split),
@@ -423,22 +474,31 @@ def test_packing_equals_the_oracle(threads, bits, monkeypatch):
 
 @pytest.mark.parametrize("budget", [2, 3, 17, 256])
 def test_prune_equals_the_oracle(budget):
-    """summary.prune_with and the compiled prune on exact summaries of repeated and distinct
-    values, features below and above the budget."""
+    """summary.prune_with and the compiled prune on summaries of repeated and distinct values,
+    exact, weighted and merged, features below and above the budget: features of up to 16
+    entries a query are pruned by one walk, larger ones by a search a query (both are seen)."""
+    from daskgb import sketch
     from daskgb.sketch import compiled as sketch_compiled
     from daskgb.sketch import reference as sketch_reference
-    from daskgb.sketch.summary import prune_with
+    from daskgb.sketch.summary import block_entries, exact_summary, prune_with
 
     rng = np.random.default_rng(budget)
     n = 5000
     X = np.stack([rng.integers(0, 10, n), rng.normal(size=n), np.round(rng.exponential(size=n), 1),
                   rng.integers(0, 300, n)], axis=1).astype(np.float32)
-    s = sketch_reference.summarize_dense(np, X, np.nan, None)
-    want = prune_with(s, budget, sketch_reference.segmented_searchsorted)
-    got = sketch_compiled.prune(s, budget)
-    assert np.array_equal(want.ptrs, got.ptrs)
-    for name in ("value", "rmin", "rmax", "wmin"):
-        assert np.array_equal(getattr(want, name), getattr(got, name)), name
+    exact = sketch_reference.summarize_dense(np, X, np.nan, None)
+    # Ranks that are not whole numbers: weighted rows, and a merge of two summaries (what the
+    # merge tree prunes).
+    feature, values = block_entries(np, X)
+    weighted = exact_summary(np, feature, values, np.tile(rng.random(n).astype(np.float32) * 3, X.shape[1]),
+                             X.shape[1], np.nan)
+    merged = sketch.merge(weighted, sketch_reference.summarize_dense(np, X[::3] + np.float32(0.05), np.nan, None))
+    for s in (exact, weighted, merged):
+        want = prune_with(s, budget, sketch_reference.segmented_searchsorted)
+        got = sketch_compiled.prune(s, budget)
+        assert np.array_equal(want.ptrs, got.ptrs)
+        for name in ("value", "rmin", "rmax", "wmin"):
+            assert np.array_equal(getattr(want, name), getattr(got, name)), name
 
 
 def test_expf_loop_equals_the_array_steps(compiled, monkeypatch):
