@@ -30,10 +30,12 @@ DEFAULTS = {
     # Seconds a Dask fit waits for workers another fit is training on before it gives up,
     # naming them (dask/fit_lock.py: fits on the same workers queue, one at a time).
     "dask.wait-for-busy-workers": 3600.0,
-    # A fit moves whole partitions from its busiest worker to its idlest while the busiest holds
-    # more than this many times the workers' mean rows (every round waits for the slowest
-    # worker; dask/data.py _balanced). 0: partitions stay where they are.
-    "dask.balance-rows": 1.1,
+    # Where the busiest worker holds more than this many times the workers' mean rows, a fit
+    # moves whole partitions from the busiest to the idlest (dask/data.py _balanced), then, if
+    # still above it, cuts partitions so that each worker holds the mean to a row (_even_rows;
+    # not for ranking's query groups). Every round waits for the slowest worker. 0: partitions
+    # stay where they are.
+    "dask.balance-rows": 1.02,
     # The training paths (training/plan.py): off, a path is never planned.
     "training.device-growth": True,  # depthwise trees grown on the device, one host wait a round
     "training.queue-rounds": True,  # round i + 1 queued before round i's trees are read

@@ -44,6 +44,14 @@ def _part(X, y, w, m, q=None, lower=None, upper=None, index=0):
             lower, upper)
 
 
+def _slice_part(part, lo: int, hi: int):
+    """Rows lo..hi of a partition (_part's pieces): the part of it a worker keeps, or gives to
+    another worker, when the workers' rows are cut to even (_even_rows). No query groups here."""
+    X, y, w, m, q, lower, upper = part
+    return tuple(None if v is None else v[lo:hi] for v in (X, y, w, m)) + (q,) + \
+        tuple(None if v is None else v[lo:hi] for v in (lower, upper))
+
+
 class _GroupSizes:
     """The query group sizes of one partition, cut by the client from DaskQuantileMatrix(group=...);
     ``first`` is the global index of its first group."""
@@ -644,7 +652,8 @@ class DaskQuantileMatrix:
             # are per partition, merged in the collection's order, and row sampling is keyed by a
             # row's place in the collection (row_spans_of below): the model depends on the
             # partitions alone, not on which worker holds which, nor on the workers' addresses;
-            # hence partitions may move to even the workers' rows (_balanced).
+            # hence partitions may move to even the workers' rows (_balanced), and once sketched be cut
+            # where whole ones cannot even them (_cut_to_even).
             holding = [a for a, i in infos.items() if i["rows"] > 0]
             holder = {**holder, **_balanced({a: holder[a] for a in holding}, rows_of, position, tolerance)}
             first = {a: min(position[f.key] for f in fs) for a, fs in holder.items() if fs}
@@ -668,6 +677,8 @@ class DaskQuantileMatrix:
             self.cuts = gather_watching(client, [cut_future], self.workers, "quantisation")[0]
             lap("merge sketches")
             self.cuts_token = uuid.uuid4().hex
+            if not self.has_groups:  # a query group stays whole on one worker
+                holder = _cut_to_even(client, holder, rows_of, first_row_of, self.workers, tolerance)
         else:
             if ref.n_features != n_features:
                 raise ValueError(f"ref has {ref.n_features} features, this data has {n_features}")
@@ -676,6 +687,8 @@ class DaskQuantileMatrix:
                 self.feature_names = ref.feature_names
             check_feature_names(ref.feature_names, self.feature_names, "ref (the training matrix)", "this data")
             holder = _balanced(_place_on(holder, self.workers), rows_of, position, tolerance)
+            if not self.has_groups:
+                holder = _cut_to_even(client, holder, rows_of, first_row_of, self.workers, tolerance)
 
         def groups_of(a):
             if not self.has_groups:
@@ -1031,6 +1044,71 @@ def _balanced(holder: dict, rows_of: dict, position: dict, tolerance: float) -> 
         load[busiest] -= rows_of[f.key]
         load[idlest] += rows_of[f.key]
     return {a: sorted(fs, key=lambda f: position[f.key]) for a, fs in out.items()}
+
+
+def _even_rows(holder: dict, rows_of: dict, first_row_of: dict, order: list, tolerance: float) -> dict | None:
+    """Where whole partitions cannot even the workers' rows (the quickstart's seven partitions on
+    two workers: 110K and 90K rows at best), the rows themselves: while the busiest worker holds
+    more than tolerance x the mean, each worker over its share gives its last rows (the tail of
+    its last partitions) to the workers under theirs, in rank order (order), so that every worker
+    ends within a row of the mean. A partition cut this way becomes two pieces, each a run of its
+    rows. Returns {worker: [(future, lo, hi)]}, each worker's pieces in collection order (a
+    whole partition: lo 0, hi its rows), or None where nothing is to be cut. Only the placement
+    changes: the sketch was made of the partitions (the cuts are theirs), and training keys its
+    row sampling by a row's place in the collection."""
+    load = {a: sum(rows_of[f.key] for f in holder.get(a, [])) for a in order}
+    total, n = sum(load.values()), len(order)
+    if tolerance <= 0 or n < 2 or max(load.values()) <= tolerance * total / n:
+        return None
+    # Shares differing by at most a row, the larger ones to the workers holding the most (fewer cuts).
+    share = {a: total // n for a in order}
+    for a in sorted(order, key=lambda a: (-load[a], order.index(a)))[: total % n]:
+        share[a] += 1
+    pieces = {a: [(f, 0, rows_of[f.key]) for f in sorted(holder.get(a, []), key=lambda f: first_row_of[f.key])]
+              for a in order}
+    spare: list = []  # (future, lo, hi) given up, in the order taken
+    for a in order:
+        extra = load[a] - share[a]
+        while extra > 0:
+            f, lo, hi = pieces[a].pop()
+            take = min(extra, hi - lo)
+            if take < hi - lo:
+                pieces[a].append((f, lo, hi - take))
+            spare.append((f, hi - take, hi))
+            extra -= take
+    for a in order:
+        need = share[a] - load[a]
+        while need > 0:
+            f, lo, hi = spare.pop(0)
+            give = min(need, hi - lo)
+            pieces[a].append((f, lo, lo + give))
+            if give < hi - lo:
+                spare.insert(0, (f, lo + give, hi))
+            need -= give
+    return {a: sorted(ps, key=lambda p: (first_row_of[p[0].key], p[1])) for a, ps in pieces.items()}
+
+
+def _cut_to_even(client, holder: dict, rows_of: dict, first_row_of: dict, order: list, tolerance: float) -> dict:
+    """holder with _even_rows' pieces in place of whole partitions: each piece a task on the
+    worker the partition was dealt to (so only the piece moves), its rows and first row entered
+    in rows_of and first_row_of. holder as it was where _even_rows cuts nothing."""
+    plan = _even_rows(holder, rows_of, first_row_of, order, tolerance)
+    if plan is None:
+        return holder
+    dealt = {f.key: a for a, fs in holder.items() for f in fs}
+    out: dict = {}
+    for a, pieces in plan.items():
+        out[a] = []
+        for f, lo, hi in pieces:
+            if lo == 0 and hi == rows_of[f.key]:
+                out[a].append(f)
+                continue
+            piece = client.submit(_slice_part, f, lo, hi, workers=[dealt[f.key]], allow_other_workers=True,
+                                  pure=False)
+            rows_of[piece.key] = hi - lo
+            first_row_of[piece.key] = first_row_of[f.key] + lo
+            out[a].append(piece)
+    return out
 
 
 def _place_on(holder: dict, workers: list) -> dict:

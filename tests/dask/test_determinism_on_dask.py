@@ -165,6 +165,87 @@ def test_balanced_never_raises_the_busiest_and_ends_on_random_deals():
         assert sorted(f.key for fs in out.values() for f in fs) == sorted(rows)
 
 
+def _covered(plan, rows, first_row):
+    """Every row of every partition in exactly one piece, and each worker's pieces in collection order."""
+    seen = []
+    for pieces in plan.values():
+        starts = [first_row[f.key] + lo for f, lo, hi in pieces]
+        assert starts == sorted(starts)
+        seen += [r for f, lo, hi in pieces for r in range(first_row[f.key] + lo, first_row[f.key] + hi)]
+    return sorted(seen) == list(range(sum(rows.values())))
+
+
+def test_even_rows_cuts_partitions_where_whole_ones_cannot_even_the_workers():
+    from daskgb.dask.data import _balanced, _even_rows
+
+    # The quickstart's deal after _balanced's whole moves: 90K and 110K rows; cut, 100K each.
+    rows = {k: 30_000 for k in range(6)} | {6: 20_000}
+    first_row = {k: 30_000 * k for k in rows}
+    parts = {k: _Part(k) for k in rows}
+    holder = _balanced({"a": [parts[k] for k in (0, 1, 2, 3, 5, 6)], "b": [parts[4]]}, rows, first_row, 1.02)
+    plan = _even_rows(holder, rows, first_row, ["a", "b"], 1.02)
+    assert sorted(sum(hi - lo for _, lo, hi in ps) for ps in plan.values()) == [100_000, 100_000]
+    assert _covered(plan, rows, first_row)
+    assert sum(hi - lo < rows[f.key] for ps in plan.values() for f, lo, hi in ps) == 2  # one partition, in two
+    # Within the tolerance, or off: nothing cut.
+    assert _even_rows(holder, rows, first_row, ["a", "b"], 1.2) is None
+    assert _even_rows(holder, rows, first_row, ["a", "b"], 0) is None
+    # One partition on one of three workers: a third each, within a row.
+    one = _even_rows({"a": [_Part(0)], "b": [], "c": []}, {0: 1000}, {0: 0}, ["a", "b", "c"], 1.02)
+    assert sorted(sum(hi - lo for _, lo, hi in ps) for ps in one.values()) == [333, 333, 334]
+    assert _covered(one, {0: 1000}, {0: 0})
+
+
+def test_even_rows_on_random_deals_leaves_every_worker_within_a_row_of_the_mean():
+    from daskgb.dask.data import _even_rows
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n_parts, n_workers = int(rng.integers(1, 12)), int(rng.integers(2, 6))
+        rows = {k: int(r) for k, r in enumerate(rng.integers(0, 1000, size=n_parts))}
+        if not sum(rows.values()):
+            continue
+        first_row = dict(zip(rows, np.cumsum([0] + list(rows.values()))[:-1].tolist()))
+        holder = {w: [] for w in range(n_workers)}
+        for k in rows:
+            holder[int(rng.integers(n_workers))].append(_Part(k))
+        plan = _even_rows(holder, rows, first_row, list(range(n_workers)), 1.02)
+        if plan is None:
+            loads = [sum(rows[f.key] for f in fs) for fs in holder.values()]
+            assert max(loads) <= 1.02 * sum(loads) / n_workers
+            continue
+        loads = [sum(hi - lo for _, lo, hi in ps) for ps in plan.values()]
+        assert max(loads) - min(loads) <= 1 and _covered(plan, rows, first_row)
+
+
+def test_a_fit_on_partitions_cut_to_even_rows_gives_the_same_model_and_row_order(client):
+    """Three equal partitions on two workers (2 to 1): no whole move evens them, so the last
+    partition of the busier worker is cut and half of it moves. The matrices (training and eval
+    set) hold 1,500 rows on each worker; the model, its eval history and the labels in row
+    order are the ones of the fit that moves nothing (the setting at 0)."""
+    import dask
+
+    X, y = _exact_data(n=3000, seed=7)
+    chunks, placement = [1000] * 3, [0, 0, 1]
+    results = {}
+    for tolerance in (1.02, 0):
+        with dask.config.set({"daskgb.dask.balance-rows": tolerance}):
+            dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
+                                            on_workers(client, y, chunks, placement, fresh=True))
+            deval = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
+                                           on_workers(client, y, chunks, placement, fresh=True), ref=dtrain)
+            out = dgb.train(client, PARAMS, dtrain, 8, evals=[(deval, "eval")], verbose_eval=False)
+            results[tolerance] = (sorted(dtrain.rows_per_worker.values()), sorted(deval.rows_per_worker.values()),
+                                  _digest(out["booster"]), out["history"]["eval"]["logloss"])
+            np.testing.assert_array_equal(deval.labels().compute(), y)
+            np.testing.assert_array_equal(dtrain.take(np.arange(2990, 1990, -7)).labels().compute(),
+                                          y[np.arange(2990, 1990, -7)])
+    assert results[1.02][:2] == ([1500, 1500], [1500, 1500])
+    assert results[0][:2] == ([1000, 2000], [1000, 2000])
+    assert results[1.02][2] == results[0][2]
+    np.testing.assert_allclose(results[1.02][3], results[0][3], rtol=1e-12)
+
+
 def test_a_fit_on_unevenly_placed_partitions_trains_on_even_rows_and_the_same_model(client):
     """Five partitions on worker 0 and one on worker 1: the matrices (training and eval set)
     move partitions until each worker holds 1,500 rows; the model and its eval history are the
