@@ -218,6 +218,38 @@ def test_even_rows_on_random_deals_leaves_every_worker_within_a_row_of_the_mean(
         assert max(loads) - min(loads) <= 1 and _covered(plan, rows, first_row)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_cut_partition_keeps_each_pieces_rows(device):
+    """_slice_part on a partition of every kind of piece: dense and CSR X, labels, weights, a
+    base margin of one column per class, survival bounds; numpy and scipy, or cupy and cupyx."""
+    from daskgb.dask.data import _slice_part
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 4)).astype(np.float32)
+    X[X < 0] = 0
+    vectors = [rng.normal(size=50).astype(np.float32) for _ in range(4)]
+    margin = rng.normal(size=(50, 3)).astype(np.float32)
+    if device == "cuda":
+        cupy = pytest.importorskip("cupy")
+        import cupyx.scipy.sparse as sparse
+
+        xp, host = cupy, cupy.asnumpy
+    else:
+        import scipy.sparse as sparse
+
+        xp, host = np, np.asarray
+    for dense in (True, False):
+        Xp = xp.asarray(X) if dense else sparse.csr_matrix(xp.asarray(X))
+        part = (Xp, xp.asarray(vectors[0]), xp.asarray(vectors[1]), xp.asarray(margin), None,
+                xp.asarray(vectors[2]), xp.asarray(vectors[3]))
+        X_cut, y, w, m, q, lower, upper = _slice_part(part, 12, 31)
+        np.testing.assert_array_equal(host(X_cut if dense else X_cut.toarray()), X[12:31])
+        for got, want in zip((y, w, m, lower, upper), (vectors[0], vectors[1], margin, vectors[2], vectors[3])):
+            np.testing.assert_array_equal(host(got), want[12:31])
+        assert q is None
+        assert _slice_part((Xp, None, None, None, None, None, None), 0, 5)[1:] == (None,) * 6
+
+
 def test_a_fit_on_partitions_cut_to_even_rows_gives_the_same_model_and_row_order(client):
     """Three equal partitions on two workers (2 to 1): no whole move evens them, so the last
     partition of the busier worker is cut and half of it moves. The matrices (training and eval
