@@ -480,7 +480,7 @@ def test_prune_equals_the_oracle(budget):
     from daskgb import sketch
     from daskgb.sketch import compiled as sketch_compiled
     from daskgb.sketch import reference as sketch_reference
-    from daskgb.sketch.summary import block_entries, exact_summary, prune_with
+    from daskgb.sketch.summary import Summary, block_entries, exact_summary, prune_with
 
     rng = np.random.default_rng(budget)
     n = 5000
@@ -493,7 +493,15 @@ def test_prune_equals_the_oracle(budget):
     weighted = exact_summary(np, feature, values, np.tile(rng.random(n).astype(np.float32) * 3, X.shape[1]),
                              X.shape[1], np.nan)
     merged = sketch.merge(weighted, sketch_reference.summarize_dense(np, X[::3] + np.float32(0.05), np.nan, None))
-    for s in (exact, weighted, merged):
+    # Bounds no sketch makes, which the oracle still prunes: rmax inflated (rising, and past the
+    # last entry's rmin: the queries fall), and rmax in no order (rmin + rmax not rising).
+    inflated = exact.rmax + rng.random(exact.rmax.size) * 3 * exact.rmax.max()
+    disordered = exact.rmax.copy()
+    for lo, hi in zip(exact.ptrs[:-1], exact.ptrs[1:]):
+        inflated[lo:hi] = np.maximum.accumulate(inflated[lo:hi])
+        disordered[lo:hi] = rng.permutation(disordered[lo:hi])
+    loose = [Summary(exact.ptrs, exact.value, exact.rmin, r, exact.wmin) for r in (inflated, disordered)]
+    for s in (exact, weighted, merged, *loose):
         want = prune_with(s, budget, sketch_reference.segmented_searchsorted)
         got = sketch_compiled.prune(s, budget)
         assert np.array_equal(want.ptrs, got.ptrs)
