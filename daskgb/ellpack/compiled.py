@@ -3,12 +3,14 @@
 A value's bin is the first cut above it (an upper bound in its feature's cuts), clamped to the
 feature's last bin; missing values get the null symbol. The threads split the rows. The upper
 bound is looked up, not searched from scratch: each feature's range of cuts is cut into
-equal-width buckets (~4 a cut, search_tables), and a value's bucket (a subtraction and a
+equal-width buckets (~8 a cut, search_tables), and a value's bucket (a subtraction and a
 multiplication) names the few cuts it can lie among, which a binary search without branches
 then settles. The bucket is a monotone function of the value, computed alike for values and
 cuts, so every cut in an earlier bucket is below the value and every cut in a later one above
 it: the bins are the oracle's whatever the rounding. (A plain binary search of 256 cuts, its
-branches unpredictable, took ~70 ns a value on one thread; this takes ~7.) Packing (reference.pack_symbols' words) shifts each symbol into a running 64-bit
+branches unpredictable, took ~70 ns a value on one thread; this takes ~6-13.)
+
+Packing (reference.pack_symbols' words) shifts each symbol into a running 64-bit
 accumulator and writes every word once; the threads split the entries in runs of 32, whose
 bits start and end on word boundaries, so no word is written by two threads. Unpacking
 (reference.unpack_symbols) reads each entry's two words, as the oracle does.
@@ -166,24 +168,31 @@ def _kernels():
                                  unpack_columns=cpu.jit(_unpack_columns))
     return _compiled
 
-# Buckets a feature's cuts are looked up through: ~4 a cut (most buckets then hold no cut or
-# one), at most this many (a 256-bin feature's table: 8 KB).
-_BUCKETS_PER_CUT = 4
-_MAX_BUCKETS = 1024
+# Buckets a feature's cuts are looked up through: ~8 a cut, at most this many (a 256-bin
+# feature's table: 16 KB). They span the feature's cuts less its first and last 1/_TRIM
+# (values beyond fall in the end buckets, with those cuts): a heavy tail's few far cuts
+# (Higgs' momenta) would otherwise stretch the buckets so that most cuts crowd into a few.
+# One thread, ns a value (4 a cut, untrimmed -> these): Higgs-shaped 17-20 -> 11-13,
+# normal 9-13 -> 8-11, Covertype-shaped 7-9 -> 6-7; Bosch-shaped (80% missing) ~40 a present value either way.
+_BUCKETS_PER_CUT = 8
+_MAX_BUCKETS = 2048
+_TRIM = 64
 
 
 def search_tables(cuts):
     """What _upper_bound reads of the cuts: (ptrs, values padded by one, bucket_ptrs, lows,
-    scales, starts). A feature's buckets span its first to last cut; one whose cuts are fewer
-    than 2, or whose span gives no finite positive scale, has one bucket (a plain search)."""
+    scales, starts). A feature's buckets span its cuts but the first and last 1/_TRIM of them;
+    one whose cuts are fewer than 2, or whose span gives no finite positive scale, has one
+    bucket (a plain search)."""
     ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
     values = np.asarray(cuts.values, dtype=np.float32)
     counts = np.diff(ptrs)
     n_buckets = np.minimum(_MAX_BUCKETS, _BUCKETS_PER_CUT * np.maximum(counts, 1))
     lows, scales = np.zeros(counts.size), np.zeros(counts.size)
     spread = counts >= 2
-    first = values[ptrs[:-1][spread]].astype(np.float64)
-    last = values[ptrs[1:][spread] - 1].astype(np.float64)
+    trim = counts[spread] // _TRIM
+    first = values[ptrs[:-1][spread] + trim].astype(np.float64)
+    last = values[ptrs[1:][spread] - 1 - trim].astype(np.float64)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         scale = n_buckets[spread] / (last - first)
     usable = np.isfinite(scale) & (scale > 0) & np.isfinite(first)

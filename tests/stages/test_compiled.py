@@ -405,7 +405,8 @@ def test_dense_bins_equal_the_oracle(compiled, threads, missing, monkeypatch):
 @pytest.mark.parametrize("missing", [np.nan, np.inf])
 def test_bins_looked_up_through_buckets_equal_the_oracle(compiled, threads, missing, monkeypatch):
     """The compiled binning finds a value's cuts through its bucket (ellpack/compiled.py
-    search_tables): cuts crowded into one bucket among empty ones (a skewed column's), spans
+    search_tables): cuts crowded into one bucket among empty ones (a skewed column's), the
+    end buckets holding the cuts beyond the trimmed span, spans
     past float32's range (-3e38..3e38) or subnormal, one cut (one bucket), two adjacent floats as
     cuts, -0.0 against a cut at 0.0; values on every cut and beside it (nextafter both ways),
     +-inf, +-max float32, subnormals. The bins are the oracle's searchsorted's, every one."""
@@ -418,7 +419,7 @@ def test_bins_looked_up_through_buckets_equal_the_oracle(compiled, threads, miss
     big = np.finfo(np.float32).max
     tiny = np.finfo(np.float32).smallest_subnormal
     features = [
-        np.concatenate([np.linspace(0, 1e-3, 200), [1.0, 50.0, 1e6]]),  # 200 cuts in one bucket's width
+        np.concatenate([np.linspace(0, 1e-3, 200), np.geomspace(1.0, 1e6, 20)]),  # 200 cuts in one bucket's width
         np.array([-3e38, -1.0, 0.0, 1.0, 3e38]),  # a span past float32's range
         np.array([0.0, tiny, 2 * tiny, 5 * tiny]),  # a subnormal span
         np.array([7.5]),  # one cut: one bucket
@@ -433,6 +434,7 @@ def test_bins_looked_up_through_buckets_equal_the_oracle(compiled, threads, miss
     _, _, bucket_ptrs, _, scales, starts = ell_compiled.search_tables(cuts)
     assert (np.diff(bucket_ptrs) == 2).any() and (scales == 0).any()  # the one-cut feature: one bucket
     assert np.diff(starts[bucket_ptrs[0]:bucket_ptrs[1]]).max() >= 200  # a bucket of 200 cuts, searched
+    assert starts[bucket_ptrs[1] - 2] < ptrs[1] - 1  # the last bucket holds the trimmed top cuts, searched too
     specials = np.array([0.0, -0.0, np.inf, -np.inf, big, -big, tiny, -tiny, 3 * tiny], dtype=np.float32)
     cols = []
     for f in features:
