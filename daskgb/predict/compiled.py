@@ -6,8 +6,9 @@ oracle adds them): the numpy steps, a few array operations a tree level, took 4.
 rows and 100 trees of depth 8, the loop 0.27 s, XGBoost's CPU predictor 0.075 s. Trees laid
 out as daskgb makes them (a split's children together, after it) go down in blocks of rows,
 each step a select rather than a branch (_walk_blocks: 0.30 -> 0.15 s for 50K rows on
-another machine, XGBoost's 0.094 s); others (loaded models numbered otherwise, categorical
-splits) one row at a time (_walk). The same block walk gives leaf_indices (pred_leaf, the
+another machine, XGBoost's 0.094 s; since, a node read as one record: 0.16 -> 0.11 s on one
+thread, XGBoost's 0.08 s); others (loaded models numbered otherwise, categorical splits) one
+row at a time (_walk). The same block walk gives leaf_indices (pred_leaf, the
 explain stage's: explain/reference.py's steps took 3.09 s for 50K rows and 100 trees, the
 blocks 0.20 s, XGBoost 0.24 s).
 
@@ -73,17 +74,19 @@ def _walk(lo, hi, X, nodes, offsets, out, missing, missing_is_nan, node_ptr, wor
         out[ur] = acc
 
 
-def _walk_blocks(lo, hi, X, left, feature, threshold, default_left, value, offsets, depths, out, leaves, missing,
-                 check_missing):
+def _walk_blocks(lo, hi, X, steps, value, offsets, depths, out, leaves, missing, check_missing):
     """_walk for trees whose right children follow their left ones, after their parent (a
     split's children made together, as daskgb makes them), without categorical splits, _BLOCK_ROWS
-    rows down a tree at a time. Each of the block's rows takes the tree's depth in steps (a
-    row at its leaf stays there) and a step picks the child by arithmetic on the comparison,
-    not a branch, so the block's rows walk side by side and the core overlaps their loads,
-    where a row alone waits on each node's load and on each mispredicted turn. The nodes' fields
-    are arrays of their own (a step reads four of them). A row's leaf values are added tree after
-    tree, as _walk adds them. 50K Higgs-shaped rows, 100 trees of depth 8, 2 threads: 0.30 s
-    (_walk) -> 0.15 s (XGBoost's CPU predictor 0.094 s). With leaves of one column a tree,
+    rows down a tree at a time. Each of the block's rows takes the tree's depth in steps and a
+    step picks the child by arithmetic on the comparison, not a branch, so the block's rows walk
+    side by side and the core overlaps their loads, where a row alone waits on each node's load
+    and on each mispredicted turn. A step reads one record of its node (_STEP: the left child,
+    feature, threshold, default direction), and a leaf's record sends a row to the leaf itself
+    (its "left child" the node before it, its threshold NaN: every row goes "right", to the
+    leaf), so a row at its leaf stays with no test of its own. A row's leaf values are added
+    tree after tree, as _walk adds them. 50K rows of 28 normal features, 100 trees of depth 8,
+    one thread: 0.16-0.17 s with the nodes' fields as arrays of their own and a test of the
+    leaf, 0.105-0.12 s so (XGBoost's CPU predictor 0.08 s). With leaves of one column a tree,
     the rows' leaf ids are written there instead (leaf_indices) and out is not read."""
     want_leaves = leaves.shape[1] > 0
     n_trees = offsets.shape[0] - 1
@@ -100,13 +103,19 @@ def _walk_blocks(lo, hi, X, left, feature, threshold, default_left, value, offse
             for i in range(nb):
                 at[i] = base
             for _ in range(depths[t]):
-                for i in range(nb):
-                    g = at[i]
-                    v = X[r0 + i, feature[g]]
-                    miss = np.int64(v != v) | (check_missing & np.int64(v == missing))
-                    go_left = np.int64(default_left[g] != 0) * miss + np.int64(v < threshold[g]) * (1 - miss)
-                    inner = np.int64(left[g] >= 0)  # a leaf's row stays
-                    at[i] = g + inner * (base + left[g] + 1 - go_left - g)
+                if check_missing:  # a value equal to `missing` is missing too, and takes the default
+                    for i in range(nb):
+                        node = steps[at[i]]
+                        v = X[r0 + i, node.feature]
+                        miss = np.int64(v != v) | np.int64(v == missing)
+                        go_left = (np.int64(v < node.threshold) & (1 - miss)) | (miss & np.int64(node.default_left))
+                        at[i] = base + node.left + 1 - go_left
+                else:  # NaN compares false: a missing value goes left only by its default
+                    for i in range(nb):
+                        node = steps[at[i]]
+                        v = X[r0 + i, node.feature]
+                        go_left = np.int64(v < node.threshold) | (np.int64(v != v) & np.int64(node.default_left))
+                        at[i] = base + node.left + 1 - go_left
             if want_leaves:
                 for i in range(nb):
                     leaves[r0 + i, t] = at[i] - base
@@ -146,9 +155,14 @@ def _kernels():
     return _compiled
 
 
+# A node as _walk_blocks reads it: one 16-byte record.
+_STEP = np.dtype([("left", np.int32), ("feature", np.int32), ("threshold", np.float32), ("default_left", np.int32)],
+                 align=True)
+
+
 def _block_walk_args(nodes, offsets, categories):
-    """_walk_blocks' tree arguments (the nodes' fields, offsets, depths), or None where the trees
-    are not laid out for it (a categorical split, or children numbered otherwise)."""
+    """_walk_blocks' tree arguments (the nodes' steps, leaf values, offsets, depths), or None
+    where the trees are not laid out for it (a categorical split, or children numbered otherwise)."""
     if categories is not None and np.asarray(categories[0]).size > 1 and np.any(np.diff(categories[0]) > 0):
         return None
     left = np.asarray(nodes["left"], dtype=np.int64)
@@ -157,8 +171,13 @@ def _block_walk_args(nodes, offsets, categories):
         return None
     depths = np.zeros(offsets.size - 1, dtype=np.int64)
     _kernels()["depths"](left, offsets, np.zeros(left.size, dtype=np.int64), depths)
-    return (left, np.maximum(np.asarray(nodes["feature"], dtype=np.int64), 0), np.ascontiguousarray(nodes["threshold"]),
-            np.ascontiguousarray(nodes["default_left"]), np.ascontiguousarray(nodes["value"]), offsets, depths)
+    leaf = left < 0
+    steps = np.empty(left.size, dtype=_STEP)
+    steps["left"] = np.where(leaf, local - 1, left)  # a leaf's "right child": itself
+    steps["feature"] = np.where(leaf, 0, np.maximum(np.asarray(nodes["feature"], dtype=np.int64), 0))
+    steps["threshold"] = np.where(leaf, np.float32(np.nan), np.asarray(nodes["threshold"], dtype=np.float32))
+    steps["default_left"] = np.where(leaf, 0, np.asarray(nodes["default_left"]) != 0)
+    return steps, np.ascontiguousarray(nodes["value"]), offsets, depths
 
 
 def predict_margin(X, nodes, tree_offsets, out, missing: float = np.nan, categories=None):
