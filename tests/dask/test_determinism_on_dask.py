@@ -250,17 +250,14 @@ def test_a_cut_partition_keeps_each_pieces_rows(device):
         assert _slice_part((Xp, None, None, None, None, None, None), 0, 5)[1:] == (None,) * 6
 
 
-def test_a_fit_on_partitions_cut_to_even_rows_gives_the_same_model_and_row_order(client):
-    """Three equal partitions on two workers (2 to 1): no whole move evens them, so the last
-    partition of the busier worker is cut and half of it moves. The matrices (training and eval
-    set) hold 1,500 rows on each worker; the model, its eval history and the labels in row
-    order are the ones of the fit that moves nothing (the setting at 0)."""
+def _placed_fits(client, X, y, chunks, placement, tolerances):
+    """For each setting of daskgb.dask.balance-rows: a training matrix and an eval set of the
+    same rows placed as given (fresh partitions), 8 rounds; {tolerance: (training rows a
+    worker, eval rows a worker, the model's digest, the eval history, the two matrices)}."""
     import dask
 
-    X, y = _exact_data(n=3000, seed=7)
-    chunks, placement = [1000] * 3, [0, 0, 1]
     results = {}
-    for tolerance in (1.02, 0):
+    for tolerance in tolerances:
         with dask.config.set({"daskgb.dask.balance-rows": tolerance}):
             dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
                                             on_workers(client, y, chunks, placement, fresh=True))
@@ -268,10 +265,21 @@ def test_a_fit_on_partitions_cut_to_even_rows_gives_the_same_model_and_row_order
                                            on_workers(client, y, chunks, placement, fresh=True), ref=dtrain)
             out = dgb.train(client, PARAMS, dtrain, 8, evals=[(deval, "eval")], verbose_eval=False)
             results[tolerance] = (sorted(dtrain.rows_per_worker.values()), sorted(deval.rows_per_worker.values()),
-                                  _digest(out["booster"]), out["history"]["eval"]["logloss"])
-            np.testing.assert_array_equal(deval.labels().compute(), y)
-            np.testing.assert_array_equal(dtrain.take(np.arange(2990, 1990, -7)).labels().compute(),
-                                          y[np.arange(2990, 1990, -7)])
+                                  _digest(out["booster"]), out["history"]["eval"]["logloss"], dtrain, deval)
+    return results
+
+
+def test_a_fit_on_partitions_cut_to_even_rows_gives_the_same_model_and_row_order(client):
+    """Three equal partitions on two workers (2 to 1): no whole move evens them, so the last
+    partition of the busier worker is cut and half of it moves. The matrices (training and eval
+    set) hold 1,500 rows on each worker; the model, its eval history and the labels in row
+    order are the ones of the fit that moves nothing (the setting at 0)."""
+    X, y = _exact_data(n=3000, seed=7)
+    results = _placed_fits(client, X, y, [1000] * 3, [0, 0, 1], (1.02, 0))
+    for _, _, _, _, dtrain, deval in results.values():
+        np.testing.assert_array_equal(deval.labels().compute(), y)
+        rows = np.arange(2990, 1990, -7)
+        np.testing.assert_array_equal(dtrain.take(rows).labels().compute(), y[rows])
     assert results[1.02][:2] == ([1500, 1500], [1500, 1500])
     assert results[0][:2] == ([1000, 2000], [1000, 2000])
     assert results[1.02][2] == results[0][2]
@@ -282,20 +290,8 @@ def test_a_fit_on_unevenly_placed_partitions_trains_on_even_rows_and_the_same_mo
     """Five partitions on worker 0 and one on worker 1: the matrices (training and eval set)
     move partitions until each worker holds 1,500 rows; the model and its eval history are the
     ones of the fit that moves nothing (the setting at 0)."""
-    import dask
-
     X, y = _exact_data(n=3000, seed=6)
-    chunks, placement = [500] * 6, [0, 0, 0, 0, 0, 1]
-    results = {}
-    for tolerance in (1.1, 0):
-        with dask.config.set({"daskgb.dask.balance-rows": tolerance}):
-            dtrain = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
-                                            on_workers(client, y, chunks, placement, fresh=True))
-            deval = dgb.DaskQuantileMatrix(client, on_workers(client, X, chunks, placement, fresh=True),
-                                           on_workers(client, y, chunks, placement, fresh=True), ref=dtrain)
-            out = dgb.train(client, PARAMS, dtrain, 8, evals=[(deval, "eval")], verbose_eval=False)
-            results[tolerance] = (sorted(dtrain.rows_per_worker.values()), sorted(deval.rows_per_worker.values()),
-                                  _digest(out["booster"]), out["history"]["eval"]["logloss"])
+    results = _placed_fits(client, X, y, [500] * 6, [0, 0, 0, 0, 0, 1], (1.1, 0))
     assert results[1.1][:2] == ([1500, 1500], [1500, 1500])
     assert results[0][:2] == ([500, 2500], [500, 2500])
     assert results[1.1][2] == results[0][2]
