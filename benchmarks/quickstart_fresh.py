@@ -7,11 +7,11 @@ Each run is a fresh Python process that does what examples/quickstart.py does on
 machine: starts a LocalCluster of 2 worker processes x 1 thread (fresh workers: each loads
 daskgb's compiled loops from numba's cache, or XGBoost's library, in the timed fit), makes the
 quickstart's data (200,000 training rows x 20 features, 5% missing, 40,000 held out) and
-persists it (waiting until the workers hold it), then times the fit with the held-out rows as eval_set (100 rounds, depth 6,
-learning rate 0.3, logloss every round): DaskGBClassifier, or xgboost.dask's
-DaskXGBClassifier with tree_method="hist" and the same parameters. numba's cache is what the
-machine has (run examples/quickstart.py once first for a warm one). Prints each run's fit
-seconds, the medians and their ratio (ours / XGBoost's).
+persists it (waiting until the workers hold it), then times the fit with the held-out rows
+as eval_set (100 rounds, depth 6, learning rate 0.3, logloss every round): DaskGBClassifier,
+or xgboost.dask's DaskXGBClassifier with tree_method="hist" and the same parameters. numba's
+cache is what the machine has (run examples/quickstart.py once first for a warm one). Prints
+each run's fit seconds, the medians and their ratio (ours / XGBoost's).
 """
 
 from __future__ import annotations

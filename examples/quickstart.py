@@ -5,9 +5,9 @@ dask-cuda and GPUs are present; a LocalCluster of 2 CPU workers otherwise),
 makes a seeded synthetic data set on the workers (200,000 rows x 20 features,
 5% missing values), holds out a test set, trains DaskGBClassifier with the test
 set as eval_set, and prints the dashboard's and daskgb's page's links, the time the data took
-to make, the fit time (from when the workers hold the data) and test logloss / AUC / accuracy. With --keep-open the cluster stays up after the fit, until Enter is
-pressed, so that the printed links (the dashboard, daskgb's page with the fit's learning
-curves) can be opened.
+to make, the fit time (from when the workers hold the data) and test logloss / AUC / accuracy.
+With --keep-open the cluster stays up after the fit, until Enter is pressed, so that the
+printed links (the dashboard, daskgb's page with the fit's learning curves) can be opened.
 
     python examples/quickstart.py [--keep-open]
 """

@@ -4,9 +4,9 @@ metrics, and the eval log printed where the user is (not in a worker's log).
 Rank 0 reports the rounds as events on a topic of its own (distributed's Worker.log_event),
 one for the rounds of each REPORT_EVERY seconds; the client subscribes to the topic for the
 length of the fit (Client.subscribe_topic) and draws a tqdm bar (tqdm.auto: a widget in a
-notebook, a line in a terminal), writing the eval lines above it at verbose_eval's cadence. Events travel
-worker -> scheduler -> client beside the task results, so the last rounds' lines are
-printed from the returned history when their events have not arrived by the end. The
+notebook, a line in a terminal), writing the eval lines above it at verbose_eval's cadence.
+Events travel worker -> scheduler -> client beside the task results, so the last rounds' lines
+are printed from the returned history when their events have not arrived by the end. The
 scheduler keeps a topic's events (Client.get_events(topic)); rank 0 reports only while a
 client shows the progress.
 """
