@@ -286,6 +286,40 @@ def test_a_fit_on_partitions_cut_to_even_rows_gives_the_same_model_and_row_order
     np.testing.assert_allclose(results[1.02][3], results[0][3], rtol=1e-12)
 
 
+@pytest.mark.gpu
+def test_cupy_partitions_are_cut_to_even_rows_and_keep_their_row_order(client):
+    """Cupy partitions placed 2 to 1 on the two workers (processes sharing one GPU; no training,
+    since two workers on one GPU cannot join one NCCL communicator): the matrix is cut to 1,500
+    rows a worker, a cut partition's tail moving between the workers, and its labels and a
+    take() of it come back in X's row order."""
+    cupy = pytest.importorskip("cupy")
+    import dask
+    import dask.array as da
+
+    from daskgb.dask.watch import live_workers
+
+    X, y = _exact_data(n=3000, seed=8)
+    addrs = sorted(live_workers(client))
+
+    def placed(a):
+        blocks = []
+        for i, w in enumerate([0, 0, 1]):
+            with dask.annotate(workers=[addrs[w]], allow_other_workers=False):
+                block = da.from_array(a[1000 * i : 1000 * (i + 1)], chunks=-1, name=False).map_blocks(cupy.asarray)
+                blocks.append(client.persist(block, optimize_graph=False))
+        return da.concatenate(blocks, axis=0)
+
+    def host(v):
+        return cupy.asnumpy(v) if isinstance(v, cupy.ndarray) else np.asarray(v)
+
+    m = dgb.DaskQuantileMatrix(client, placed(X), placed(y), device="cuda")
+    assert sorted(m.rows_per_worker.values()) == [1500, 1500]
+    np.testing.assert_array_equal(host(m.labels().compute()), y)
+    rows = np.arange(2990, 1990, -7)
+    np.testing.assert_array_equal(host(m.take(rows).labels().compute()), y[rows])
+    m.release()
+
+
 def test_a_fit_on_unevenly_placed_partitions_trains_on_even_rows_and_the_same_model(client):
     """Five partitions on worker 0 and one on worker 1: the matrices (training and eval set)
     move partitions until each worker holds 1,500 rows; the model and its eval history are the
