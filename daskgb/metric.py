@@ -175,7 +175,7 @@ def _sorted_descending(xp, pred, columns, whole_sums=False):
     sums are whole numbers (whole_sums: weights 1, labels 0 or 1; such sums are exact in any
     order) and no prediction is NaN, numpy's unstable sort gives the same bits: 1.6 against
     7.1 ms for 50K rows, most of an AUC scored every round."""
-    stable = not (whole_sums and xp is np and not np.isnan(pred).any())
+    stable = not (whole_sums and not np.isnan(pred).any())  # whole_sums: host rows only
     order = xp.argsort(-pred.astype(xp.float64), kind="stable" if stable else "quicksort")
     p = pred[order]
     last = xp.ones(p.shape[0], dtype=bool)

@@ -677,8 +677,6 @@ class DaskQuantileMatrix:
             self.cuts = gather_watching(client, [cut_future], self.workers, "quantisation")[0]
             lap("merge sketches")
             self.cuts_token = uuid.uuid4().hex
-            if not self.has_groups:  # a query group stays whole on one worker
-                holder = _cut_to_even(client, holder, rows_of, first_row_of, self.workers, tolerance)
         else:
             if ref.n_features != n_features:
                 raise ValueError(f"ref has {ref.n_features} features, this data has {n_features}")
@@ -687,8 +685,10 @@ class DaskQuantileMatrix:
                 self.feature_names = ref.feature_names
             check_feature_names(ref.feature_names, self.feature_names, "ref (the training matrix)", "this data")
             holder = _balanced(_place_on(holder, self.workers), rows_of, position, tolerance)
-            if not self.has_groups:
-                holder = _cut_to_even(client, holder, rows_of, first_row_of, self.workers, tolerance)
+        # Once sketched (the summaries are of whole partitions), partitions are cut where whole
+        # ones could not even the workers' rows; a query group stays whole on its worker.
+        if not self.has_groups:
+            holder = _cut_to_even(client, holder, rows_of, first_row_of, self.workers, tolerance)
 
         def groups_of(a):
             if not self.has_groups:

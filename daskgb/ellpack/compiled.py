@@ -187,19 +187,17 @@ def search_tables(cuts):
     ptrs = np.asarray(cuts.ptrs, dtype=np.int64)
     values = np.asarray(cuts.values, dtype=np.float32)
     counts = np.diff(ptrs)
-    n_buckets = np.minimum(_MAX_BUCKETS, _BUCKETS_PER_CUT * np.maximum(counts, 1))
-    lows, scales = np.zeros(counts.size), np.zeros(counts.size)
-    spread = counts >= 2
+    spread = np.flatnonzero(counts >= 2)
     trim = counts[spread] // _TRIM
-    first = values[ptrs[:-1][spread] + trim].astype(np.float64)
-    last = values[ptrs[1:][spread] - 1 - trim].astype(np.float64)
+    first = values[ptrs[spread] + trim].astype(np.float64)
+    last = values[ptrs[spread + 1] - 1 - trim].astype(np.float64)
+    n_buckets = np.minimum(_MAX_BUCKETS, _BUCKETS_PER_CUT * counts)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         scale = n_buckets[spread] / (last - first)
     usable = np.isfinite(scale) & (scale > 0) & np.isfinite(first)
-    lows[np.flatnonzero(spread)[usable]] = first[usable]
-    scales[np.flatnonzero(spread)[usable]] = scale[usable]
-    n_buckets[spread] = np.where(usable, n_buckets[spread], 1)
-    n_buckets[~spread] = 1
+    lows, scales = np.zeros(counts.size), np.zeros(counts.size)
+    lows[spread[usable]], scales[spread[usable]] = first[usable], scale[usable]
+    n_buckets = np.where(scales > 0, n_buckets, 1)
     bucket_ptrs = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(n_buckets + 1, out=bucket_ptrs[1:])
     starts = np.empty(int(bucket_ptrs[-1]), dtype=np.int64)
