@@ -6,7 +6,7 @@
     python benchmarks/skewed_columns.py --smoke                      # 2,000 rows, 2 rounds, one repeat
 
 A dense matrix's features whose one bin holds most of a worker's rows (histogram/compiled.py
-skewed_layout; e.g. one-hot columns) are read by their other entries only. This fits the same
+entry_layout; e.g. one-hot columns) are read by their other entries only. This fits the same
 data (quantising included, --threads threads, --rounds rounds) with the layout at its
 threshold (`on`) and with it off (`off`: every feature read densely), alternating, --repeats
 times each, and XGBoost CPU hist once a repeat where it is installed. --data binary: --share
@@ -79,7 +79,7 @@ def main(argv=None):
         dm = daskgb.QuantileMatrix(X, y, max_bin=256, device="cpu")
         booster = daskgb.train({**params, "device": "cpu"}, dm, args.rounds)
         elapsed = time.perf_counter() - started
-        layout = hist_compiled.skewed_layout(dm.ellpack)  # as training made it (cached on the matrix)
+        layout = hist_compiled.entry_layout(dm.ellpack)  # as training made it (cached on the matrix)
         skewed = 0 if layout is None else X.shape[1] - layout.dense.size
         return elapsed, booster.predict(dm), skewed
 

@@ -66,3 +66,29 @@ def test_multiclass_and_csr_grow_the_oracles_trees(monkeypatch):
     a, b = both(monkeypatch, {"objective": "binary:logistic", "max_depth": 6, "nthread": 2}, sp.csr_matrix(Xs), ys, 10)
     assert_identical(a, b)
     np.testing.assert_array_equal(a.predict(Xs), b.predict(Xs))
+
+
+@pytest.mark.parametrize("budget", [1 << 15, 300], ids=["rows-as-listed", "node-by-node"])
+def test_mostly_missing_columns_grow_the_oracles_trees(monkeypatch, budget):
+    """Columns missing in blocks, ~75% in all (Bosch's shape), read by their present entries
+    (histogram/compiled.py entry_layout): a level's rows walked as listed, and (a small cache
+    budget) node by node in blocks of bins."""
+    from daskgb.histogram import compiled as hist_compiled
+
+    monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", budget)
+    rng = np.random.default_rng(17)
+    n, n_features, per_station = 2500, 48, 6
+    X = np.round(rng.standard_normal((n, n_features)) * 8).astype(np.float32) / 8
+    visits = rng.random((n, n_features // per_station)) < 0.25
+    visits[0] = True  # one whole row: the dense layout, as wide rows with a few whole rows get
+    X[~np.repeat(visits, per_station, axis=1)] = np.nan
+    Z = np.nan_to_num(X)
+    y = (Z[:, 3] - Z[:, 20] * Z[:, 21] + 0.8 * visits[:, 5] + 0.3 * rng.standard_normal(n) > 0.2).astype(np.float32)
+    params = {"objective": "binary:logistic", "max_depth": 6, "max_bin": 64, "nthread": 2}
+    a, b = both(monkeypatch, params, X, y, 10)
+    ell = daskgb.QuantileMatrix(X, y, max_bin=64, device="cpu").ellpack
+    layout = hist_compiled.entry_layout(ell)
+    assert ell.is_dense and layout is not None and layout.dense.size == 0, "every column read by its present entries"
+    assert budget > 10**4 or layout.block_first.size > 3
+    assert_identical(a, b)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))

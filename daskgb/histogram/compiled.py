@@ -20,12 +20,19 @@ every feature (megabytes, out of cache), ~4 ns an add at 500K Higgs-shaped rows'
 XGBoost's order (a level's rows node by node, a node's histogram in cache) measured no better
 than the tree-by-tree list (Covertype 331-336 against 314 ms a round).
 
-A dense matrix's skewed features (skewed_layout: no missing entry, one bin in at least
-_SKEWED_SHARE of the rows; a one-hot column's zeros) are read apart, by their other entries
-only (a row's listed as global bins, CSR), and each node's most common bin of such a feature is
-the node's sum of rows less its other bins (_implicit_bins): 7-class Covertype's 44 one-hot
-columns hold 2 such entries a row, not 44. Those bins alone are not the oracle's bits but its
-sums to rounding (a subtraction, not a row-order sum); every other bin keeps the bits.
+A dense matrix's listed features (entry_layout) are read apart, by their entries other than
+a dominant bin or symbol: a skewed feature's (no missing entry, one bin in at least
+_SKEWED_SHARE of the rows; a one-hot column's zeros) other bins, and a mostly missing feature's
+(missing in at least _MISSING_SHARE of the rows; Bosch's measurements of stations a part
+skipped) present entries. 7-class Covertype's 44 one-hot columns hold 2 such entries a row,
+not 44; an 80%-missing row a fifth of its features. They are kept as CSR in blocks of their
+bins (a row's entries of a block side by side), each block's histogram of a node within
+_HIST_BUDGET: a level walks a tree's rows as listed where all its nodes' histograms of a block
+fit in cache together (_listed_by_rows), else node by node (_listed; XGBoost's order), so
+that a deep level of a wide matrix walks its rows once a block, not once a group of a few
+features. Each node's most common bin of a skewed feature is the node's sum of rows less its
+other bins (_implicit_bins): those bins alone are not the oracle's bits but its sums to
+rounding (a subtraction, not a row-order sum); every other bin keeps the bits.
 
 A sparse matrix is read as global symbols (global_symbols): every entry is its global bin,
 or total_bins where it is missing or padding, in C order (a row's entries side by side),
@@ -33,10 +40,9 @@ split by ranges of global bins (each thread reads every row's entries up to its 
 The histogram is one flat float64 array indexed without signs, a row's pair added to a bin as
 one two-lane add (cpu/intrinsics.py add_pair), and a dense matrix's missing
 entry adds to its feature's spare pair past the histograms rather than being branched around
-(a missing entry would be a mispredicted branch; the spare adds are cheap). Reading a mostly
-missing dense matrix (Bosch-shaped, 80%) by its present entries instead, feature by feature,
-was faster at the root only (36 against 62 ms) and slower below (40 against 18 ms), where a
-level's rows are a fraction of the matrix's.
+(a missing entry would be a mispredicted branch; the spare adds are cheap), where the
+feature misses few entries (a mostly missing one is listed, above). A level's histograms go
+to buffers reused from level to level (cpu/buffers.py): wide ones were mostly page faults.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import cpu
+from ..cpu.buffers import float64_buffer
 from ..cpu.intrinsics import add_pair, prefetch
 from ..ellpack.compiled import unpack_columns, unpack_symbols
 from ..partition.reference import node_count
@@ -185,50 +192,114 @@ def _dense_full(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds
             j0 = j1
 
 
-def _skewed(lo, hi, indptr, entries, bin_bounds, starts, counts, ell_rows, slots, gh, hist, totals, total_bins):
-    """Work items lo..hi of a dense level's skewed features (skewed_layout): item w is tree
-    w // R's listed rows (as _dense's) over the global bins bin_bounds[w % R]..bin_bounds[w % R
-    + 1] (R ranges). A row's entries (indptr, entries: the global bins of its skewed features'
-    entries other than each one's most common bin, rising) from its first >= the range's start
-    (a binary search after the first range) up to the range's end are added. The first range's
-    items also sum each built node's rows into totals (the node's pair, in row order): a
-    skewed feature's most common bin is the node's sum less its other bins (_implicit_bins)."""
+def _by_node(starts, counts, ell_rows, slots, gh, node_starts, node_rows, node_gh):
+    """The level's row list (_entries: pieces of matrix rows, tree by tree) again node by node:
+    node_rows and node_gh hold slot s's rows from node_starts[s] to node_starts[s + 1], in row
+    order (a stable counting sort: the pieces are in row order), as _listed walks them."""
+    n_nodes = node_starts.shape[0] - 1
+    for s in range(n_nodes + 1):
+        node_starts[s] = 0
+    for c in range(starts.shape[0]):
+        for t in range(starts.shape[1]):
+            for i in range(starts[c, t], starts[c, t] + counts[c, t]):
+                node_starts[slots[i] + 1] += 1
+    for s in range(n_nodes):
+        node_starts[s + 1] += node_starts[s]
+    cursor = node_starts[:-1].copy()
+    for c in range(starts.shape[0]):
+        for t in range(starts.shape[1]):
+            for i in range(starts[c, t], starts[c, t] + counts[c, t]):
+                s = slots[i]
+                at = cursor[s]
+                node_rows[at] = ell_rows[i]
+                node_gh[at, 0] = gh[i, 0]
+                node_gh[at, 1] = gh[i, 1]
+                cursor[s] = at + 1
+
+
+def _listed(lo, hi, n_blocks, node_starts, node_rows, node_gh, indptr, entries, block_first, n_rows, hist, totals,
+            total_bins, with_totals, zero):
+    """Work items lo..hi of a dense level's listed features (entry_layout): item w is built
+    node (slot) w // n_blocks's rows (node_rows, _by_node) over block w % n_blocks of those
+    features' bins; each row adds its entries in the block (indptr, entries: bins counted from
+    the block's first, block_first) into the node's histogram of the block, which stays in
+    cache (_HIST_BUDGET). Where with_totals (skewed features), block 0's items also sum each
+    node's rows into totals, in row order: a skewed feature's most common bin is the node's
+    sum less its other bins (_implicit_bins). Where zero (every feature listed: the blocks
+    cover every bin), an item first zeroes its node's histogram of the block, which the adds
+    then find in cache."""
     tb = np.uint64(total_bins)
     two = np.uint64(2)
     one = np.uint64(1)
-    n_ranges = np.uint64(bin_bounds.shape[0] - 1)
+    nb = np.uint64(n_blocks)
+    ur = np.uint64(n_rows)
+    far = np.uint64(2 * _ROWS_AHEAD)
+    near = np.uint64(_ROWS_AHEAD)
+    line = np.uint64(64 // entries.itemsize)
     for w in range(lo, hi):
-        t = np.uint64(w) // n_ranges
-        q = np.uint64(w) % n_ranges
-        blo = np.uint64(bin_bounds[q])
-        bhi = np.uint64(bin_bounds[q + one])
+        s = np.uint64(w) // nb
+        b = np.uint64(w) % nb
+        base = s * tb + np.uint64(block_first[b])
+        rows_at = b * ur
+        sum_totals = with_totals and b == np.uint64(0)
+        if zero:
+            hist[base * two:(s * tb + np.uint64(block_first[b + one])) * two] = 0.0
+        i = np.uint64(node_starts[s])
+        end = np.uint64(node_starts[s + one])
+        while i < end:
+            # A deep level's rows are scattered: each row's place in indptr, then its entries,
+            # fetched ahead (a cache miss each otherwise; the hardware cannot guess them).
+            if i + far < end:
+                prefetch(indptr, rows_at + np.uint64(node_rows[i + far]))
+            if i + near < end:
+                later = np.uint64(indptr[rows_at + np.uint64(node_rows[i + near])])
+                prefetch(entries, later)
+                prefetch(entries, later + line)
+            at = rows_at + np.uint64(node_rows[i])
+            g = np.float64(node_gh[i, 0])
+            h = np.float64(node_gh[i, 1])
+            a = np.uint64(indptr[at])
+            e = np.uint64(indptr[at + one])
+            if sum_totals:
+                add_pair(totals, s * two, g, h)
+            while a < e:
+                add_pair(hist, (base + np.uint64(entries[a])) * two, g, h)
+                a += one
+            i += one
+
+
+def _listed_by_rows(lo, hi, n_blocks, starts, counts, ell_rows, slots, gh, indptr, entries, block_first, n_rows, hist,
+                    totals, total_bins, with_totals):
+    """_listed where every node of a tree fits in cache together (few nodes, or narrow blocks:
+    a one-hot column's 2 bins): item w is tree w // n_blocks's rows as the level lists them
+    (_entries, row order) over block w % n_blocks, each row adding into its own node's
+    histogram; no list node by node to make."""
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
+    one = np.uint64(1)
+    nb = np.uint64(n_blocks)
+    ur = np.uint64(n_rows)
+    for w in range(lo, hi):
+        t = np.uint64(w) // nb
+        b = np.uint64(w) % nb
+        first = np.uint64(block_first[b])
+        rows_at = b * ur
+        sum_totals = with_totals and b == np.uint64(0)
         for c in range(starts.shape[0]):  # the list's pieces, in row order
             i = np.uint64(starts[c, t])
             end = i + np.uint64(counts[c, t])
             while i < end:
-                r = np.uint64(ell_rows[i])
+                at = rows_at + np.uint64(ell_rows[i])
                 g = np.float64(gh[i, 0])
                 h = np.float64(gh[i, 1])
                 slot = np.uint64(slots[i])
-                a = np.uint64(indptr[r])
-                b = np.uint64(indptr[r + one])
-                if q == np.uint64(0):
+                a = np.uint64(indptr[at])
+                e = np.uint64(indptr[at + one])
+                if sum_totals:
                     add_pair(totals, slot * two, g, h)
-                else:
-                    n = b - a  # the row's first entry >= blo
-                    while n > np.uint64(0):
-                        half = n >> one
-                        if np.uint64(entries[a + half]) < blo:
-                            a += half + one
-                            n -= half + one
-                        else:
-                            n = half
-                off = slot * tb
-                while a < b:
-                    s = np.uint64(entries[a])
-                    if s >= bhi:
-                        break
-                    add_pair(hist, (off + s) * two, g, h)
+                base = slot * tb + first
+                while a < e:
+                    add_pair(hist, (base + np.uint64(entries[a])) * two, g, h)
                     a += one
                 i += one
 
@@ -254,28 +325,34 @@ def _implicit_bins(hist, totals, n_nodes, total_bins, implicit, first, last):
             hist[(base + d) * two + np.uint64(1)] = h
 
 
-def _count_others(columns, features, dominant, counts):
-    """counts[r]: how many of features (rows of columns, feature_columns) row r holds in a bin
-    other than the feature's dominant one."""
-    for k in range(features.shape[0]):
-        col = columns[features[k]]
-        d = dominant[k]
-        for r in range(col.shape[0]):
-            counts[r] += np.int64(col[r] != d)
+def _count_entries(lo, hi, columns, features, dominant, block_features, n_rows, counts):
+    """Blocks lo..hi of entry_layout: counts[b * n_rows + r + 1], how many of block b's features
+    (features[block_features[b]:block_features[b + 1]], rows of columns, feature_columns) row r
+    holds in a bin other than the feature's dominant one (or its null symbol)."""
+    for b in range(lo, hi):
+        at = b * n_rows + 1
+        for k in range(block_features[b], block_features[b + 1]):
+            col = columns[features[k]]
+            d = dominant[k]
+            for r in range(n_rows):
+                counts[at + r] += np.int64(col[r] != d)
 
 
-def _fill_others(columns, features, dominant, ptrs, cursor, entries):
-    """_count_others' entries as global bins, each row's in feature order (rising), from cursor[r]."""
-    for k in range(features.shape[0]):
-        f = features[k]
-        col = columns[f]
-        d = dominant[k]
-        base = ptrs[f]
-        for r in range(col.shape[0]):
-            s = col[r]
-            if s != d:
-                entries[cursor[r]] = base + s
-                cursor[r] += 1
+def _fill_entries(lo, hi, columns, features, dominant, block_features, n_rows, bin_in_block, cursor, entries):
+    """Blocks lo..hi of entry_layout: _count_entries' entries, each its bin counted from its
+    block's first (bin_in_block[k]: feature k's first), each row's in feature order (rising),
+    from cursor[b * n_rows + r]."""
+    for b in range(lo, hi):
+        at = b * n_rows
+        for k in range(block_features[b], block_features[b + 1]):
+            col = columns[features[k]]
+            d = dominant[k]
+            first = bin_in_block[k]
+            for r in range(n_rows):
+                s = col[r]
+                if s != d:
+                    entries[cursor[at + r]] = first + s
+                    cursor[at + r] += 1
 
 
 def _sparse(lo, hi, gsym, rows, ell_rows, slots, gpair, hist, total_bins, sorted_rows):
@@ -371,9 +448,9 @@ _compiled = {}
 def _kernels():
     if not _compiled:
         _compiled.update(rows_of=cpu.jit(_rows_of), entries=cpu.jit(_entries), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense),
-                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse), skewed=cpu.jit(_skewed),
-                         implicit_bins=cpu.jit(_implicit_bins), count_others=cpu.jit(_count_others),
-                         fill_others=cpu.jit(_fill_others),
+                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse), by_node=cpu.jit(_by_node),
+                         listed=cpu.jit(_listed), listed_by_rows=cpu.jit(_listed_by_rows), implicit_bins=cpu.jit(_implicit_bins),
+                         count_entries=cpu.jit(_count_entries), fill_entries=cpu.jit(_fill_entries),
                          children=cpu.jit(_children),
                          sum_rows=cpu.jit(_sum_rows))
     return _compiled
@@ -405,8 +482,14 @@ _ROWS_AHEAD = 16
 # against densely (medians of 4): the binary columns' common value in 50% of the rows 3.40
 # against 3.00 s, in 65% 3.15 against 3.13 s, in 75% 2.82 against 2.99 s.
 _SKEWED_SHARE = 0.7
-# The fewest entries a row holds on average in a range of a skewed level's bins (_dense_level).
-_MIN_ENTRIES_PER_RANGE = 8
+# A feature of a dense matrix missing in at least this share of the rows is read by its present
+# entries only (entry_layout; e.g. Bosch's measurements of stations a part skipped).
+_MISSING_SHARE = 0.5
+# The listed features' bins are cut into this many blocks a thread (entry_layout), each a walk of
+# a node's rows: the root's items.
+_BLOCKS_PER_THREAD = 4
+# The fewest entries a row holds on average in a block of the listed features' bins (entry_layout).
+_MIN_ENTRIES_PER_BLOCK = 8
 
 
 _scratch = threading.local()
@@ -421,6 +504,16 @@ def _level_lists(n):
     if lists is None or lists[0].shape[0] < n:
         lists = (np.empty(n, dtype=np.uint32), np.empty(n, dtype=np.int32), np.empty((n, 2), dtype=np.float32))
         _scratch.lists = lists
+    return lists
+
+
+def _node_lists(n):
+    """The level's row list node by node (_by_node: matrix rows, gradient pairs) for up to n
+    rows: this thread's buffers, kept as _level_lists keeps its."""
+    lists = getattr(_scratch, "node_lists", None)
+    if lists is None or lists[0].shape[0] < n:
+        lists = (np.empty(n, dtype=np.uint32), np.empty((n, 2), dtype=np.float32))
+        _scratch.node_lists = lists
     return lists
 
 
@@ -460,34 +553,52 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
                    gh, counts, min_chunk=1 if ell.n_rows >= _MIN_ROWS_PER_THREAD else max(1, bounds.size - 1))
     starts = bounds[:-1, None] * n_trees + np.cumsum(counts, axis=1) - counts
     listed = int(counts.sum())
-    layout = skewed_layout(ell)
+    layout = entry_layout(ell)
     if layout is None:
         offsets = np.asarray(ell.cuts.ptrs, dtype=np.int64)
         widths, n_features = offsets, ell.n_features
     else:
         offsets, widths, n_features = layout.offsets, layout.widths, layout.dense.size
     # One spare pair per densely read feature, past the histograms, for its missing entries (_dense).
-    hist = np.zeros(size + 2 * n_features, dtype=np.float64)
+    # Where every feature is listed, _listed_features zeroes the histograms.
+    zero_listed = layout is not None and n_features == 0
+    hist = float64_buffer(size + 2 * n_features, zero=not zero_listed)
     if n_features:
         _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed,
                         ell_rows, slots, gh, hist)
     if layout is not None:
-        totals = np.zeros(2 * n_nodes, dtype=np.float64)
-        first, last = int(layout.first.min()), int(layout.last.max())
-        # Ranges of bins whose histograms stay in cache (_HIST_BUDGET), as long as a row holds
-        # _MIN_ENTRIES_PER_RANGE entries in each (a range is a search of every listed row), and
-        # at least one item a thread.
-        in_cache = -(-(last - first) * -(-n_nodes // n_trees) // _HIST_BUDGET)
-        searched = max(1, int(layout.entries.size / max(1, ell.n_rows) / _MIN_ENTRIES_PER_RANGE))
-        n_ranges = max(min(in_cache, searched),
-                       -(-min(cpu.threads(), max(1, layout.entries.size * listed // max(1, ell.n_rows)
-                                                  // _MIN_PAIRS_PER_THREAD)) // n_trees))
-        bin_bounds = np.linspace(first, last, n_ranges + 1).astype(np.int64)
-        n_items = n_trees * n_ranges
-        cpu.run_chunks(k["skewed"], n_items, layout.indptr, layout.entries, bin_bounds, starts, counts, ell_rows, slots,
-                       gh, hist, totals, ell.cuts.total_bins, pieces_per_thread=-(-n_items // cpu.threads()))
-        k["implicit_bins"](hist, totals, n_nodes, ell.cuts.total_bins, layout.implicit, layout.first, layout.last)
+        _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero_listed)
     return hist
+
+
+def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero):
+    """A dense level's listed features (entry_layout) added into hist, block by block, and
+    their skewed features' most common bins made (_implicit_bins). Where a tree's nodes'
+    histograms of a block fit in cache together (_HIST_BUDGET), a tree's rows are walked as
+    listed (_listed_by_rows); else node by node (_listed), each node's rows listed apart
+    (_by_node), and where zero, each item zeroes its part of hist."""
+    n_blocks = layout.block_first.size - 1
+    totals = np.zeros(2 * n_nodes, dtype=np.float64)
+    work = max(1, listed * layout.entries.size // max(1, ell.n_rows) // _MIN_PAIRS_PER_THREAD)
+    with_totals = layout.implicit.size > 0
+    if -(-n_nodes // n_trees) * int(np.diff(layout.block_first).max()) <= _HIST_BUDGET:
+        if zero:
+            hist.fill(0.0)
+        n_items = n_trees * n_blocks
+        cpu.run_chunks(k["listed_by_rows"], n_items, n_blocks, starts, counts, ell_rows, slots, gh, layout.indptr,
+                       layout.entries, layout.block_first, ell.n_rows, hist, totals, ell.cuts.total_bins, with_totals,
+                       min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
+    else:
+        node_rows, node_gh = _node_lists(listed)
+        node_starts = np.empty(n_nodes + 1, dtype=np.int64)
+        k["by_node"](starts, counts, ell_rows, slots, gh, node_starts, node_rows, node_gh)
+        n_items = n_nodes * n_blocks
+        # Items of unequal cost (nodes of unequal rows): each thread takes the next not yet taken.
+        cpu.run_chunks(k["listed"], n_items, n_blocks, node_starts, node_rows, node_gh, layout.indptr, layout.entries,
+                       layout.block_first, ell.n_rows, hist, totals, ell.cuts.total_bins, with_totals, zero,
+                       min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
+    if with_totals:
+        k["implicit_bins"](hist, totals, n_nodes, ell.cuts.total_bins, layout.implicit, layout.first, layout.last)
 
 
 def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed, ell_rows,
@@ -570,7 +681,7 @@ def children_histograms(parents, parent_rows, built, build_right, parent_left, p
         return reference.children_histograms(parents, parent_rows, built, build_right, parent_left, parent_right)
     k = built.shape[0]
     rows = np.asarray(parent_rows, dtype=np.int64)
-    out = np.empty((2 * k,) + built.shape[1:], dtype=np.float64)
+    out = float64_buffer(2 * k * built.shape[1] * built.shape[2], zero=False).reshape((2 * k,) + built.shape[1:])
     cpu.run_chunks(_kernels()["children"], k, np.ascontiguousarray(parents), rows, np.ascontiguousarray(built),
                    np.asarray(build_right, dtype=np.bool_), out, min_chunk=max(1, _MIN_PAIRS_PER_THREAD // max(1, built.shape[1])))
     sums = np.stack([parent_left[rows], parent_right[rows]], axis=1)
@@ -633,9 +744,10 @@ def global_symbols(ell):
     return cached
 
 
-class SkewedLayout(NamedTuple):
-    """A dense matrix's features split by skew (skewed_layout): the ones read densely, and
-    the skewed ones, read by their entries other than their most common bin."""
+class EntryLayout(NamedTuple):
+    """A dense matrix's features split by how the histogram loops read them (entry_layout):
+    densely, or listed, by their entries other than a dominant bin (skewed features) or
+    their null symbol (mostly missing ones), in blocks of their bins."""
 
     dense: np.ndarray  # the densely read features (indices)
     offsets: np.ndarray  # (n_dense + 1,) int64: each one's first global bin, then total_bins
@@ -644,16 +756,17 @@ class SkewedLayout(NamedTuple):
     implicit: np.ndarray  # (n_skewed,) int64: each skewed feature's most common bin (global)
     first: np.ndarray  # (n_skewed,) int64: its feature's first global bin
     last: np.ndarray  # (n_skewed,) int64: one past its feature's last
-    indptr: np.ndarray  # (n_rows + 1,) int64: row r's entries are entries[indptr[r]:indptr[r + 1]]
-    entries: np.ndarray  # the global bins of the skewed features' other entries, a row's rising
+    block_first: np.ndarray  # (n_blocks + 1,) int64: each block's first global bin, then its end
+    indptr: np.ndarray  # (n_blocks * n_rows + 1,) int64: block b's entries of row r from indptr[b * n_rows + r]
+    entries: np.ndarray  # bins counted from their block's first, a row's rising within a block
 
 
-def skewed_layout(ell):
-    """A dense matrix's SkewedLayout, or None where no feature is skewed: a feature whose
-    most common bin holds at least _SKEWED_SHARE of the matrix's rows and that has no missing
-    entry in it. Cached on the matrix. A worker decides for its own rows: its histograms are
-    whole before they are summed across workers."""
-    cached = ell.__dict__.get("_skewed_layout", False)
+def entry_layout(ell):
+    """A dense matrix's EntryLayout, or None where no feature is listed. Listed: a feature
+    that misses no entry and whose most common bin holds at least _SKEWED_SHARE of the rows
+    (skewed), or that misses at least _MISSING_SHARE of them. Cached on the matrix. A worker
+    decides for its own rows: its histograms are whole before they are summed across workers."""
+    cached = ell.__dict__.get("_entry_layout", False)
     if cached is not False:
         return cached
     layout = None
@@ -661,42 +774,73 @@ def skewed_layout(ell):
         columns = feature_columns(ell)
         ptrs = np.asarray(ell.cuts.ptrs, dtype=np.int64)
         null = int(ell.null_symbol)
-        skewed, dominant = [], []
+        listed, dominant, n_entries = [], [], 0
         for f in range(ell.n_features):
             counts = np.bincount(columns[f], minlength=null + 1)
             if ell.has_missing and counts[null]:
-                continue
-            d = int(np.argmax(counts[: ptrs[f + 1] - ptrs[f]]))
-            if counts[d] >= _SKEWED_SHARE * ell.n_rows:
-                skewed.append(f)
+                d = null if counts[null] >= _MISSING_SHARE * ell.n_rows else None
+            else:
+                d = int(np.argmax(counts[: ptrs[f + 1] - ptrs[f]]))
+                d = d if counts[d] >= _SKEWED_SHARE * ell.n_rows else None
+            if d is not None:
+                listed.append(f)
                 dominant.append(d)
-        if skewed:
-            layout = _skewed_layout(ell, columns, ptrs, np.asarray(skewed, dtype=np.int64),
-                                    np.asarray(dominant, dtype=np.int64))
-    ell.__dict__["_skewed_layout"] = layout
+                n_entries += ell.n_rows - int(counts[d])
+        if listed:
+            layout = _entry_layout(ell, columns, ptrs, null, np.asarray(listed, dtype=np.int64),
+                                   np.asarray(dominant, dtype=np.int64), n_entries)
+    ell.__dict__["_entry_layout"] = layout
     return layout
 
 
-def _skewed_layout(ell, columns, ptrs, skewed, dominant):
+def _blocks(widths, n_entries, n_rows):
+    """block_features: the listed features (their bins: widths) cut into blocks of consecutive
+    features. A block's bins stay within _HIST_BUDGET (one node's histogram of the block in
+    cache) where a feature allows; there are _BLOCKS_PER_THREAD blocks a thread for the root's
+    items, as long as a row holds _MIN_ENTRIES_PER_BLOCK entries a block on average (each block
+    is a walk of the level's rows)."""
+    total = int(widths.sum())
+    wanted = min(cpu.threads() * _BLOCKS_PER_THREAD, int(n_entries / max(1, n_rows) / _MIN_ENTRIES_PER_BLOCK))
+    n_blocks = max(1, -(-total // _HIST_BUDGET), wanted)
+    target = -(-total // n_blocks)
+    bounds, acc = [0], 0
+    for k, w in enumerate(widths.tolist()):
+        if k > bounds[-1] and (acc + w > _HIST_BUDGET or acc >= target):
+            bounds.append(k)
+            acc = 0
+        acc += w
+    bounds.append(widths.size)
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def _entry_layout(ell, columns, ptrs, null, listed, dominant, n_entries):
     k = _kernels()
-    per_row = np.zeros(ell.n_rows, dtype=np.int64)
-    k["count_others"](columns, skewed, dominant, per_row)
-    indptr = np.zeros(ell.n_rows + 1, dtype=np.int64)
-    np.cumsum(per_row, out=indptr[1:])
-    entries = np.empty(int(indptr[-1]), dtype=np.uint16 if int(ell.cuts.total_bins) < 65536 else np.uint32)
-    k["fill_others"](columns, skewed, dominant, ptrs, indptr[:-1].copy(), entries)
-    dense = np.setdiff1d(np.arange(ell.n_features), skewed)
-    widths = np.zeros(dense.size + 1, dtype=np.int64)
-    np.cumsum(ptrs[dense + 1] - ptrs[dense], out=widths[1:])
-    return SkewedLayout(dense=dense, offsets=np.append(ptrs[dense], ptrs[-1]), widths=widths,
-                        columns=np.ascontiguousarray(columns[dense]), implicit=ptrs[skewed] + dominant,
-                        first=ptrs[skewed], last=ptrs[skewed + 1], indptr=indptr, entries=entries)
+    n_rows = ell.n_rows
+    block_features = _blocks(ptrs[listed + 1] - ptrs[listed], n_entries, n_rows)
+    n_blocks = block_features.size - 1
+    block_first = np.append(ptrs[listed[block_features[:-1]]], ptrs[listed[-1] + 1])
+    bin_in_block = ptrs[listed] - np.repeat(block_first[:-1], np.diff(block_features))
+    counts = np.zeros(n_blocks * n_rows + 1, dtype=np.int64)
+    cpu.run_chunks(k["count_entries"], n_blocks, columns, listed, dominant, block_features, n_rows, counts)
+    indptr = np.cumsum(counts)
+    widest = int(np.diff(block_first).max())
+    entries = np.empty(int(indptr[-1]), dtype=np.uint16 if widest <= 65536 else np.uint32)
+    cpu.run_chunks(k["fill_entries"], n_blocks, columns, listed, dominant, block_features, n_rows,
+                   bin_in_block.astype(np.int64), indptr[:-1].copy(), entries)
+    dense = np.setdiff1d(np.arange(ell.n_features), listed)
+    skewed = dominant != null
+    dense_widths = np.zeros(dense.size + 1, dtype=np.int64)
+    np.cumsum(ptrs[dense + 1] - ptrs[dense], out=dense_widths[1:])
+    return EntryLayout(dense=dense, offsets=np.append(ptrs[dense], ptrs[-1]), widths=dense_widths,
+                       columns=np.ascontiguousarray(columns[dense]), implicit=ptrs[listed[skewed]] + dominant[skewed],
+                       first=ptrs[listed[skewed]], last=ptrs[listed[skewed] + 1], block_first=block_first,
+                       indptr=indptr, entries=entries)
 
 
 def _dense_rows(ell, layout):
     """The densely read features' symbols row-major (row_symbols of layout.columns). Cached."""
-    cached = ell.__dict__.get("_skewed_dense_rows")
+    cached = ell.__dict__.get("_dense_rows")
     if cached is None:
         cached = np.ascontiguousarray(layout.columns.T)
-        ell.__dict__["_skewed_dense_rows"] = cached
+        ell.__dict__["_dense_rows"] = cached
     return cached

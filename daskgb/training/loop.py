@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..callback import ranked
 from ..collective import LocalCommunicator
+from ..cpu import buffers
 from ..matrix import QuantileMatrix, eval_sets_binned_like
 from ..out_of_memory import explained
 from .fit import Fit
@@ -104,6 +105,7 @@ def _run(options, dtrain, evals, comm, evals_result, after_round):
             fit.finish_round(done, trees, after_round, scores)
     finally:
         rounds.close()
+        buffers.release()  # the compiled CPU path's histograms: a fit's memory goes back when it ends
     fit.booster.set_attr(training_path=_path_taken(taken, rounds), training_path_refused=plan.refusals())
     return fit.after_training()
 

@@ -164,22 +164,29 @@ def test_forest_levels_equal_the_oracle(oracle, compiled, threads, layout, walks
         assert np.array_equal(part_o.positions, part_c.positions)
 
 
-def _skewed_rows(oracle, rng, cuts, n_rows, with_missing):
+def _listed_rows(oracle, rng, cuts, n_rows, kind):
     """Rows whose features 1 and 3 hold one bin in ~90% of the rows (a middle bin of 1, the
-    first of 3: a one-hot column's zeros) and no missing entry; where with_missing, feature 0
-    misses 10% and feature 2 holds one bin in ~90% of the rows and misses 5% (read densely)."""
+    first of 3: a one-hot column's zeros) and no missing entry. kind "missing" adds: feature 0
+    misses 10% and feature 2 holds one bin in ~90% of the rows and misses 5% (both read
+    densely), feature 4 misses 60% and feature 5 95% (read by their present entries). kind
+    "all_missing": every feature misses 50-95% (every feature listed)."""
     from daskgb import ellpack
 
     from builders import make_X
 
     ptrs = np.asarray(cuts.ptrs)
     X = make_X(rng, cuts, n_rows)
+    if kind == "all_missing":
+        for f in range(X.shape[1]):
+            X[1:][rng.random(n_rows - 1) < rng.uniform(0.5, 0.95), f] = np.nan
+        # (row 0 whole: the sparse layout of the rows, its longest row's width, would be no narrower)
+        return ellpack.from_dense(oracle, oracle.xp.asarray(X), cuts, np.nan)
     for f, d in ((1, 2), (2, 1), (3, 0)):
         keep = rng.random(n_rows) < 0.9
         X[keep, f] = cuts.values[ptrs[f] + d] - 0.25  # below the cut: bin d (cuts are upper bounds)
-    if with_missing:
-        X[rng.random(n_rows) < 0.1, 0] = np.nan
-        X[rng.random(n_rows) < 0.05, 2] = np.nan
+    if kind == "missing":
+        for f, share in ((0, 0.1), (2, 0.05), (4, 0.6), (5, 0.95)):
+            X[rng.random(n_rows) < share, f] = np.nan
     return ellpack.from_dense(oracle, oracle.xp.asarray(X), cuts, np.nan)
 
 
@@ -192,13 +199,15 @@ def _assert_same_but_implicit(expected, got, implicit, what):
     np.testing.assert_allclose(got[:, implicit], expected[:, implicit], rtol=1e-12, atol=1e-12, err_msg=what)
 
 
-@pytest.mark.parametrize("with_missing", [False, True], ids=["full", "missing"])
+@pytest.mark.parametrize("kind", ["full", "missing", "all_missing"])
 @pytest.mark.parametrize("n_trees", [1, 3])
-def test_skewed_features_equal_the_oracle(oracle, compiled, threads, walks, with_missing, n_trees, monkeypatch):
-    """Features whose one bin holds most rows (and that miss none) are read by their other
-    entries, the bin itself being the node's sum less them (skewed_layout): the other bins the
-    oracle's bits, the most common ones its sums to rounding, levels of one tree and of a
-    forest; in bin ranges of their own (the budget) and in one."""
+def test_listed_features_equal_the_oracle(oracle, compiled, threads, walks, kind, n_trees, monkeypatch):
+    """Features whose one bin holds most rows (and that miss none), and features missing in
+    most rows, are read by their other entries (entry_layout), node by node in blocks of their
+    bins; a skewed feature's most common bin is the node's sum less the others: the other bins
+    the oracle's bits, the most common ones its sums to rounding, levels of one tree and of a
+    forest; in one block, and in blocks cut by the budget and the threads (every feature listed: the
+    blocks zero the histograms). A level's histograms go to a buffer used before (cpu/buffers.py)."""
     from daskgb.histogram import compiled as hist_compiled
 
     rng = np.random.default_rng(21 + n_trees)
@@ -206,27 +215,35 @@ def test_skewed_features_equal_the_oracle(oracle, compiled, threads, walks, with
     ptrs = np.asarray(cuts.ptrs)
     assert (np.diff(ptrs)[1:4] >= 3).all()  # the seeds' cuts: a middle bin for the most common
     n_rows = 500
-    ell = _skewed_rows(oracle, rng, cuts, n_rows, with_missing)
-    layout = hist_compiled.skewed_layout(ell)
-    skewed = sorted(set(range(6)) - set(layout.dense.tolist()))
-    single = [f for f in range(6) if ptrs[f + 1] - ptrs[f] == 1]  # one bin: every row's
-    assert skewed == sorted({1, 3} | ({2} if not with_missing else set()) | set(single))
-    assert set(layout.implicit.tolist()) >= {int(ptrs[1] + 2), int(ptrs[3])}
+    ell = _listed_rows(oracle, rng, cuts, n_rows, kind)
     gpair = random_gpair(rng, n_rows * n_trees)
-    part_o, part_c = oracle.new_partition(n_rows, n_trees), compiled.new_partition(n_rows, n_trees)
-    for budget in (10**9, 40):
+    monkeypatch.setattr(hist_compiled, "_MIN_ENTRIES_PER_BLOCK", 1e-9)  # rows of few entries cut too
+    for budget, per_thread in ((10**9, 0), (40, 4)):
         monkeypatch.setattr(hist_compiled, "_HIST_BUDGET", budget)
-        monkeypatch.setattr(hist_compiled, "_MIN_ENTRIES_PER_RANGE", 1e-9)  # the budget alone cuts the ranges
+        monkeypatch.setattr(hist_compiled, "_BLOCKS_PER_THREAD", per_thread)
+        for cached in ("_entry_layout", "_dense_rows"):
+            ell.__dict__.pop(cached, None)
+        layout = hist_compiled.entry_layout(ell)
+        n_blocks = layout.block_first.size - 1
+        assert n_blocks == 1 if budget > 10**6 else n_blocks >= 2
+        listed = sorted(set(range(6)) - set(layout.dense.tolist()))
+        single = [f for f in range(6) if ptrs[f + 1] - ptrs[f] == 1]  # one bin: every row's
+        expected = {"full": {1, 2, 3} | set(single), "missing": {1, 3, 4, 5} | set(single), "all_missing": set(range(6))}
+        assert listed == sorted(expected[kind])
+        if kind != "all_missing":
+            assert set(layout.implicit.tolist()) >= {int(ptrs[1] + 2), int(ptrs[3])}
+        part_o, part_c = oracle.new_partition(n_rows, n_trees), compiled.new_partition(n_rows, n_trees)
         for level in forest_levels(rng, cuts, n_trees, 3):
             args = concat(level, n_trees)
             build = sorted({int(x) for x in np.concatenate([args[4], args[0]])})
+            stale = compiled.build_histograms(ell, gpair[::-1].copy(), part_c, build)  # freed: its buffer is reused
+            del stale
             _assert_same_but_implicit(oracle.build_histograms(ell, gpair, part_o, build),
                                       compiled.build_histograms(ell, gpair, part_c, build), layout.implicit,
                                       f"budget {budget}: histograms")
             oracle.apply_splits(ell, part_o, *args)
             compiled.apply_splits(ell, part_c, *args)
             assert np.array_equal(part_o.positions, part_c.positions)
-        part_o, part_c = oracle.new_partition(n_rows, n_trees), compiled.new_partition(n_rows, n_trees)
 
 
 @pytest.mark.parametrize("layout", ["dense_missing", "sparse"])
