@@ -192,35 +192,82 @@ def _dense_full(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds
             j0 = j1
 
 
-def _by_node(starts, counts, ell_rows, slots, gh, node_starts, node_rows, node_gh):
-    """The level's row list (_entries: pieces of matrix rows, tree by tree) again node by node:
-    node_rows and node_gh hold slot s's rows from node_starts[s] to node_starts[s + 1], in row
-    order (a stable counting sort: the pieces are in row order), as _listed walks them."""
-    n_nodes = node_starts.shape[0] - 1
-    for s in range(n_nodes + 1):
-        node_starts[s] = 0
-    for c in range(starts.shape[0]):
+def _dense_by_node(lo, hi, sym, n_features, ahead, ptrs, feature_bounds, node_starts, node_rows, node_gh, hist,
+                   total_bins, null_symbol, full):
+    """Work items lo..hi of a dense level too deep for _dense's walks (its nodes' histograms
+    of a feature group out of cache together): item w is built node (slot) w // P's rows
+    (node_rows, _scatter_by_node) over the features feature_bounds[w % P]..feature_bounds[w % P + 1]
+    (P pieces, each one node's histograms of it within _HIST_BUDGET), read row-major (sym:
+    row_symbols), a row's features in one walk, the rows prefetched _ROWS_AHEAD ahead (a deep
+    level's rows are scattered). A missing entry adds to its feature's spare pair, as in
+    _dense; where full (the matrix misses none) no symbol is compared (LLVM unswitches the
+    loop on the flag)."""
+    tb = np.uint64(total_bins)
+    two = np.uint64(2)
+    one = np.uint64(1)
+    spares = np.uint64(hist.shape[0]) - two * np.uint64(ptrs.shape[0] - 1)
+    null = np.uint64(null_symbol)
+    sr = np.uint64(n_features)
+    n_pieces = np.uint64(feature_bounds.shape[0] - 1)
+    for w in range(lo, hi):
+        s = np.uint64(w) // n_pieces
+        f = np.uint64(w) % n_pieces
+        j0 = np.uint64(feature_bounds[f])
+        j1 = np.uint64(feature_bounds[f + one])
+        off = s * tb
+        i = np.uint64(node_starts[s])
+        end = np.uint64(node_starts[s + one])
+        while i < end:
+            if i + ahead < end:
+                later = np.uint64(node_rows[i + ahead]) * sr
+                prefetch(sym, later + j0)
+                prefetch(sym, later + j1 - one)
+            row = np.uint64(node_rows[i]) * sr
+            g = np.float64(node_gh[i, 0])
+            h = np.float64(node_gh[i, 1])
+            j = j0
+            if full:
+                while j < j1:
+                    add_pair(hist, (off + np.uint64(ptrs[j]) + np.uint64(sym[row + j])) * two, g, h)
+                    j += one
+            else:
+                while j < j1:
+                    v = np.uint64(sym[row + j])
+                    k = (off + np.uint64(ptrs[j]) + v) * two if v != null else spares + two * j
+                    add_pair(hist, k, g, h)
+                    j += one
+            i += one
+
+
+def _count_by_node(lo, hi, starts, counts, slots, node_counts):
+    """Pieces lo..hi of the level's row list (_entries): node_counts[c, s], how many of piece
+    c's rows slot s holds."""
+    for c in range(lo, hi):
         for t in range(starts.shape[1]):
             for i in range(starts[c, t], starts[c, t] + counts[c, t]):
-                node_starts[slots[i] + 1] += 1
-    for s in range(n_nodes):
-        node_starts[s + 1] += node_starts[s]
-    cursor = node_starts[:-1].copy()
-    for c in range(starts.shape[0]):
+                node_counts[c, slots[i]] += 1
+
+
+def _scatter_by_node(lo, hi, starts, counts, ell_rows, slots, gh, cursor, node_rows, node_gh):
+    """Pieces lo..hi of the level's row list (_entries) again node by node: piece c's rows of
+    slot s from node_rows[cursor[c, s]] on, in row order (the pieces' places follow the
+    pieces' order within a slot: a stable counting sort), as _listed and _dense_by_node walk
+    them."""
+    for c in range(lo, hi):
         for t in range(starts.shape[1]):
             for i in range(starts[c, t], starts[c, t] + counts[c, t]):
                 s = slots[i]
-                at = cursor[s]
+                at = cursor[c, s]
                 node_rows[at] = ell_rows[i]
                 node_gh[at, 0] = gh[i, 0]
                 node_gh[at, 1] = gh[i, 1]
-                cursor[s] = at + 1
+                cursor[c, s] = at + 1
 
 
 def _listed(lo, hi, n_blocks, node_starts, node_rows, node_gh, indptr, entries, block_first, n_rows, hist, totals,
             total_bins, with_totals, zero):
     """Work items lo..hi of a dense level's listed features (entry_layout): item w is built
-    node (slot) w // n_blocks's rows (node_rows, _by_node) over block w % n_blocks of those
+    node (slot) w // n_blocks's rows (node_rows, _scatter_by_node) over block w % n_blocks of those
     features' bins; each row adds its entries in the block (indptr, entries: bins counted from
     the block's first, block_first) into the node's histogram of the block, which stays in
     cache (_HIST_BUDGET). Where with_totals (skewed features), block 0's items also sum each
@@ -448,8 +495,9 @@ _compiled = {}
 def _kernels():
     if not _compiled:
         _compiled.update(rows_of=cpu.jit(_rows_of), entries=cpu.jit(_entries), never_fall=cpu.jit(_rows_never_fall), dense=cpu.jit(_dense),
-                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse), by_node=cpu.jit(_by_node),
-                         listed=cpu.jit(_listed), listed_by_rows=cpu.jit(_listed_by_rows), implicit_bins=cpu.jit(_implicit_bins),
+                         dense_full=cpu.jit(_dense_full), sparse=cpu.jit(_sparse), count_by_node=cpu.jit(_count_by_node),
+                         scatter_by_node=cpu.jit(_scatter_by_node),
+                         listed=cpu.jit(_listed), dense_by_node=cpu.jit(_dense_by_node), listed_by_rows=cpu.jit(_listed_by_rows), implicit_bins=cpu.jit(_implicit_bins),
                          count_entries=cpu.jit(_count_entries), fill_entries=cpu.jit(_fill_entries),
                          children=cpu.jit(_children),
                          sum_rows=cpu.jit(_sum_rows))
@@ -508,7 +556,7 @@ def _level_lists(n):
 
 
 def _node_lists(n):
-    """The level's row list node by node (_by_node: matrix rows, gradient pairs) for up to n
+    """The level's row list node by node (_scatter_by_node: matrix rows, gradient pairs) for up to n
     rows: this thread's buffers, kept as _level_lists keeps its."""
     lists = getattr(_scratch, "node_lists", None)
     if lists is None or lists[0].shape[0] < n:
@@ -549,10 +597,28 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
     # The list is made in pieces of matrix rows, a piece a thread, each written in place.
     bounds = np.asarray([lo for lo, _ in cpu.chunks(ell.n_rows, cpu.threads())] + [ell.n_rows], dtype=np.int64)
     counts = np.zeros((bounds.size - 1, n_trees), dtype=np.int64)
+    min_pieces = 1 if ell.n_rows >= _MIN_ROWS_PER_THREAD else max(1, bounds.size - 1)
     cpu.run_chunks(k["entries"], bounds.size - 1, bounds, positions, slot_of_node, ell.n_rows, gpair, ell_rows, slots,
-                   gh, counts, min_chunk=1 if ell.n_rows >= _MIN_ROWS_PER_THREAD else max(1, bounds.size - 1))
+                   gh, counts, min_chunk=min_pieces)
     starts = bounds[:-1, None] * n_trees + np.cumsum(counts, axis=1) - counts
     listed = int(counts.sum())
+    made = []
+
+    def by_node():
+        """The list again node by node (_scatter_by_node): (node_starts, node_rows, node_gh), made once."""
+        if not made:
+            node_rows, node_gh = _node_lists(listed)
+            n_pieces = starts.shape[0]
+            node_counts = np.zeros((n_pieces, n_nodes), dtype=np.int64)
+            cpu.run_chunks(k["count_by_node"], n_pieces, starts, counts, slots, node_counts, min_chunk=min_pieces)
+            ends = np.cumsum(node_counts.T.ravel())  # slot by slot, each slot's pieces in order
+            cursor = np.ascontiguousarray((ends - node_counts.T.ravel()).reshape(n_nodes, n_pieces).T)
+            node_starts = np.full(n_nodes + 1, listed, dtype=np.int64)  # (a worker may hold no rows: no pieces)
+            node_starts[:-1] = cursor[0] if n_pieces else 0
+            cpu.run_chunks(k["scatter_by_node"], n_pieces, starts, counts, ell_rows, slots, gh, cursor, node_rows,
+                           node_gh, min_chunk=min_pieces)
+            made.append((node_starts, node_rows, node_gh))
+        return made[0]
     layout = entry_layout(ell)
     if layout is None:
         offsets = np.asarray(ell.cuts.ptrs, dtype=np.int64)
@@ -565,18 +631,20 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
     hist = float64_buffer(size + 2 * n_features, zero=not zero_listed)
     if n_features:
         _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed,
-                        ell_rows, slots, gh, hist)
+                        ell_rows, slots, gh, hist, by_node)
     if layout is not None:
-        _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero_listed)
+        _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero_listed,
+                         by_node)
     return hist
 
 
-def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero):
+def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero,
+                     by_node):
     """A dense level's listed features (entry_layout) added into hist, block by block, and
     their skewed features' most common bins made (_implicit_bins). Where a tree's nodes'
     histograms of a block fit in cache together (_HIST_BUDGET), a tree's rows are walked as
     listed (_listed_by_rows); else node by node (_listed), each node's rows listed apart
-    (_by_node), and where zero, each item zeroes its part of hist."""
+    (_scatter_by_node), and where zero, each item zeroes its part of hist."""
     n_blocks = layout.block_first.size - 1
     totals = np.zeros(2 * n_nodes, dtype=np.float64)
     work = max(1, listed * layout.entries.size // max(1, ell.n_rows) // _MIN_PAIRS_PER_THREAD)
@@ -589,9 +657,7 @@ def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, e
                        layout.entries, layout.block_first, ell.n_rows, hist, totals, ell.cuts.total_bins, with_totals,
                        min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
     else:
-        node_rows, node_gh = _node_lists(listed)
-        node_starts = np.empty(n_nodes + 1, dtype=np.int64)
-        k["by_node"](starts, counts, ell_rows, slots, gh, node_starts, node_rows, node_gh)
+        node_starts, node_rows, node_gh = by_node()
         n_items = n_nodes * n_blocks
         # Items of unequal cost (nodes of unequal rows): each thread takes the next not yet taken.
         cpu.run_chunks(k["listed"], n_items, n_blocks, node_starts, node_rows, node_gh, layout.indptr, layout.entries,
@@ -602,12 +668,16 @@ def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, e
 
 
 def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed, ell_rows,
-                    slots, gh, hist):
+                    slots, gh, hist, by_node):
     """A dense level's densely read features added into hist: every feature's, or the ones
-    skewed_layout leaves (layout), in groups of features within _HIST_BUDGET (widths: their
+    entry_layout leaves (layout), in groups of features within _HIST_BUDGET (widths: their
     bins' running count; offsets: each one's first global bin)."""
     group_end = _feature_groups(widths, -(-n_nodes // n_trees))
     work = max(1, listed * n_features // _MIN_PAIRS_PER_THREAD)
+    one_node = _feature_groups(widths, 1)
+    if n_nodes > n_trees and _walks(group_end, 0, n_features) > _walks(one_node, 0, n_features):
+        _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node)
+        return
     per_thread = _pieces_per_thread(group_end, max(1, n_features // work))
     # Work items: a tree's rows over a piece of the features. A forest's trees are items of
     # their own (each thread walks whole trees: no two threads read the same rows), cut into
@@ -634,6 +704,27 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
     cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], n_items, sym, step_feature, step_row, np.uint64(ahead),
                    offsets, feature_bounds, group_end, starts, counts, ell_rows, slots, gh, hist, ell.cuts.total_bins,
                    int(ell.null_symbol), min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
+
+
+def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node):
+    """_dense_features where a tree's nodes' histograms of a group of features do not fit in
+    cache together (deep levels): node by node (_dense_by_node), a node's rows over a group of
+    features whose histograms of one node do (one_node), cut further where the threads need
+    more items than there are nodes. A row's features are read row-major in one walk."""
+    bounds, j = {0, n_features}, 0
+    while j < n_features:
+        j = int(one_node[j])
+        bounds.add(j)
+    cut = -(-cpu.threads() * _PIECES_PER_THREAD // n_nodes)
+    if cut > 1:
+        bounds.update(lo for lo, _ in cpu.chunks(n_features, cut))
+    feature_bounds = np.asarray(sorted(bounds), dtype=np.int64)
+    n_items = n_nodes * (feature_bounds.size - 1)
+    node_starts, node_rows, node_gh = by_node()
+    rows = row_symbols(ell) if layout is None else _dense_rows(ell, layout)
+    cpu.run_chunks(k["dense_by_node"], n_items, rows.reshape(-1), n_features, np.uint64(_ROWS_AHEAD), offsets,
+                   feature_bounds, node_starts, node_rows, node_gh, hist, ell.cuts.total_bins, int(ell.null_symbol),
+                   not ell.has_missing, min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
 
 
 def build_histograms(ell, gpair_native, part, build_nodes):
