@@ -145,7 +145,10 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, gro
                     j = j0
                     while j < j1:
                         s = np.uint64(sym[j * sj + row])
-                        k = (off + np.uint64(ptrs[j]) + s) * two if s != null else spares + two * j
+                        # The spare chosen by arithmetic: as a conditional expression it cost ~0.4 ns an
+                        # add more (one thread, 100K rows x 20, 5% missing: 2.1-2.3 -> 1.5-1.9 ns an add).
+                        at = (off + np.uint64(ptrs[j]) + s) * two
+                        k = at + np.uint64(s == null) * (spares + two * j - at)
                         add_pair(hist, k, g, h)
                         j += one
                     i += one
@@ -233,7 +236,8 @@ def _dense_by_node(lo, hi, sym, n_features, ahead, ptrs, feature_bounds, node_st
             else:
                 while j < j1:
                     v = np.uint64(sym[row + j])
-                    k = (off + np.uint64(ptrs[j]) + v) * two if v != null else spares + two * j
+                    at = (off + np.uint64(ptrs[j]) + v) * two  # the spare by arithmetic, as in _dense
+                    k = at + np.uint64(v == null) * (spares + two * j - at)
                     add_pair(hist, k, g, h)
                     j += one
             i += one
