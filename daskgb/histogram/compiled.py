@@ -203,8 +203,8 @@ def _dense_by_node(lo, hi, sym, n_features, ahead, ptrs, feature_bounds, node_st
     (P pieces, each one node's histograms of it within _HIST_BUDGET), read row-major (sym:
     row_symbols), a row's features in one walk, the rows prefetched _ROWS_AHEAD ahead (a deep
     level's rows are scattered). A missing entry adds to its feature's spare pair, as in
-    _dense; where full (the matrix misses none) no symbol is compared (LLVM unswitches the
-    loop on the flag)."""
+    _dense; where full (the matrix misses none) no symbol is compared (the flag is tested
+    once a row, outside the features' loop)."""
     tb = np.uint64(total_bins)
     two = np.uint64(2)
     one = np.uint64(1)
