@@ -17,6 +17,7 @@ import numpy as np
 
 from ..callback import EarlyStopping, EvaluationMonitor, TrainingCallback
 from ..collective import LocalCommunicator
+from ..cpu import buffers
 from ..matrix import QuantileMatrix
 from .fit import Fit
 from .loop import _path_taken, _replan
@@ -192,6 +193,7 @@ def cv(params, dtrain, num_boost_round: int = 10, *, nfold: int = 3, stratified:
     finally:
         for fold in packed:
             fold.close()
+        buffers.release()  # as train() does: the folds' histogram buffers go back
     for cb in callbacks:
         model = cb.after_training(model) or model
     if as_pandas:
