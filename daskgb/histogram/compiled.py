@@ -529,7 +529,7 @@ _MAX_LINES_BY_ROWS = 8
 # How many listed rows ahead a row-major walk prefetches a row's symbols.
 _ROWS_AHEAD = 16
 # A feature of a dense matrix with no missing entry whose most common bin holds at least this
-# share of the rows is read by its other entries only (skewed_layout; e.g. a one-hot column).
+# share of the rows is read by its other entries only (entry_layout; e.g. a one-hot column).
 # 500K rows of 8 normal and 20 binary columns, depth 8, 2 threads, 20 rounds, read this way
 # against densely (medians of 4): the binary columns' common value in 50% of the rows 3.40
 # against 3.00 s, in 65% 3.15 against 3.13 s, in 75% 2.82 against 2.99 s.
