@@ -4,6 +4,7 @@ predict with one.
     daskgb train --data 'data/train/*.parquet' --label y --objective binary:logistic -o model.json
     daskgb train --data data/train/ --label y --scheduler tcp://10.0.0.1:8786 --rounds 500 --set max_depth=8
     daskgb predict --model model.json --data data/test/ --output predictions.parquet
+    daskgb warm-up       # compile the CPU path's loops into numba's cache (e.g. where an image is built)
 
 Data are read with dask.dataframe (read_parquet for a folder or *.parquet, read_csv for
 *.csv; globs work for both), so rows stay on the workers. A string (or `category`) column
@@ -54,7 +55,7 @@ def _key_values(items) -> dict:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="daskgb", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{train,predict}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{train,predict,warm-up}")
 
     def cluster_options(p):
         p.add_argument("--scheduler", default="local", metavar="ADDRESS",
@@ -111,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the output if it exists (a folder is deleted whole first)")
     cluster_options(p)
+
+    w = sub.add_parser("warm-up", help="compile the CPU path's loops into numba's cache",
+                       description="Compile the loops that CPU fits of the common data kinds run into numba's "
+                                   "cache, so that a first fit (every worker's, on a cluster started from an image "
+                                   "built after this) loads them instead (daskgb/cpu/warm_up.py).")
+    w.add_argument("--threads", type=int, default=None, help="threads while warming up (default: every core)")
     return ap
 
 
@@ -443,9 +450,20 @@ def predict(args) -> None:
     print(f"daskgb: wrote {args.output}", file=sys.stderr)
 
 
+def warm_up(args) -> None:
+    from .cpu.warm_up import warm_up as compile_loops
+
+    try:
+        done = compile_loops(args.threads, verbose=True)
+    except RuntimeError as exc:
+        raise SystemExit(f"daskgb: {exc}") from None
+    print(f"daskgb: {done['cases']} kinds of fit warmed up in {done['seconds']:.1f} s; {done['compiled']} loops "
+          "compiled now (0: numba's cache held them all)", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    {"train": train, "predict": predict}[args.command](args)
+    {"train": train, "predict": predict, "warm-up": warm_up}[args.command](args)
     return 0
 
 
