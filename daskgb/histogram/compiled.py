@@ -105,19 +105,22 @@ def _entries(lo, hi, bounds, positions, slot_of_node, n_rows, gpair, ell_rows, s
 
 
 def _dense(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, group_end, starts, counts, ell_rows, slots,
-           gh, hist, total_bins, null_symbol):
+           gh, hist, total_bins, null_symbol, spare_sets):
     """Work items lo..hi of a dense level: item w is tree w // P's listed rows (the list's
     piece c: entries starts[c, t].., counts[c, t] of them, _entries) over the features
     feature_bounds[w % P]..feature_bounds[w % P + 1] (P pieces of features), a group of
     features (j0..group_end[j0], _feature_groups) a walk of the tree's rows. Feature j of
     matrix row r is sym[j * step_feature + r * step_row]: feature_columns or row_symbols.
-    A missing entry (null_symbol) adds to its feature's spare pair, past every node's bins
-    (hist[spares + 2 * j]): one spare for every feature, because a spare shared by the piece
-    made each missing entry wait for the last one's add (a store-to-load chain; on an
-    80%-missing matrix most of the loop's time)."""
+    A missing entry (null_symbol) adds to a spare pair past every node's bins, which nothing
+    reads: one for every feature, because a spare shared by the piece made each missing entry
+    wait for the last one's add (a store-to-load chain; on an 80%-missing matrix most of the
+    loop's time), and a set of them for every tree (spare_sets of them, hist's last pairs),
+    because threads walking two trees' rows over the same features would otherwise add into
+    the same lines."""
     tb = np.uint64(total_bins)
     two = np.uint64(2)
-    spares = np.uint64(hist.shape[0]) - two * np.uint64(ptrs.shape[0] - 1)
+    nf = np.uint64(ptrs.shape[0] - 1)
+    spares = np.uint64(hist.shape[0]) - two * nf * np.uint64(spare_sets)
     null = np.uint64(null_symbol)
     one = np.uint64(1)
     sj = np.uint64(step_feature)
@@ -148,7 +151,7 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, gro
                         # The spare chosen by arithmetic: as a conditional expression it cost ~0.4 ns an
                         # add more (one thread, 100K rows x 20, 5% missing: 2.1-2.3 -> 1.5-1.9 ns an add).
                         at = (off + np.uint64(ptrs[j]) + s) * two
-                        k = at + np.uint64(s == null) * (spares + two * j - at)
+                        k = at + np.uint64(s == null) * (spares + two * (t * nf + j) - at)
                         add_pair(hist, k, g, h)
                         j += one
                     i += one
@@ -156,7 +159,7 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, gro
 
 
 def _dense_full(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds, group_end, starts, counts, ell_rows,
-                slots, gh, hist, total_bins, null_symbol):
+                slots, gh, hist, total_bins, null_symbol, spare_sets):
     """_dense where no entry is missing (the matrix has none): no symbol to compare, no spare
     pair to choose. A copy of _dense's walk on purpose: without the compare a full matrix's
     level took 15-20% less (one thread, 500K Higgs- and Covertype-shaped rows, either symbol
@@ -196,19 +199,20 @@ def _dense_full(lo, hi, sym, step_feature, step_row, ahead, ptrs, feature_bounds
 
 
 def _dense_by_node(lo, hi, sym, n_features, ahead, ptrs, feature_bounds, node_starts, node_rows, node_gh, hist,
-                   total_bins, null_symbol, full):
+                   total_bins, null_symbol, full, spare_sets):
     """Work items lo..hi of a dense level too deep for _dense's walks (its nodes' histograms
     of a feature group out of cache together): item w is built node (slot) w // P's rows
     (node_rows, _scatter_by_node) over the features feature_bounds[w % P]..feature_bounds[w % P + 1]
     (P pieces, each one node's histograms of it within _HIST_BUDGET), read row-major (sym:
     row_symbols), a row's features in one walk, the rows prefetched _ROWS_AHEAD ahead (a deep
-    level's rows are scattered). A missing entry adds to its feature's spare pair, as in
-    _dense; where full (the matrix misses none) no symbol is compared (the flag is tested
-    once a row, outside the features' loop)."""
+    level's rows are scattered). A missing entry adds to a spare pair of its feature and node
+    (_dense's, a set a node: two threads' nodes share no line); where full (the matrix misses
+    none) no symbol is compared (the flag is tested once a row, outside the features' loop)."""
     tb = np.uint64(total_bins)
     two = np.uint64(2)
     one = np.uint64(1)
-    spares = np.uint64(hist.shape[0]) - two * np.uint64(ptrs.shape[0] - 1)
+    nf = np.uint64(ptrs.shape[0] - 1)
+    spares = np.uint64(hist.shape[0]) - two * nf * np.uint64(spare_sets)
     null = np.uint64(null_symbol)
     sr = np.uint64(n_features)
     n_pieces = np.uint64(feature_bounds.shape[0] - 1)
@@ -237,7 +241,7 @@ def _dense_by_node(lo, hi, sym, n_features, ahead, ptrs, feature_bounds, node_st
                 while j < j1:
                     v = np.uint64(sym[row + j])
                     at = (off + np.uint64(ptrs[j]) + v) * two  # the spare by arithmetic, as in _dense
-                    k = at + np.uint64(v == null) * (spares + two * j - at)
+                    k = at + np.uint64(v == null) * (spares + two * (s * nf + j) - at)
                     add_pair(hist, k, g, h)
                     j += one
             i += one
@@ -629,13 +633,15 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
         widths, n_features = offsets, ell.n_features
     else:
         offsets, widths, n_features = layout.offsets, layout.widths, layout.dense.size
-    # One spare pair per densely read feature, past the histograms, for its missing entries (_dense).
-    # Where every feature is listed, _listed_features zeroes the histograms.
+    # Past the histograms, a spare pair per densely read feature for its missing entries, a set
+    # for every node or tree an item walks (_dense). Where every feature is listed,
+    # _listed_features zeroes the histograms.
     zero_listed = layout is not None and n_features == 0
-    hist = float64_buffer(size + 2 * n_features, zero=not zero_listed)
+    spare_sets = max(n_nodes, n_trees)
+    hist = float64_buffer(size + 2 * n_features * spare_sets, zero=not zero_listed)
     if n_features:
         _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed,
-                        ell_rows, slots, gh, hist, by_node)
+                        ell_rows, slots, gh, hist, by_node, spare_sets)
     if layout is not None:
         _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero_listed,
                          by_node)
@@ -672,7 +678,7 @@ def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, e
 
 
 def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed, ell_rows,
-                    slots, gh, hist, by_node):
+                    slots, gh, hist, by_node, spare_sets):
     """A dense level's densely read features added into hist: every feature's, or the ones
     entry_layout leaves (layout), in groups of features within _HIST_BUDGET (widths: their
     bins' running count; offsets: each one's first global bin)."""
@@ -680,7 +686,8 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
     work = max(1, listed * n_features // _MIN_PAIRS_PER_THREAD)
     one_node = _feature_groups(widths, 1)
     if n_nodes > n_trees and _walks(group_end, 0, n_features) > _walks(one_node, 0, n_features):
-        _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node)
+        _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node,
+                                spare_sets)
         return
     per_thread = _pieces_per_thread(group_end, max(1, n_features // work))
     # Work items: a tree's rows over a piece of the features. A forest's trees are items of
@@ -707,10 +714,11 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
         sym, step_feature, step_row, ahead = columns.reshape(-1), ell.n_rows, 1, 0
     cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], n_items, sym, step_feature, step_row, np.uint64(ahead),
                    offsets, feature_bounds, group_end, starts, counts, ell_rows, slots, gh, hist, ell.cuts.total_bins,
-                   int(ell.null_symbol), min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
+                   int(ell.null_symbol), spare_sets, min_chunk=max(1, n_items // work),
+                   pieces_per_thread=-(-n_items // cpu.threads()))
 
 
-def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node):
+def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node, spare_sets):
     """_dense_features where a tree's nodes' histograms of a group of features do not fit in
     cache together (deep levels): node by node (_dense_by_node), a node's rows over a group of
     features whose histograms of one node do (one_node), cut further where the threads need
@@ -728,7 +736,8 @@ def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_no
     rows = row_symbols(ell) if layout is None else _dense_rows(ell, layout)
     cpu.run_chunks(k["dense_by_node"], n_items, rows.reshape(-1), n_features, np.uint64(_ROWS_AHEAD), offsets,
                    feature_bounds, node_starts, node_rows, node_gh, hist, ell.cuts.total_bins, int(ell.null_symbol),
-                   not ell.has_missing, min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
+                   not ell.has_missing, spare_sets, min_chunk=max(1, n_items // work),
+                   pieces_per_thread=-(-n_items // cpu.threads()))
 
 
 def build_histograms(ell, gpair_native, part, build_nodes):
