@@ -316,7 +316,7 @@ def _listed(lo, hi, n_blocks, node_starts, node_rows, node_gh, indptr, entries, 
             a = np.uint64(indptr[at])
             e = np.uint64(indptr[at + one])
             if sum_totals:
-                add_pair(totals, s * two, g, h)
+                add_pair(totals, s * _TOTALS_STRIDE, g, h)
             while a < e:
                 add_pair(hist, (base + np.uint64(entries[a])) * two, g, h)
                 a += one
@@ -351,7 +351,7 @@ def _listed_by_rows(lo, hi, n_blocks, starts, counts, ell_rows, slots, gh, indpt
                 a = np.uint64(indptr[at])
                 e = np.uint64(indptr[at + one])
                 if sum_totals:
-                    add_pair(totals, slot * two, g, h)
+                    add_pair(totals, slot * _TOTALS_STRIDE, g, h)
                 base = slot * tb + first
                 while a < e:
                     add_pair(hist, (base + np.uint64(entries[a])) * two, g, h)
@@ -369,8 +369,8 @@ def _implicit_bins(hist, totals, n_nodes, total_bins, implicit, first, last):
         base = np.uint64(node) * tb
         for k in range(implicit.shape[0]):
             d = np.uint64(implicit[k])
-            g = totals[np.uint64(2 * node)]
-            h = totals[np.uint64(2 * node + 1)]
+            g = totals[np.uint64(node) * _TOTALS_STRIDE]
+            h = totals[np.uint64(node) * _TOTALS_STRIDE + np.uint64(1)]
             for b in range(first[k], last[k]):
                 ub = np.uint64(b)
                 if ub != d:
@@ -546,6 +546,10 @@ _MISSING_SHARE = 0.5
 _BLOCKS_PER_THREAD = 4
 # The fewest entries a row holds on average in a block of the listed features' bins (entry_layout).
 _MIN_ENTRIES_PER_BLOCK = 8
+# A node's pair in _listed's totals is a cache line (8 float64) from the next one's: two threads'
+# items add into different nodes' totals at once (a forest's trees, or nodes), and pairs side by
+# side would share their lines.
+_TOTALS_STRIDE = np.uint64(8)
 
 
 _scratch = threading.local()
@@ -656,7 +660,7 @@ def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, e
     listed (_listed_by_rows); else node by node (_listed), each node's rows listed apart
     (_scatter_by_node), and where zero, each item zeroes its part of hist."""
     n_blocks = layout.block_first.size - 1
-    totals = np.zeros(2 * n_nodes, dtype=np.float64)
+    totals = np.zeros(int(_TOTALS_STRIDE) * n_nodes, dtype=np.float64)
     work = max(1, listed * layout.entries.size // max(1, ell.n_rows) // _MIN_PAIRS_PER_THREAD)
     with_totals = layout.implicit.size > 0
     if -(-n_nodes // n_trees) * int(np.diff(layout.block_first).max()) <= _HIST_BUDGET:
