@@ -16,20 +16,10 @@ pytest.importorskip("numba")
 FITS = textwrap.dedent("""
     import sys
     import numpy as np
-    from numba.core import event
 
-    compiled = []
-
-    class Count(event.Listener):
-        def on_start(self, ev):
-            pass
-
-        def on_end(self, ev):
-            compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    event.register("numba:compile", Count())
     sys.path.insert(0, "examples")
     import daskgb
+    from daskgb.cpu.warm_up import compiles
     from synthetic import make_bosch, make_covertype, make_higgs
 
     rng = np.random.default_rng(1)
@@ -43,14 +33,15 @@ FITS = textwrap.dedent("""
              *make_covertype(np, 20000, 1)[:2]),
             ("bosch", {"objective": "binary:logistic", "max_depth": 6, "eval_metric": "auc"},
              *make_bosch(np, 5000, 1)[:2])]
-    for name, params, X, y in sets:
-        n = X.shape[0] * 9 // 10
-        train = daskgb.QuantileMatrix(X[:n], y[:n])
-        evals = daskgb.QuantileMatrix(X[n:], y[n:], ref=train)
-        booster = daskgb.train({**params, "nthread": 2}, train, 3, evals=[(evals, "eval")], verbose_eval=False)
-        booster.predict(X[n:])
-        print(name, "compiled", compiled)
-        assert not compiled, (name, compiled)
+    with compiles() as compiled:
+        for name, params, X, y in sets:
+            n = X.shape[0] * 9 // 10
+            train = daskgb.QuantileMatrix(X[:n], y[:n])
+            evals = daskgb.QuantileMatrix(X[n:], y[n:], ref=train)
+            booster = daskgb.train({**params, "nthread": 2}, train, 3, evals=[(evals, "eval")], verbose_eval=False)
+            booster.predict(X[n:])
+            print(name, "compiled", compiled)
+            assert not compiled, (name, compiled)
 """)
 
 

@@ -21,6 +21,7 @@ adds itself, as before.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -84,21 +85,13 @@ def _cases(rng):
            rng.integers(0, 4, n).astype(np.float32), np.repeat(np.arange(n // 32), 32))
 
 
-def warm_up(threads: int | None = None, verbose: bool = False) -> dict:
-    """Compile (or load from numba's cache) the CPU loops that fits of the common data kinds run.
-
-    threads: the loops' threads while warming up (None: every core). Returns {"cases": n,
-    "compiled": loops compiled now (0 where the cache already held them all), "seconds": s}.
-    """
+@contextlib.contextmanager
+def compiles():
+    """A list that collects the qualified name of every loop numba compiles (not loads from its
+    cache) inside the with block."""
     from numba.core import event
 
-    import daskgb
-    from daskgb import backend
-
-    if backend.get_backend("cpu").__name__.rsplit(".", 1)[-1] != "compiled_backend":
-        raise RuntimeError("the compiled CPU path is off (numba is not installed, or DASKGB_CPU_KERNELS=numpy): "
-                           "nothing to compile")
-    compiled = []
+    compiled: list[str] = []
 
     class _Count(event.Listener):
         def on_start(self, ev):
@@ -107,10 +100,26 @@ def warm_up(threads: int | None = None, verbose: bool = False) -> dict:
         def on_end(self, ev):
             compiled.append(ev.data["dispatcher"].py_func.__qualname__)
 
+    with event.install_listener("numba:compile", _Count()):
+        yield compiled
+
+
+def warm_up(threads: int | None = None, verbose: bool = False) -> dict:
+    """Compile (or load from numba's cache) the CPU loops that fits of the common data kinds run.
+
+    threads: the loops' threads while warming up (None: every core). Returns {"cases": n,
+    "compiled": loops compiled now (0 where the cache already held them all), "seconds": s}.
+    """
+    import daskgb
+    from daskgb import backend
+
+    if backend.get_backend("cpu").__name__.rsplit(".", 1)[-1] != "compiled_backend":
+        raise RuntimeError("the compiled CPU path is off (numba is not installed, or DASKGB_CPU_KERNELS=numpy): "
+                           "nothing to compile")
     rng = np.random.default_rng(0)
     started = time.perf_counter()
     n_cases = 0
-    with event.install_listener("numba:compile", _Count()):
+    with compiles() as compiled:
         for what, params, X, y, qid in _cases(rng):
             t = time.perf_counter()
             cut = X.shape[0] * 3 // 4

@@ -637,11 +637,11 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size):
         widths, n_features = offsets, ell.n_features
     else:
         offsets, widths, n_features = layout.offsets, layout.widths, layout.dense.size
-    # Past the histograms, a spare pair per densely read feature for its missing entries, a set
-    # for every node or tree an item walks (_dense). Where every feature is listed,
+    # Past the histograms, where entries are missing, a spare pair per densely read feature for
+    # them, a set for every node or tree an item walks (_dense). Where every feature is listed,
     # _listed_features zeroes the histograms.
     zero_listed = layout is not None and n_features == 0
-    spare_sets = max(n_nodes, n_trees)
+    spare_sets = max(n_nodes, n_trees) if ell.has_missing else 0
     hist = float64_buffer(size + 2 * n_features * spare_sets, zero=not zero_listed)
     if n_features:
         _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed,
