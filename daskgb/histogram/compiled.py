@@ -105,7 +105,7 @@ def _entries(lo, hi, bounds, positions, slot_of_node, n_rows, gpair, ell_rows, s
 
 
 def _dense(lo, hi, sym, step_feature, step_row, ahead, node_offsets, feature_bounds, group_end, starts, counts, ell_rows,
-           slots, gh, hist, null_symbol, spare_sets):
+           slots, gh, hist, null_symbol, spare_pairs):
     """Work items lo..hi of a dense level: item w is tree w // P's listed rows (the list's
     piece c: entries starts[c, t].., counts[c, t] of them, _entries) over the features
     feature_bounds[w % P]..feature_bounds[w % P + 1] (P pieces of features), a group of
@@ -116,24 +116,21 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, node_offsets, feature_bou
     A missing entry (null_symbol) adds to a spare pair past every node's bins, which nothing
     reads: one for every feature, because a spare shared by the piece made each missing entry
     wait for the last one's add (a store-to-load chain; on an 80%-missing matrix most of the
-    loop's time), and a set of them for every tree (spare_sets of them, hist's last pairs),
-    because threads walking two trees' rows over the same features would otherwise add into
-    the same lines."""
+    loop's time), and a set of them for every tree (spare_pairs[t]: _spare_pairs), because
+    threads walking two trees' rows over the same features would otherwise add into the same
+    lines."""
     two = np.uint64(2)
     one = np.uint64(1)
     nf = np.uint64(node_offsets.shape[1])
     offsets = node_offsets.ravel()
-    spares = np.uint64(hist.shape[0]) - two * nf * np.uint64(spare_sets)
     null = np.uint64(null_symbol)
     sj = np.uint64(step_feature)
     sr = np.uint64(step_row)
     n_pieces = np.uint64(feature_bounds.shape[0] - 1)
-    spare = np.empty(node_offsets.shape[1], np.uint64)
     for w in range(lo, hi):
         t = np.uint64(w) // n_pieces
         f = np.uint64(w) % n_pieces
-        for j in range(node_offsets.shape[1]):  # the tree's spare pair of each feature
-            spare[j] = spares + two * (t * nf + np.uint64(j))
+        spare = spare_pairs[t]
         j0 = np.uint64(feature_bounds[f])
         f1 = np.uint64(feature_bounds[f + one])
         while j0 < f1:
@@ -170,7 +167,7 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, node_offsets, feature_bou
 
 
 def _dense_full(lo, hi, sym, step_feature, step_row, ahead, node_offsets, feature_bounds, group_end, starts, counts,
-                ell_rows, slots, gh, hist, null_symbol, spare_sets):
+                ell_rows, slots, gh, hist, null_symbol, spare_pairs):
     """_dense where no entry is missing (the matrix has none): no symbol to compare, no spare
     pair to choose. A copy of _dense's walk on purpose: without the compare a full matrix's
     level took 15-20% less (one thread, 500K Higgs- and Covertype-shaped rows, either symbol
@@ -215,7 +212,7 @@ def _dense_full(lo, hi, sym, step_feature, step_row, ahead, node_offsets, featur
 
 
 def _dense_root(lo, hi, sym, step_feature, step_row, node_offsets, feature_bounds, group_end, n_rows, gpair, hist,
-                null_symbol, full, spare_sets):
+                null_symbol, full, spare_pairs):
     """Work items lo..hi of a root level (every virtual row of tree t in node t, slot t): item w
     is tree w // P's rows 0..n_rows in order, their pairs read from gpair in place (tree t's
     from row t * n_rows), over features feature_bounds[w % P]..feature_bounds[w % P + 1], a group
@@ -224,20 +221,16 @@ def _dense_root(lo, hi, sym, step_feature, step_row, node_offsets, feature_bound
     symbol is compared."""
     two = np.uint64(2)
     one = np.uint64(1)
-    nf = np.uint64(node_offsets.shape[1])
-    spares = np.uint64(hist.shape[0]) - two * nf * np.uint64(spare_sets)
     null = np.uint64(null_symbol)
     sj = np.uint64(step_feature)
     sr = np.uint64(step_row)
     un = np.uint64(n_rows)
     n_pieces = np.uint64(feature_bounds.shape[0] - 1)
-    spare = np.empty(node_offsets.shape[1], np.uint64)
     for w in range(lo, hi):
         t = np.uint64(w) // n_pieces
         f = np.uint64(w) % n_pieces
         offsets = node_offsets[t]
-        for j in range(node_offsets.shape[1]):
-            spare[j] = spares + two * (t * nf + np.uint64(j))
+        spare = spare_pairs[t]
         first = t * un
         j0 = np.uint64(feature_bounds[f])
         f1 = np.uint64(feature_bounds[f + one])
@@ -274,29 +267,25 @@ def _dense_root(lo, hi, sym, step_feature, step_row, node_offsets, feature_bound
 
 
 def _dense_by_node(lo, hi, sym, n_features, ahead, node_offsets, feature_bounds, node_starts, node_rows, node_gh, hist,
-                   null_symbol, full, spare_sets):
+                   null_symbol, full, spare_pairs):
     """Work items lo..hi of a dense level too deep for _dense's walks (its nodes' histograms
     of a feature group out of cache together): item w is built node (slot) w // P's rows
     (node_rows, _scatter_by_node) over the features feature_bounds[w % P]..feature_bounds[w % P + 1]
     (P pieces, each one node's histograms of it within _HIST_BUDGET), read row-major (sym:
     row_symbols), a row's features in one walk, the rows prefetched _ROWS_AHEAD ahead (a deep
     level's rows are scattered). A missing entry adds to a spare pair of its feature and node
-    (_dense's, a set a node: two threads' nodes share no line); where full (the matrix misses
+    (_dense's, spare_pairs[slot]: two threads' nodes share no line); where full (the matrix misses
     none) no symbol is compared (the flag is tested once a row, outside the features' loop)."""
     two = np.uint64(2)
     one = np.uint64(1)
-    nf = np.uint64(node_offsets.shape[1])
-    spares = np.uint64(hist.shape[0]) - two * nf * np.uint64(spare_sets)
     null = np.uint64(null_symbol)
     sr = np.uint64(n_features)
     n_pieces = np.uint64(feature_bounds.shape[0] - 1)
-    spare = np.empty(node_offsets.shape[1], np.uint64)
     for w in range(lo, hi):
         s = np.uint64(w) // n_pieces
         f = np.uint64(w) % n_pieces
         offsets = node_offsets[s]
-        for j in range(node_offsets.shape[1]):
-            spare[j] = spares + two * (s * nf + np.uint64(j))
+        spare = spare_pairs[s]
         j0 = np.uint64(feature_bounds[f])
         j1 = np.uint64(feature_bounds[f + one])
         i = np.uint64(node_starts[s])
@@ -678,6 +667,17 @@ def _node_offsets(offsets, n_slots, total_bins):
     return np.ascontiguousarray(base + np.asarray(offsets[:-1], dtype=np.uint64)[None, :])
 
 
+def _spare_pairs(hist_size, n_features, spare_sets):
+    """(spare_sets, n_features) uint64: where set x's spare pair of feature j starts in a
+    level's flat histogram of hist_size floats (the sets' pairs are its last ones, set after
+    set), as the walks add a missing entry (_dense). One set of zeros, never read, where the
+    matrix misses no entry (spare_sets 0)."""
+    if spare_sets == 0:
+        return np.zeros((1, n_features), dtype=np.uint64)
+    first = hist_size - 2 * n_features * spare_sets
+    return (first + 2 * np.arange(spare_sets * n_features, dtype=np.uint64)).reshape(spare_sets, n_features)
+
+
 def _feature_groups(ptrs, n_nodes):
     """group_end[j]: the end of the group of features from j, as many (at least one) as keep
     n_nodes histograms of their bins within _HIST_BUDGET."""
@@ -821,14 +821,15 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
     else:
         sym, step_feature, step_row, ahead = columns.reshape(-1), ell.n_rows, 1, 0
     node_offsets = _node_offsets(offsets, n_nodes, ell.cuts.total_bins)
+    spare_pairs = _spare_pairs(hist.shape[0], n_features, spare_sets)
     if at_root:
         cpu.run_chunks(k["dense_root"], n_items, sym, step_feature, step_row, node_offsets, feature_bounds, group_end,
-                       ell.n_rows, gh, hist, int(ell.null_symbol), not ell.has_missing, spare_sets,
+                       ell.n_rows, gh, hist, int(ell.null_symbol), not ell.has_missing, spare_pairs,
                        min_chunk=max(1, n_items // work), pieces_per_thread=-(-n_items // cpu.threads()))
         return
     cpu.run_chunks(k["dense" if ell.has_missing else "dense_full"], n_items, sym, step_feature, step_row, np.uint64(ahead),
                    node_offsets, feature_bounds, group_end, starts, counts, ell_rows, slots, gh, hist,
-                   int(ell.null_symbol), spare_sets, min_chunk=max(1, n_items // work),
+                   int(ell.null_symbol), spare_pairs, min_chunk=max(1, n_items // work),
                    pieces_per_thread=-(-n_items // cpu.threads()))
 
 
@@ -853,7 +854,8 @@ def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_no
     rows = row_symbols(ell) if layout is None else _dense_rows(ell, layout)
     cpu.run_chunks(k["dense_by_node"], n_items, rows.reshape(-1), n_features, np.uint64(_ROWS_AHEAD),
                    _node_offsets(offsets, n_nodes, ell.cuts.total_bins), feature_bounds, node_starts, node_rows, node_gh,
-                   hist, int(ell.null_symbol), not ell.has_missing, spare_sets, min_chunk=max(1, n_items // work),
+                   hist, int(ell.null_symbol), not ell.has_missing, _spare_pairs(hist.shape[0], n_features, spare_sets),
+                   min_chunk=max(1, n_items // work),
                    pieces_per_thread=-(-n_items // cpu.threads()))
 
 
