@@ -102,6 +102,7 @@ def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds,
         upper = bounds[n, 1]
         root = _gain(pg * s0, ph * s1, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper)
         mrow = n if mask.shape[0] > 1 else 0
+        sums = hist[n].ravel()  # the node's (g, h) pairs, bin after bin
         best = neg
         best_f = 0
         best_b = 0
@@ -115,19 +116,29 @@ def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds,
                 continue
             direction = monotone[f]
             closed = not weight_form and direction == 0 and alpha == 0.0
+            unb = np.uint64(nb)
+            first = np.uint64(2) * np.uint64(base)  # the feature's first bin's g in the node's row
+            last = first + np.uint64(2) * (unb - np.uint64(1))
             for side in range(2):
                 ag = 0.0
                 ah = 0.0
-                for j in range(nb):
-                    b = j if side == 0 else nb - 1 - j
-                    ag += hist[n, base + b, 0]
-                    ah += hist[n, base + b, 1]
-                    cg[j] = ag
-                    ch[j] = ah
-                if closed:
-                    _closed_losses(cg, ch, nb, pg, ph, side == 0, s0, s1, mcw, lam, root, losses)
+                # Unsigned indices: numba checks a signed one for wrap-around on every read.
+                if side == 0:
+                    for j in range(unb):
+                        ag += sums[first + np.uint64(2) * j]
+                        ah += sums[first + np.uint64(2) * j + np.uint64(1)]
+                        cg[j] = ag
+                        ch[j] = ah
                 else:
-                    for j in range(nb):
+                    for j in range(unb):
+                        ag += sums[last - np.uint64(2) * j]
+                        ah += sums[last - np.uint64(2) * j + np.uint64(1)]
+                        cg[j] = ag
+                        ch[j] = ah
+                if closed:
+                    _closed_losses(cg, ch, unb, pg, ph, side == 0, s0, s1, mcw, lam, root, losses)
+                else:
+                    for j in range(unb):
                         if side == 0:
                             lg, lh, rg, rh = cg[j] * s0, ch[j] * s1, (pg - cg[j]) * s0, (ph - ch[j]) * s1
                         else:
@@ -144,11 +155,11 @@ def _scan(lo, hi, hist, parent, scale, ptrs, mask, monotone, bounds, has_bounds,
                             _gain(rg, rh, mcw, lam, alpha, mds, weight_form, has_bounds, lower, upper) - root
                         if not (math.isinf(loss) or math.isnan(loss)):
                             losses[j] = loss
-                for j in range(nb):
+                for j in range(unb):
                     if losses[j] > best:  # the first of equals stays
                         best = losses[j]
                         best_f = f
-                        best_b = j if side == 0 else nb - 1 - j
+                        best_b = np.int64(j) if side == 0 else nb - 1 - np.int64(j)
                         best_back = side
                         best_ag = cg[j]
                         best_ah = ch[j]
