@@ -3,6 +3,10 @@
 objective.py calls these for numpy arrays once the compiled CPU backend is loaded (a CPU fit's;
 cpu.compiled_loaded). Each loop makes the numpy steps' float32 and float64 operations in the
 same order, so the results are the same bits (tests/stages/test_compiled.py compares them).
+The rows are counted unsigned: numba checks a signed index for wrap-around on every read, and
+the checks kept the simple loops from vectorising (500K rows, one thread: the logistic pairs
+1.01 -> 0.68 ms, the clipped negation 0.35 -> 0.18, 7-class softmax pairs 11.6 -> 10.7, its
+row shift 5.1 -> 4.3).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ def _softmax_pairs(lo, hi, e, y, weight, has_weight, out):
     written class by class: out[k, i] is row i's pair of class k."""
     n_classes = e.shape[1]
     floor = np.float32(1e-16)
-    for i in range(lo, hi):
+    for i in range(np.uint64(lo), np.uint64(hi)):
         wsum = np.float64(0.0)
         for k in range(n_classes):
             wsum += np.float64(e[i, k])
@@ -43,7 +47,7 @@ def _softmax_pairs(lo, hi, e, y, weight, has_weight, out):
 def _shift_rows(lo, hi, margin, floor, out):
     """out[i, k] = margin[i, k] - max(max_k margin[i, k], floor) in float32 for rows lo..hi
     (objective.Softmax's wmax; NaN where a row holds one, as numpy's max and maximum propagate it)."""
-    for i in range(lo, hi):
+    for i in range(np.uint64(lo), np.uint64(hi)):
         m = margin[i, 0]
         for k in range(1, margin.shape[1]):
             v = margin[i, k]
@@ -84,7 +88,7 @@ def _clipped_negation(lo, hi, margin, out):
     """out = min(-margin, 88.7) in float32 for values lo..hi (objective._sigmoid's expf argument;
     NaN stays NaN, as numpy's minimum keeps it)."""
     cap = np.float32(88.7)
-    for i in range(lo, hi):
+    for i in range(np.uint64(lo), np.uint64(hi)):
         v = -margin[i]
         out[i] = v if (v < cap or v != v) else cap
 
@@ -94,7 +98,7 @@ def _logistic_pairs(lo, hi, e, y, weight, has_weight, out):
     88.7)) (objective._Logistic.gradient: p = 1 / (e + 1), p - y, max(p (1 - p), 1e-16), weighted)."""
     one = np.float32(1.0)
     floor = np.float32(1e-16)
-    for i in range(lo, hi):
+    for i in range(np.uint64(lo), np.uint64(hi)):
         p = one / (e[i] + one)
         grad = p - y[i]
         hess = p * (one - p)
