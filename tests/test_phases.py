@@ -63,8 +63,17 @@ def test_phases_add_up_to_the_round_and_leave_the_model_alone(device, grow_polic
         # on the device after the fit started and before the last lap was read.
         assert 0 < sum(map(sum, laps[1:])) <= stamps[-1] - started
         return
-    for lap, (a, b) in zip(laps[1:], zip(stamps, stamps[1:])):
-        assert math.isclose(sum(lap), b - a, rel_tol=0.1, abs_tol=2e-3), (lap, b - a)
+    if device == "cpu":  # a lap is the host's time: each round's laps are that round's span
+        for lap, (a, b) in zip(laps[1:], zip(stamps, stamps[1:])):
+            assert math.isclose(sum(lap), b - a, rel_tol=0.1, abs_tol=2e-3), (lap, b - a)
+        return
+    # On GPU a lap ends at an event where the round's work ended on the device, and the host
+    # stamps the round once it has read the lap: later, by however long the host took, which a
+    # loaded machine stretched to 4 ms of a 34 ms round (the GPU suite at -n 8). The laps still
+    # tile the rounds: their sum is the span from the first stamp to the last, give or take the
+    # lags at its two ends.
+    total = sum(map(sum, laps[1:]))
+    assert math.isclose(total, stamps[-1] - stamps[0], rel_tol=0.1, abs_tol=5e-3), (laps, stamps)
 
 
 @pytest.mark.parametrize("device", DEVICES)
