@@ -109,6 +109,19 @@ def predict_xgboost(data, params, rounds, threads):
     return time.perf_counter() - t, quality(params, yt, pred)
 
 
+def alternating(libs, repeats):
+    """{name: [each run's result]}: each library's run() once untimed (a warm-up: daskgb compiles
+    its loops, XGBoost sets up), then repeats runs of each, the libraries alternating, so that
+    a shared machine's slow minutes meet both. libs: (name, run) pairs, run() -> (seconds, ...)."""
+    for _, run in libs:
+        run(warm_up=True)
+    runs = {name: [] for name, _ in libs}
+    for _ in range(repeats):
+        for name, run in libs:
+            runs[name].append(run(warm_up=False))
+    return runs
+
+
 def dask_case(args):
     """(daskgb times, xgboost.dask times, qualities) at the quickstart's scale."""
     import dask.array as da
@@ -130,13 +143,13 @@ def dask_case(args):
         yte_host = yte.compute()
         params = dict(n_estimators=args.rounds, max_depth=6, learning_rate=0.1, max_bin=256)
 
-        def ours():
+        def ours(warm_up):
             m = daskgb.dask.DaskGBClassifier(**params, device="cpu")
             t = time.perf_counter()
             m.fit(Xtr, ytr)
             return time.perf_counter() - t, m
 
-        def theirs():
+        def theirs(warm_up):
             import xgboost as xgb
             import xgboost.dask  # noqa: F401 (not imported by xgboost itself)
 
@@ -145,18 +158,10 @@ def dask_case(args):
             m.fit(Xtr, ytr)
             return time.perf_counter() - t, m
 
-        libs = (("daskgb", ours), ("xgboost", theirs))
-        for _, fit in libs:
-            fit()  # warm-up
-        times, models = {name: [] for name, _ in libs}, {}
-        for _ in range(args.repeats):  # the libraries' runs alternate: the machine's drift meets both
-            for name, fit in libs:
-                elapsed, models[name] = fit()
-                times[name].append(elapsed)
-        for name, _ in libs:
-            p = models[name].predict_proba(Xte)
+        for name, runs in alternating((("daskgb", ours), ("xgboost", theirs)), args.repeats).items():
+            p = runs[-1][1].predict_proba(Xte)
             p = p.compute() if hasattr(p, "compute") else p
-            out[name] = (times[name],
+            out[name] = ([r[0] for r in runs],
                          ("auc", float(auc_of(np.asarray(yte_host), np.asarray(p)[:, 1].astype(np.float64)))))
     return out
 
@@ -188,16 +193,15 @@ def main(argv=None):
                 watch = case.endswith("-eval")
                 libs = [("daskgb", lambda *a: fit_daskgb(*a, watch=watch)),
                         ("xgboost", lambda *a: fit_xgboost(*a, watch=watch))]
-            libs = libs[: 1 if args.skip_xgboost else 2]
             small = tuple(a[:2000] for a in data)
-            for _, fit in libs:
-                fit(small, params, 2, args.threads)  # warm-up: compiles daskgb's loops, sets XGBoost up
-            runs = {name: [] for name, _ in libs}
-            for _ in range(args.repeats):  # the libraries' runs alternate: the machine's drift meets both
-                for name, fit in libs:
-                    runs[name].append(fit(data, params, args.rounds, args.threads))
-            for name, _ in libs:
-                res[name] = ([r[0] for r in runs[name]], runs[name][-1][1])
+
+            def timed(fit):
+                return lambda warm_up: (fit(small, params, 2, args.threads) if warm_up
+                                        else fit(data, params, args.rounds, args.threads))
+
+            libs = [(name, timed(fit)) for name, fit in libs[: 1 if args.skip_xgboost else 2]]
+            for name, runs in alternating(libs, args.repeats).items():
+                res[name] = ([r[0] for r in runs], runs[-1][1])
         ours = statistics.median(res["daskgb"][0])
         theirs = statistics.median(res["xgboost"][0]) if "xgboost" in res else float("nan")
         q = " / ".join(f"{res[k][1][1]:.4f}" for k in res)

@@ -116,7 +116,7 @@ def _dense(lo, hi, sym, step_feature, step_row, ahead, node_offsets, feature_bou
     A missing entry (null_symbol) adds to a spare pair past every node's bins, which nothing
     reads: one for every feature, because a spare shared by the piece made each missing entry
     wait for the last one's add (a store-to-load chain; on an 80%-missing matrix most of the
-    loop's time), and a set of them for every tree (spare_pairs[t]: _spare_pairs), because
+    loop's time), and a set of them for every tree (spare_pairs[t]: _level_buffer), because
     threads walking two trees' rows over the same features would otherwise add into the same
     lines."""
     two = np.uint64(2)
@@ -667,15 +667,16 @@ def _node_offsets(offsets, n_slots, total_bins):
     return np.ascontiguousarray(base + np.asarray(offsets[:-1], dtype=np.uint64)[None, :])
 
 
-def _spare_pairs(hist_size, n_features, spare_sets):
-    """(spare_sets, n_features) uint64: where set x's spare pair of feature j starts in a
-    level's flat histogram of hist_size floats (the sets' pairs are its last ones, set after
-    set), as the walks add a missing entry (_dense). One set of zeros, never read, where the
-    matrix misses no entry (spare_sets 0)."""
+def _level_buffer(size, n_features, spare_sets, zero):
+    """A level's flat histogram of size floats (zeroed where zero), and past it spare_sets sets
+    of a spare pair for each densely read feature, which its missing entries add into (_dense);
+    with the (spare_sets, n_features) uint64 table of where each set's pair of each feature
+    starts (one set of zeros, never read, where the matrix misses no entry: spare_sets 0)."""
+    hist = float64_buffer(size + 2 * n_features * spare_sets, zero=zero)
     if spare_sets == 0:
-        return np.zeros((1, n_features), dtype=np.uint64)
-    first = hist_size - 2 * n_features * spare_sets
-    return (first + 2 * np.arange(spare_sets * n_features, dtype=np.uint64)).reshape(spare_sets, n_features)
+        return hist, np.zeros((1, n_features), dtype=np.uint64)
+    spares = size + 2 * np.arange(spare_sets * n_features, dtype=np.uint64)
+    return hist, spares.reshape(spare_sets, n_features)
 
 
 def _feature_groups(ptrs, n_nodes):
@@ -729,11 +730,11 @@ def _dense_level(k, ell, gpair, positions, slot_of_node, n_nodes, size, at_root)
     # them, a set for every node or tree an item walks (_dense). Where every feature is listed,
     # _listed_features zeroes the histograms.
     zero_listed = layout is not None and n_features == 0
-    spare_sets = max(n_nodes, n_trees) if ell.has_missing else 0
-    hist = float64_buffer(size + 2 * n_features * spare_sets, zero=not zero_listed)
+    hist, spare_pairs = _level_buffer(size, n_features, max(n_nodes, n_trees) if ell.has_missing else 0,
+                                      zero=not zero_listed)
     if n_features:
         _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed,
-                        ell_rows, slots, gh, hist, by_node, spare_sets)
+                        ell_rows, slots, gh, hist, by_node, spare_pairs)
     if layout is not None:
         _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, ell_rows, slots, gh, hist, zero_listed,
                          by_node)
@@ -747,11 +748,11 @@ def _dense_root_level(k, ell, gpair, n_trees, size):
     quickstart-shaped one with 5% missing (1 thread) 4.9-5.1 against 6.6-7.1 ms (alternating
     in one process, the same bits)."""
     offsets = np.asarray(ell.cuts.ptrs, dtype=np.int64)
-    spare_sets = n_trees if ell.has_missing else 0
-    hist = float64_buffer(size + 2 * ell.n_features * spare_sets, zero=True)
+    hist, spare_pairs = _level_buffer(size, ell.n_features, n_trees if ell.has_missing else 0, zero=True)
     if ell.n_features:
-        _dense_features(k, ell, None, offsets, offsets, ell.n_features, n_trees, n_trees, None, None,
-                        ell.n_rows * n_trees, None, None, gpair, hist, None, spare_sets, at_root=True)
+        _dense_features(k, ell, None, offsets, offsets, ell.n_features, n_nodes=n_trees, n_trees=n_trees,
+                        starts=None, counts=None, listed=ell.n_rows * n_trees, ell_rows=None, slots=None, gh=gpair,
+                        hist=hist, by_node=None, spare_pairs=spare_pairs, at_root=True)
     return hist
 
 
@@ -785,7 +786,7 @@ def _listed_features(k, ell, layout, n_nodes, n_trees, starts, counts, listed, e
 
 
 def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_trees, starts, counts, listed, ell_rows,
-                    slots, gh, hist, by_node, spare_sets, at_root=False):
+                    slots, gh, hist, by_node, spare_pairs, at_root=False):
     """A dense level's densely read features added into hist: every feature's, or the ones
     entry_layout leaves (layout), in groups of features within _HIST_BUDGET (widths: their
     bins' running count; offsets: each one's first global bin). at_root: no list (starts,
@@ -795,7 +796,7 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
     one_node = _feature_groups(widths, 1)
     if n_nodes > n_trees and _walks(group_end, 0, n_features) > _walks(one_node, 0, n_features):
         _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node,
-                                spare_sets)
+                                spare_pairs)
         return
     per_thread = _pieces_per_thread(group_end, max(1, n_features // work))
     # Work items: a tree's rows over a piece of the features. A forest's trees are items of
@@ -821,7 +822,6 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
     else:
         sym, step_feature, step_row, ahead = columns.reshape(-1), ell.n_rows, 1, 0
     node_offsets = _node_offsets(offsets, n_nodes, ell.cuts.total_bins)
-    spare_pairs = _spare_pairs(hist.shape[0], n_features, spare_sets)
     if at_root:
         cpu.run_chunks(k["dense_root"], n_items, sym, step_feature, step_row, node_offsets, feature_bounds, group_end,
                        ell.n_rows, gh, hist, int(ell.null_symbol), not ell.has_missing, spare_pairs,
@@ -833,7 +833,7 @@ def _dense_features(k, ell, layout, offsets, widths, n_features, n_nodes, n_tree
                    pieces_per_thread=-(-n_items // cpu.threads()))
 
 
-def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node, spare_sets):
+def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_node, work, hist, by_node, spare_pairs):
     """_dense_features where a tree's nodes' histograms of a group of features do not fit in
     cache together (deep levels): node by node (_dense_by_node), a node's rows over a group of
     features whose histograms of one node do (one_node), cut further where the threads need
@@ -854,8 +854,7 @@ def _dense_features_by_node(k, ell, layout, offsets, n_features, n_nodes, one_no
     rows = row_symbols(ell) if layout is None else _dense_rows(ell, layout)
     cpu.run_chunks(k["dense_by_node"], n_items, rows.reshape(-1), n_features, np.uint64(_ROWS_AHEAD),
                    _node_offsets(offsets, n_nodes, ell.cuts.total_bins), feature_bounds, node_starts, node_rows, node_gh,
-                   hist, int(ell.null_symbol), not ell.has_missing, _spare_pairs(hist.shape[0], n_features, spare_sets),
-                   min_chunk=max(1, n_items // work),
+                   hist, int(ell.null_symbol), not ell.has_missing, spare_pairs, min_chunk=max(1, n_items // work),
                    pieces_per_thread=-(-n_items // cpu.threads()))
 
 
