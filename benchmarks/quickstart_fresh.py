@@ -4,13 +4,15 @@
     python benchmarks/quickstart_fresh.py --smoke         # 2,000 rows, 3 rounds, one run each, in this process
 
 Each run is a fresh Python process that does what examples/quickstart.py does on a CPU-only
-machine: starts a LocalCluster of 2 worker processes x 1 thread (fresh workers: each loads
-daskgb's compiled loops from numba's cache, or XGBoost's library, in the timed fit), makes the
-quickstart's data (200,000 training rows x 20 features, 5% missing, 40,000 held out) and
-persists it (waiting until the workers hold it), then times the fit with the held-out rows
-as eval_set (100 rounds, depth 6, learning rate 0.3, logloss every round): DaskGBClassifier,
-or xgboost.dask's DaskXGBClassifier with tree_method="hist" and the same parameters. numba's
-cache is what the machine has (run examples/quickstart.py once first for a warm one). Prints
+machine: starts a LocalCluster of 2 worker processes x 1 thread with its dashboard (on a free
+port: daskgb's page joins it and the workers report each round to it, as in the quickstart;
+the smoke run has none), whose fresh workers load daskgb's compiled loops from numba's cache,
+or XGBoost's library, in the timed fit; makes the quickstart's data (200,000 training rows x
+20 features, 5% missing, 40,000 held out) and persists it (waiting until the workers hold
+it), then times the fit with the held-out rows as eval_set (100 rounds, depth 6, learning
+rate 0.3, logloss every round): DaskGBClassifier, or xgboost.dask's DaskXGBClassifier with
+tree_method="hist" and the same parameters. numba's cache is what the machine has (run
+examples/quickstart.py or `daskgb warm-up` once first for a warm one). Prints
 each run's fit seconds, the medians and their ratio (ours / XGBoost's).
 """
 
@@ -38,8 +40,8 @@ def one_fit(library: str, smoke: bool) -> dict:
     if smoke:
         quickstart.N_TRAIN, quickstart.N_TEST = 1_600, 400
     # (The smoke run's workers are threads of this process: what it checks is the script, not the timing.)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=not smoke, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=not smoke,
+                      dashboard_address=None if smoke else ":0") as cluster, Client(cluster) as client:
         X, y = dask.persist(*quickstart.make_data("cpu"))
         wait([X, y])  # the clock starts once the workers hold the data (persist returns at once)
         X_train, y_train = X[:quickstart.N_TRAIN], y[:quickstart.N_TRAIN]

@@ -158,6 +158,7 @@ def test_each_metric_has_its_own_axis():
 
 
 def test_no_page_without_bokeh_on_the_scheduler(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bokeh.server.tornado", object())  # past the check for a running dashboard
     monkeypatch.setitem(sys.modules, "daskgb.dask.dashboard_page", None)  # its import fails as without bokeh
 
     class Scheduler:
@@ -166,6 +167,21 @@ def test_no_page_without_bokeh_on_the_scheduler(monkeypatch):
     plugin = dashboard.DashboardPlugin()
     asyncio.run(plugin.start(Scheduler()))
     assert plugin.served is False
+
+
+def test_a_scheduler_without_a_dashboard_imports_no_bokeh(monkeypatch):
+    # A scheduler that serves a dashboard imported Bokeh's server as it started: without it there is
+    # nothing to join, and the page's module (which imports Bokeh, ~0.5 s) is left alone.
+    monkeypatch.delitem(sys.modules, "bokeh.server.tornado", raising=False)
+    monkeypatch.delitem(sys.modules, "daskgb.dask.dashboard_page", raising=False)
+
+    class Scheduler:
+        plugins: dict = {}
+
+    plugin = dashboard.DashboardPlugin()
+    asyncio.run(plugin.start(Scheduler()))
+    assert plugin.served is False and plugin.store is not None
+    assert "daskgb.dask.dashboard_page" not in sys.modules and "bokeh.server.tornado" not in sys.modules
 
 
 # ---------------------------------------------------------------- on a cluster
